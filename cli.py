@@ -1,0 +1,124 @@
+"""The `djx` command: process, ops, check. A thin layer over the Python API."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from .core.errors import DjxError
+
+
+def _process(args) -> int:
+    from .core.pipeline import Pipeline
+    from .core.recipe import parse_set
+    overrides = parse_set(args.set)
+    if args.np is not None:
+        overrides["np"] = args.np
+    if args.export_path:
+        overrides["export_path"] = os.path.abspath(args.export_path)
+    if args.executor:
+        overrides["executor"] = args.executor
+    pipe = Pipeline.from_recipe(args.recipe, overrides, args.custom_ops or ())
+    if args.dry_run:
+        print(pipe.plan().describe())
+        for i, op in enumerate(pipe.ops):
+            specs = ", ".join(s.label() for s in op.model_specs())
+            print(f"  op {i}: {op!r}" + (f"  [models: {specs}]" if specs else ""))
+        return 0
+    pipe.run(restart=args.restart, progress=not args.quiet)
+    return 0
+
+
+def _ops(args) -> int:
+    from .core.params import describe_params
+    from .core.registry import aliases, get_op_class, load_custom_ops, load_entry_point_ops, registered_ops
+    load_custom_ops(args.custom_ops or (), os.getcwd())
+    load_entry_point_ops()
+    if args.name:
+        cls = get_op_class(args.name)
+        names = [cls.name]
+    else:
+        names = list(registered_ops())
+    alias_of = {}
+    for a, n in aliases().items():
+        alias_of.setdefault(n, []).append(a)
+    for name in names:
+        cls = get_op_class(name)
+        kind = "filter" if hasattr(cls, "stats_keys") else "mapper"
+        doc = (cls.__doc__ or "").strip().splitlines()
+        print(f"{name}  ({kind})" + (f"  aliases: {', '.join(alias_of[name])}" if name in alias_of else ""))
+        print(f"    {doc[0] if doc else ''}")
+        if getattr(cls, "stats_keys", ()):
+            print(f"    stats: {', '.join(cls.stats_keys)}")
+        for pname, ptype, default in describe_params(cls):
+            print(f"    {pname}: {ptype} = {default!r}")
+        if args.name and len(doc) > 1:
+            print("\n".join("    " + line.strip() for line in doc[1:]))
+    return 0
+
+
+def _check(args) -> int:
+    from .core.check import check_outputs
+    from .core.chain import OpChain
+    from .core.outputs import OutputPaths
+    from .core.pipeline import Pipeline
+    pipe = Pipeline.from_recipe(args.recipe, custom_ops=args.custom_ops or ())
+    paths = OutputPaths.for_export(args.output)
+    if not os.path.exists(paths.export):
+        raise DjxError(f"no such output: {paths.export}")
+    input_count = args.input_count
+    if input_count is None and os.path.exists(paths.summary):
+        with open(paths.summary, encoding="utf-8") as f:
+            input_count = json.load(f).get("input")
+    chain = OpChain(pipe.ops, pipe.recipe.run_context())
+    report = check_outputs(paths.export, paths.dropped, paths.rejected, chain.filter_stats_keys(),
+                           pipe.recipe.image_key, input_count)
+    print(report.describe())
+    if input_count is None:
+        print("note: no summary found and no --input-count given: counts were not checked")
+    return 0 if report.ok else 1
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="djx", description="Clean multimodal training data.")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+
+    p = sub.add_parser("process", help="run a recipe")
+    p.add_argument("recipe")
+    p.add_argument("--np", type=int, help="number of workers (overrides the recipe)")
+    p.add_argument("--export-path", help="where the kept samples go (overrides the recipe)")
+    p.add_argument("--executor", choices=["local", "ray"])
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override any recipe key; dotted keys reach into ops, e.g. process.0.text_length_filter.min_len=3")
+    p.add_argument("--custom-ops", action="append", metavar="PATH_OR_MODULE", help="load plug-in ops")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+    p.add_argument("--restart", action="store_true", help="discard an unfinished run's state and start over")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(fn=_process)
+
+    p = sub.add_parser("ops", help="list ops, or show one")
+    p.add_argument("name", nargs="?")
+    p.add_argument("--custom-ops", action="append", metavar="PATH_OR_MODULE")
+    p.set_defaults(fn=_ops)
+
+    p = sub.add_parser("check", help="check an output's stats completeness and counts")
+    p.add_argument("output", help="the export path (kept samples) of a run")
+    p.add_argument("--recipe", required=True)
+    p.add_argument("--custom-ops", action="append", metavar="PATH_OR_MODULE")
+    p.add_argument("--input-count", type=int, help="input samples (default: from the run summary)")
+    p.set_defaults(fn=_check)
+
+    args = parser.parse_args(argv)
+    try:
+        return args.fn(args)
+    except DjxError as e:
+        print(f"djx: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("djx: interrupted; run the same command again to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

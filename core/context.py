@@ -1,0 +1,30 @@
+"""RunContext: the run's configuration, frozen and passed by value to every worker and op.
+
+Special tokens live here and nowhere else: a value stored on a module or class is lost in spawn
+workers, which is how stats silently came out empty elsewhere.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+STATS_KEY = "__dj__stats__"
+POSITION_KEY = "__dj__pos__"
+DROP_KEY = "__dj__drop__"
+
+
+@dataclass(frozen=True)
+class RunContext:
+    text_key: str = "text"
+    image_key: str = "images"
+    image_special_token: str = "<__dj__image>"
+    eoc_special_token: str = "<|__dj__eoc|>"
+    dataset_dir: str = "."  # relative image paths resolve against it
+    max_image_pixels: int = 178_956_970  # decompression-bomb guard (PIL's default x 2)
+    on_error: str = "reject"  # or "fail"
+    devices: tuple[str, ...] = ()  # empty: cuda:(rank % gpus) when CUDA is visible, else cpu
+    torch_threads: int = 0  # 0: decided by the executor from cores / workers
+    oom_min_batch: int = 1
+    fault: tuple[str, ...] = field(default=())  # test-only fault injection points, e.g. ("oom:2",)
+
+    def with_(self, **changes) -> "RunContext":
+        return replace(self, **changes)

@@ -1,0 +1,25 @@
+"""Errors a user can hit. Each message says what to change."""
+
+
+class DjxError(Exception):
+    """Base of every error djx raises on purpose; the CLI prints it without a traceback."""
+
+
+class RecipeError(DjxError):
+    """The recipe (or an op's parameters) is invalid."""
+
+
+class OpNotFoundError(RecipeError):
+    """A recipe names an op that is not registered."""
+
+
+class SampleError(DjxError):
+    """One sample cannot be processed; it is rejected with this message as its reason."""
+
+
+class CheckError(DjxError):
+    """An output failed the stats-completeness or accounting check."""
+
+
+class ResumeError(DjxError):
+    """A previous run's state does not match this run (recipe or input changed)."""

@@ -1,0 +1,112 @@
+"""ModelPool: one per process. `pool.get(spec)` loads a model once and returns the same object
+afterwards, so ops naming the same model share one copy. The pool is bound to one device."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .errors import RecipeError
+
+_LOADERS: dict[str, Callable] = {}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What to load, hashable: two ops with equal specs share one loaded model."""
+    kind: str                      # a registered loader, e.g. "hf_clip"
+    name: str                      # hub id or local folder
+    revision: str | None = None
+    dtype: str = "float32"
+    trust_remote_code: bool = False
+
+    def label(self) -> str:
+        short = os.path.basename(self.name.rstrip("/")) or self.name
+        return f"{self.kind}:{short}:{self.dtype}"
+
+
+def register_model_loader(kind: str, estimate: Callable[[ModelSpec], int] | None = None):
+    """Register `fn(spec, device) -> model` under `kind`; `estimate(spec)` returns bytes needed."""
+
+    def deco(fn):
+        fn.estimate = estimate
+        _LOADERS[kind] = fn
+        return fn
+
+    return deco
+
+
+def estimate_bytes(spec: ModelSpec) -> int:
+    """Memory a spec will take on its device, before loading (0 when the loader cannot tell)."""
+    loader = _LOADERS.get(spec.kind)
+    if loader is None or loader.estimate is None:
+        return 0
+    return int(loader.estimate(spec))
+
+
+class ModelPool:
+    """Per-process cache of loaded models, keyed by (spec, device)."""
+
+    def __init__(self, device: str = "cpu"):
+        self.device = device
+        self._models: dict[tuple[ModelSpec, str], Any] = {}
+        self.loads: dict[str, int] = {}          # spec label -> loads in this process
+        self.load_seconds: dict[str, float] = {}
+        self.measured_bytes: dict[str, int] = {}
+
+    def get(self, spec: ModelSpec) -> Any:
+        key = (spec, self.device)
+        model = self._models.get(key)
+        if model is None:
+            loader = _LOADERS.get(spec.kind)
+            if loader is None:
+                raise RecipeError(f"no model loader registered for kind {spec.kind!r} "
+                                  f"(known: {', '.join(sorted(_LOADERS)) or 'none'})")
+            t0 = time.perf_counter()
+            before = _device_allocated(self.device)
+            model = loader(spec, self.device)
+            label = spec.label()
+            self.load_seconds[label] = self.load_seconds.get(label, 0.0) + time.perf_counter() - t0
+            self.loads[label] = self.loads.get(label, 0) + 1
+            self.measured_bytes[label] = max(_device_allocated(self.device) - before, _param_bytes(model))
+            self._models[key] = model
+        return model
+
+    def total_loads(self) -> int:
+        return sum(self.loads.values())
+
+    def report(self) -> dict:
+        return {"device": self.device, "loads": dict(self.loads),
+                "load_seconds": {k: round(v, 3) for k, v in self.load_seconds.items()},
+                "measured_bytes": dict(self.measured_bytes)}
+
+
+def _param_bytes(model) -> int:
+    total = 0
+    for part in (model if isinstance(model, (tuple, list)) else (model,)):
+        for t in getattr(part, "parameters", lambda: ())():
+            total += t.numel() * t.element_size()
+        for t in getattr(part, "buffers", lambda: ())():
+            total += t.numel() * t.element_size()
+    return total
+
+
+def _device_allocated(device: str) -> int:
+    if not device.startswith("cuda"):
+        return 0
+    import torch
+    return int(torch.cuda.memory_allocated(torch.device(device)))
+
+
+_PROCESS_POOL: ModelPool | None = None
+
+
+def process_pool(device: str | None = None) -> ModelPool:
+    """The pool of this process, created on first use (bound to `device`, default cpu)."""
+    global _PROCESS_POOL
+    if _PROCESS_POOL is None:
+        _PROCESS_POOL = ModelPool(device or "cpu")
+    elif device is not None and device != _PROCESS_POOL.device:
+        _PROCESS_POOL.device = device
+    return _PROCESS_POOL

@@ -1,0 +1,120 @@
+"""Op base classes. A Filter computes stats for a batch and keeps or drops each sample from its
+stats; a Mapper transforms samples. Parameters are typed keyword arguments, validated on build."""
+from __future__ import annotations
+
+import functools
+from typing import Any, ClassVar
+
+from .context import STATS_KEY, RunContext
+from .images import BatchImages
+from .params import validate_params
+
+
+class Batch:
+    """What one op call sees: the live samples, the run context, the batch's images, the model pool.
+
+    An op marks a sample it cannot process with `reject(i, reason)` (or raises SampleError while
+    handling it alone); the other samples of the batch go on.
+    """
+
+    def __init__(self, samples: list[dict], ctx: RunContext, images: BatchImages, pool,
+                 text_key: str, image_key: str):
+        self.samples = samples
+        self.ctx = ctx
+        self.images = images
+        self.pool = pool
+        self.text_key = text_key
+        self.image_key = image_key
+        self.rejected: dict[int, str] = {}
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def text(self, sample: dict) -> str:
+        return sample[self.text_key]
+
+    def image_refs(self, sample: dict) -> list[str]:
+        return sample.get(self.image_key) or []
+
+    def stats(self, sample: dict) -> dict:
+        return sample.setdefault(STATS_KEY, {})
+
+    def reject(self, index: int, reason: str) -> None:
+        self.rejected.setdefault(index, reason)
+
+
+class Op:
+    """Base of all ops. Subclasses declare typed keyword parameters and call super().__init__(**kw).
+
+    Per-op `text_key`, `image_key` and `batch_size` override the recipe's globals.
+    """
+
+    name: ClassVar[str] = ""          # set by @register_op
+    uses_text: ClassVar[bool] = True  # the chain checks the text key of samples this op sees
+    uses_images: ClassVar[bool] = False
+
+    def __init__(self, text_key: str | None = None, image_key: str | None = None,
+                 batch_size: int | None = None):
+        if batch_size is not None and batch_size < 1:
+            from .errors import RecipeError
+            raise RecipeError(f"{self.name}.batch_size: must be >= 1, got {batch_size}")
+        self.text_key = text_key
+        self.image_key = image_key
+        self.batch_size = batch_size
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.__init__ = _validating(cls.__init__)
+
+    def model_specs(self) -> list:
+        """The ModelSpecs this op will ask the pool for; lets the planner size workers up front."""
+        return []
+
+    def params(self) -> dict[str, Any]:
+        """The op's parameters as given (for plans, summaries and pickling to workers)."""
+        return dict(getattr(self, "_params", {}))
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        return f"{self.name or type(self).__name__}({args})"
+
+
+def _validating(init):
+    """Wrap an op's __init__ so that direct construction from Python validates like a recipe."""
+
+    @functools.wraps(init)
+    def wrapper(self, **params):
+        if not getattr(self, "_validating", False):
+            cls = type(self)
+            params = validate_params(cls, params, cls.name or cls.__name__)
+            self._params = dict(params)
+            self._validating = True
+            try:
+                init(self, **params)
+            finally:
+                del self._validating
+        else:
+            init(self, **params)
+
+    return wrapper
+
+
+class Filter(Op):
+    """Computes `stats_keys` for every sample of a batch, then keeps or drops each from its stats."""
+
+    stats_keys: ClassVar[tuple[str, ...]] = ()
+
+    def compute_stats(self, batch: Batch) -> None:
+        """Write this filter's stats into batch.stats(sample) for each sample."""
+        raise NotImplementedError
+
+    def keep(self, stats: dict) -> bool | tuple[bool, str]:
+        """True to keep; False, or (False, reason), to drop."""
+        raise NotImplementedError
+
+
+class Mapper(Op):
+    """Transforms samples in place (or replaces batch.samples[i])."""
+
+    def process(self, batch: Batch) -> None:
+        raise NotImplementedError

@@ -1,0 +1,121 @@
+"""Output files and the resume state.
+
+While a run works, kept/dropped/rejected records go to part files in a state folder next to the
+export; a manifest (written atomically) records how far the input was read and the byte length of
+each part file at the last checkpoint. A resumed run truncates the parts to those lengths and
+reads on from there, so nothing is redone or duplicated. At the end the parts are renamed into
+place: a half-written export never carries the final name.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+
+from .errors import ResumeError
+
+
+@dataclass(frozen=True)
+class OutputPaths:
+    export: str
+    dropped: str
+    rejected: str
+    summary: str
+    state_dir: str
+
+    @classmethod
+    def for_export(cls, export_path: str) -> "OutputPaths":
+        folder, name = os.path.split(os.path.abspath(export_path))
+        stem = name[:-len(".jsonl")] if name.endswith(".jsonl") else name
+        join = lambda suffix: os.path.join(folder, stem + suffix)  # noqa: E731
+        return cls(export=os.path.abspath(export_path), dropped=join(".dropped.jsonl"),
+                   rejected=join(".rejected.jsonl"), summary=join(".summary.json"),
+                   state_dir=os.path.join(folder, f".{stem}.djx-state"))
+
+
+def dumps(obj) -> str:
+    return json.dumps(obj, ensure_ascii=False, default=str)
+
+
+class OutputWriter:
+    """Appends records to the part files; `checkpoint` makes the state durable."""
+
+    KINDS = ("kept", "dropped", "rejected")
+
+    def __init__(self, paths: OutputPaths, export_dropped: bool = True):
+        self.paths = paths
+        self.export_dropped = export_dropped
+        self._files = {}
+
+    def part(self, kind: str) -> str:
+        return os.path.join(self.paths.state_dir, f"{kind}.jsonl.part")
+
+    @property
+    def manifest_path(self) -> str:
+        return os.path.join(self.paths.state_dir, "manifest.json")
+
+    def load_manifest(self) -> dict | None:
+        try:
+            with open(self.manifest_path, encoding="utf-8") as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return None
+        except (OSError, json.JSONDecodeError) as e:
+            raise ResumeError(f"resume state {self.manifest_path} is unreadable ({e}); "
+                              f"run again with --restart to start over") from None
+
+    def open(self, manifest: dict | None) -> None:
+        """Start fresh (manifest None) or reopen the parts cut back to the manifest's lengths."""
+        if manifest is None:
+            shutil.rmtree(self.paths.state_dir, ignore_errors=True)
+        os.makedirs(self.paths.state_dir, exist_ok=True)
+        lengths = (manifest or {}).get("lengths", {})
+        for kind in self.KINDS:
+            path = self.part(kind)
+            f = open(path, "a+b")
+            f.truncate(lengths.get(kind, 0))
+            f.seek(0, os.SEEK_END)
+            self._files[kind] = f
+
+    def write(self, kind: str, records: list[dict]) -> None:
+        if records:
+            self._files[kind].write("".join(dumps(r) + "\n" for r in records).encode("utf-8"))
+
+    def checkpoint(self, manifest: dict) -> None:
+        for f in self._files.values():
+            f.flush()
+            os.fsync(f.fileno())
+        manifest = dict(manifest, lengths={k: f.tell() for k, f in self._files.items()})
+        tmp = self.manifest_path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(manifest, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.manifest_path)
+
+    def close(self) -> None:
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+
+    def finish(self, summary: dict) -> None:
+        """Move the parts into place and write the summary; drop the state folder."""
+        self.close()
+        os.makedirs(os.path.dirname(self.paths.export), exist_ok=True)
+        os.replace(self.part("kept"), self.paths.export)
+        if self.export_dropped:
+            os.replace(self.part("dropped"), self.paths.dropped)
+        elif os.path.exists(self.paths.dropped):
+            os.remove(self.paths.dropped)  # an old run's file would contradict this summary
+        os.replace(self.part("rejected"), self.paths.rejected)
+        write_json_atomic(self.paths.summary, summary)
+        shutil.rmtree(self.paths.state_dir, ignore_errors=True)
+
+
+def write_json_atomic(path: str, obj) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2, ensure_ascii=False, default=str)
+        f.write("\n")
+    os.replace(tmp, path)

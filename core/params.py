@@ -1,0 +1,109 @@
+"""Validation of op parameters against the type hints of the op's __init__."""
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+from typing import Any, Literal, Union
+
+from .errors import RecipeError
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in typing.get_args(tp))
+    if origin in (list, tuple):
+        args = typing.get_args(tp)
+        return f"list[{_type_name(args[0])}]" if args else "list"
+    return "None" if tp is type(None) else getattr(tp, "__name__", str(tp))
+
+
+def coerce(value: Any, tp: Any) -> Any:
+    """Return `value` as type `tp`, or raise TypeError. Ints widen to float; nothing else converts."""
+    if tp is Any or tp is inspect.Parameter.empty:
+        return value
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        if value in typing.get_args(tp):
+            return value
+        raise TypeError
+    if origin in (Union, types.UnionType):
+        for arg in typing.get_args(tp):
+            try:
+                return coerce(value, arg)
+            except TypeError:
+                continue
+        raise TypeError
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise TypeError
+        (item_tp,) = typing.get_args(tp)[:1] or (Any,)
+        return [coerce(v, item_tp) for v in value]
+    if tp is type(None):
+        if value is None:
+            return None
+        raise TypeError
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise TypeError
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise TypeError
+    if isinstance(tp, type):
+        if isinstance(value, tp):
+            return value
+        raise TypeError
+    return value
+
+
+def validate_params(cls: type, params: dict, where: str) -> dict:
+    """Check `params` against cls.__init__'s signature; return them coerced. `where` prefixes errors."""
+    sig = inspect.signature(cls.__init__)
+    hints = typing.get_type_hints(cls.__init__)
+    accepted = {n: p for n, p in sig.parameters.items()
+                if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    # parameters of base classes reached through **kwargs (text_key, image_key, batch_size, ...)
+    for base in cls.__mro__[1:]:
+        init = base.__dict__.get("__init__")
+        if init is None or base is object:
+            continue
+        for n, p in inspect.signature(init).parameters.items():
+            if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                accepted.setdefault(n, p)
+                hints.setdefault(n, typing.get_type_hints(init).get(n, Any))
+    out = {}
+    for key, value in params.items():
+        if key not in accepted:
+            from .suggest import closest
+            hint = closest(key, accepted)
+            raise RecipeError(f"{where}: unknown parameter {key!r}"
+                              + (f"; did you mean {hint!r}?" if hint else "")
+                              + f" (parameters: {', '.join(accepted) or 'none'})")
+        tp = hints.get(key, Any)
+        try:
+            out[key] = coerce(value, tp)
+        except TypeError:
+            raise RecipeError(f"{where}.{key}: expected {_type_name(tp)}, got {value!r}") from None
+    return out
+
+
+def describe_params(cls: type) -> list[tuple[str, str, Any]]:
+    """(name, type, default) for each parameter an op accepts, own ones first."""
+    rows, seen = [], set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None or klass is object:
+            continue
+        hints = typing.get_type_hints(init)
+        for n, p in inspect.signature(init).parameters.items():
+            if n == "self" or n in seen or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                continue
+            seen.add(n)
+            default = None if p.default is p.empty else p.default
+            rows.append((n, _type_name(hints.get(n, Any)), default))
+    return rows

@@ -1,0 +1,225 @@
+"""Pipeline: the Python API and the one path every run takes (the CLI is a thin layer over it).
+
+    Pipeline.from_recipe("recipe.yaml").run()
+    Pipeline(ops=[TextLengthFilter(min_len=5)], np=2).run("in.jsonl", "out/kept.jsonl")
+    for sample in Pipeline(ops=[...]).process(samples): ...
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import sys
+import time
+from collections import deque
+from typing import Iterable, Iterator
+
+from .chain import Item, OpChain
+from .check import check_outputs
+from .errors import CheckError, DjxError, ResumeError
+from .model_pool import estimate_bytes, process_pool
+from .outputs import OutputPaths, OutputWriter
+from .planner import Plan, cuda_inventory, plan_workers
+from .progress import Progress
+from .reader import ReadState, read_items
+from .recipe import Recipe, load_recipe, recipe_from_dict
+from .resources import cpu_count, peak_rss_bytes, uss_bytes
+from .summary import format_summary
+
+# Keys that do not change what a run outputs: a resumed run may change them.
+_VOLATILE = {"np", "start_method", "devices", "gpu_mem_fraction", "max_in_flight", "checkpoint_every",
+             "executor", "ray_address", "export_path", "dataset_path", "batch_size", "project_name"}
+
+
+class Pipeline:
+    """A list of ops plus run settings (the recipe's global keys, as keyword arguments)."""
+
+    def __init__(self, ops: list | None = None, recipe: Recipe | None = None, **settings):
+        if recipe is None:
+            base = {"dataset_path": settings.pop("dataset_path", "unset.jsonl"),
+                    "export_path": settings.pop("export_path", "unset.jsonl")}
+            if "text_key" in settings:
+                settings["text_keys"] = settings.pop("text_key")
+            recipe = recipe_from_dict({**base, **settings}, base_dir=os.getcwd())
+        elif settings:
+            recipe = recipe_from_dict({**recipe.to_dict(), **settings}, base_dir=recipe.base_dir)
+        self.recipe = recipe
+        self.ops = list(ops) if ops is not None else recipe.build_ops()
+
+    @classmethod
+    def from_recipe(cls, path: str, overrides: dict | None = None, custom_ops=()) -> "Pipeline":
+        return cls(recipe=load_recipe(path, overrides, list(custom_ops)))
+
+    def chain(self) -> OpChain:
+        return OpChain(self.ops, self.recipe.run_context())
+
+    # -- planning ---------------------------------------------------------------------------
+    def plan(self, np: int | None = None) -> Plan:
+        chain = self.chain()
+        specs = list(dict.fromkeys(chain.model_specs()))
+        model_bytes = {s.label(): estimate_bytes(s) for s in specs}
+        listed = tuple(self.recipe.devices)
+        wants_cpu = listed and all(d == "cpu" for d in listed)
+        inventory = cuda_inventory() if specs and not wants_cpu else []
+        return plan_workers(np or self.recipe.np, model_bytes, inventory, self.recipe.gpu_mem_fraction,
+                            cpu_count(), listed)
+
+    # -- in memory --------------------------------------------------------------------------
+    def process(self, samples: Iterable[dict]) -> Iterator[dict]:
+        """Run the ops over in-memory samples in this process; yield the kept ones with stats.
+
+        `self.last_counts` holds kept/dropped/rejected counts once the iterator is exhausted."""
+        chain = self.chain()
+        pool = process_pool()
+        counts = {"input": 0, "kept": 0, "dropped": 0, "rejected": 0, "rejected_records": []}
+        self.last_counts = counts
+        it = iter(samples)
+        pos = 0
+        while True:
+            block = list(itertools.islice(it, self.recipe.batch_size))
+            if not block:
+                return
+            items = [Item(pos + i, record=r) for i, r in enumerate(block)]
+            pos += len(block)
+            res = chain.run(items, pool)
+            counts["input"] += len(block)
+            counts["kept"] += len(res.kept)
+            counts["dropped"] += len(res.dropped)
+            counts["rejected"] += len(res.rejected)
+            counts["rejected_records"] += res.rejected
+            yield from res.kept
+
+    # -- files ------------------------------------------------------------------------------
+    def run(self, dataset_path: str | None = None, export_path: str | None = None, *,
+            restart: bool = False, progress: bool = True, log=print) -> dict:
+        """Process a dataset file into the export files; return the summary (also written as JSON).
+
+        Resumes an interrupted run of the same recipe and input unless `restart`. Raises
+        CheckError (after writing the outputs) when the stats or the counts do not add up."""
+        r = self.recipe
+        if dataset_path or export_path:
+            r = recipe_from_dict({**r.to_dict(), "process": [],
+                                  "dataset_path": os.path.abspath(dataset_path or r.dataset_path),
+                                  "export_path": os.path.abspath(export_path or r.export_path)},
+                                 base_dir=r.base_dir)
+        if not os.path.isfile(r.dataset_path):
+            raise DjxError(f"dataset not found: {r.dataset_path}")
+        t0 = time.monotonic()
+        chain = OpChain(self.ops, r.run_context())
+        paths = OutputPaths.for_export(r.export_path)
+        writer = OutputWriter(paths, r.export_dropped)
+        fingerprint = _fingerprint(r, self.ops)
+        manifest = None if restart else writer.load_manifest()
+        if manifest is not None and manifest.get("fingerprint") != fingerprint:
+            raise ResumeError(f"{paths.state_dir} holds an unfinished run of a different recipe or input "
+                              f"({_diff(manifest.get('fingerprint', {}), fingerprint)}); run again with "
+                              f"--restart (Pipeline.run(restart=True)) to discard it and start over")
+        state = ReadState(**manifest["read"]) if manifest else ReadState()
+        counts = manifest["counts"] if manifest else {"kept": 0, "dropped": 0, "rejected": 0,
+                                                      "ops": [[0, 0, 0, 0, 0.0] for _ in self.ops]}
+        if manifest:
+            log(f"[djx] resuming: {state.records} samples already done, reading on from there")
+        plan = self.plan(r.np)
+        log(plan.describe())
+        executor = self._executor(chain, plan, r)
+        writer.open(manifest)
+        snapshots: deque = deque()
+
+        def batches():
+            items = read_items(r.dataset_path, state)
+            while True:
+                block = list(itertools.islice(items, r.batch_size))
+                if not block:
+                    return
+                snapshots.append(dict(vars(state)))
+                yield block
+
+        bar = Progress(enabled=progress)
+        done_batches = 0
+        try:
+            for res in executor.run(batches()):
+                writer.write("kept", res.kept)
+                writer.write("dropped", res.dropped)
+                writer.write("rejected", res.rejected)
+                for key, n in (("kept", len(res.kept)), ("dropped", len(res.dropped)),
+                               ("rejected", len(res.rejected))):
+                    counts[key] += n
+                for acc, c in zip(counts["ops"], res.op_counts):
+                    for j in range(5):
+                        acc[j] += c[j]
+                read_at = snapshots.popleft()
+                done_batches += 1
+                bar.update(len(res.kept) + len(res.dropped) + len(res.rejected), len(res.kept))
+                if done_batches % r.checkpoint_every == 0:
+                    writer.checkpoint({"fingerprint": fingerprint, "read": read_at, "counts": counts})
+            writer.checkpoint({"fingerprint": fingerprint, "read": dict(vars(state)), "counts": counts})
+        finally:
+            bar.close()
+            writer.close()
+        if state.records == 0:
+            log(f"[djx] {r.dataset_path} holds no samples; writing empty outputs")
+        report = check_outputs(writer.part("kept"), writer.part("dropped"), writer.part("rejected"),
+                               chain.filter_stats_keys(), r.image_key, state.records)
+        summary = self._summary(r, paths, plan, executor, counts, state, report, time.monotonic() - t0,
+                                bool(manifest))
+        writer.finish(summary)
+        log(format_summary(summary))
+        if not report.ok:
+            raise CheckError(report.describe())
+        return summary
+
+    def _executor(self, chain: OpChain, plan: Plan, r: Recipe):
+        if r.executor == "ray":
+            from .ray_executor import RayExecutor
+            return RayExecutor(chain, plan, r)
+        from .local_executor import LocalExecutor
+        method = r.start_method
+        if method == "auto":
+            method = "spawn" if plan.on_gpu or sys.platform != "linux" else "fork"
+        return LocalExecutor(chain, plan, method, tuple(r.custom_ops), r.base_dir, r.max_in_flight)
+
+    def _summary(self, r, paths, plan, executor, counts, state, report, seconds, resumed) -> dict:
+        n = state.records
+        loads = {rank: rep["pool"]["loads"] for rank, rep in executor.reports.items()}
+        worker_uss = {rank: rep.get("peak_uss", 0) for rank, rep in executor.reports.items()}
+        return {
+            "project_name": r.project_name, "dataset_path": r.dataset_path,
+            "input": n, "kept": counts["kept"], "dropped": counts["dropped"],
+            "rejected": counts["rejected"], "blank_lines": state.blank_lines,
+            "ops": [{"name": op.name, "in": c[0], "kept": c[1], "dropped": c[2], "rejected": c[3],
+                     "seconds": round(c[4], 3)} for op, c in zip(self.ops, counts["ops"])],
+            "seconds": round(seconds, 3), "samples_per_second": round(n / max(seconds, 1e-9), 2),
+            "resumed": resumed, "executor": r.executor, "workers": plan.workers,
+            "plan": {"devices": list(plan.devices), "threads_per_worker": plan.threads_per_worker,
+                     "model_bytes": plan.model_bytes, "notes": list(plan.notes)},
+            "model_loads": loads,
+            "max_model_loads_per_process": max((sum(v.values()) for v in loads.values()), default=0),
+            "worker_restarts": getattr(executor, "restarts", 0),
+            "memory": {"main_peak_rss_bytes": peak_rss_bytes(), "main_peak_uss_bytes": uss_bytes(),
+                       "worker_peak_uss_bytes": worker_uss,
+                       "worker_peak_uss_bytes_max": max(worker_uss.values(), default=0)},
+            "outputs": {"export": paths.export, "dropped": paths.dropped if r.export_dropped else None,
+                        "rejected": paths.rejected, "summary": paths.summary},
+            "check": report.to_dict(),
+        }
+
+
+def _fingerprint(r: Recipe, ops: list) -> dict:
+    settings = {k: v for k, v in r.to_dict().items() if k not in _VOLATILE and k != "process"}
+    op_desc = [[op.name, op.params()] for op in ops]
+    text = json.dumps([settings, op_desc], sort_keys=True, default=str)
+    return {"recipe": hashlib.sha256(text.encode()).hexdigest()[:16], "input": _file_hash(r.dataset_path)}
+
+
+def _file_hash(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def _diff(old: dict, new: dict) -> str:
+    changed = [k for k in ("recipe", "input") if old.get(k) != new.get(k)]
+    return " and ".join(f"the {k} changed" for k in changed) or "unknown state"

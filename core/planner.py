@@ -1,0 +1,139 @@
+"""Planning: how many workers, on which devices, with how many threads, before any worker starts.
+
+`plan_workers` is a pure function of the device inventory, the models' footprints and the recipe
+knobs, so it is unit-tested with injected inventories; `cuda_inventory` reads the real one.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass, field
+
+from .errors import RecipeError
+
+GiB = 1 << 30
+WORKER_OVERHEAD = 768 << 20  # CUDA context + activations per GPU worker, beyond the weights
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    name: str          # "cuda:0"
+    free_bytes: int
+    total_bytes: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    workers: int
+    devices: tuple[str, ...]             # device of each worker rank
+    threads_per_worker: int
+    model_bytes: dict = field(default_factory=dict)      # model label -> bytes (one copy)
+    per_device: dict = field(default_factory=dict)       # device -> {"workers", "models", "expected_bytes", "budget_bytes"}
+    notes: tuple[str, ...] = ()
+
+    @property
+    def on_gpu(self) -> bool:
+        return any(d.startswith("cuda") for d in self.devices)
+
+    def describe(self) -> str:
+        lines = [f"plan: {self.workers} worker(s), {self.threads_per_worker} torch thread(s) each"]
+        for dev, info in self.per_device.items():
+            ranks = [str(r) for r, d in enumerate(self.devices) if d == dev]
+            line = f"  {dev}: workers [{', '.join(ranks)}]"
+            if info.get("models"):
+                line += f", models per worker: {', '.join(info['models'])}"
+            if info.get("expected_bytes"):
+                line += f", expected {info['expected_bytes'] / GiB:.2f} GiB"
+            if info.get("budget_bytes"):
+                line += f" of {info['budget_bytes'] / GiB:.2f} GiB budget"
+            lines.append(line)
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def plan_workers(np: int | None, model_bytes: dict[str, int], inventory: list[DeviceInfo],
+                 gpu_mem_fraction: float = 0.9, cpu_count: int = 1,
+                 listed_devices: tuple[str, ...] = ()) -> Plan:
+    """Workers and devices for a run.
+
+    With GPUs and models: each worker holds one copy of every model of the chain, so a device
+    takes floor(free x fraction / (models + overhead)) workers; `np` caps the total. Rank r goes
+    to the r-th device in round-robin order among those with room left. Without GPUs, workers run
+    on CPU with torch threads split so that workers x threads <= cores.
+    """
+    cpu_count = max(1, cpu_count)
+    per_worker = sum(model_bytes.values())
+    labels = sorted(model_bytes)
+    devices = list(listed_devices) or [d.name for d in inventory]
+    gpus = [d for d in devices if d.startswith("cuda")]
+    if not model_bytes or not gpus:
+        if np is None:
+            np = max(1, cpu_count // 2) if model_bytes else cpu_count
+        dev = [d for d in devices if not d.startswith("cuda")] or ["cpu"]
+        ranks = tuple(dev[r % len(dev)] for r in range(np))
+        per_device = {d: {"workers": ranks.count(d), "models": labels,
+                          "expected_bytes": per_worker * ranks.count(d)} for d in dict.fromkeys(ranks)}
+        notes = ()
+        if model_bytes and np * max(1, cpu_count // np) > cpu_count:
+            notes = (f"{np} workers on {cpu_count} cores: oversubscribed, expect slowdowns",)
+        return Plan(np, ranks, max(1, cpu_count // np), dict(model_bytes), per_device, notes)
+
+    info = {d.name: d for d in inventory}
+    need = per_worker + WORKER_OVERHEAD
+    capacity, budgets = {}, {}
+    for d in gpus:
+        if d not in info:
+            raise RecipeError(f"devices: {d!r} is not visible (visible: {', '.join(info) or 'none'}; "
+                              f"check CUDA_VISIBLE_DEVICES)")
+        budgets[d] = int(info[d].free_bytes * gpu_mem_fraction)
+        capacity[d] = budgets[d] // need
+    total = sum(capacity.values())
+    if total == 0:
+        best = max(budgets.values())
+        raise RecipeError(f"the models need {need / GiB:.2f} GiB per worker "
+                          f"({', '.join(f'{k} {v / GiB:.2f} GiB' for k, v in model_bytes.items())}, "
+                          f"plus {WORKER_OVERHEAD / GiB:.2f} GiB overhead) but the largest budget is "
+                          f"{best / GiB:.2f} GiB (free memory x gpu_mem_fraction {gpu_mem_fraction}); "
+                          f"free GPU memory, raise gpu_mem_fraction, or use a smaller dtype")
+    workers = total if np is None else min(np, total)
+    notes = []
+    if np is not None and np > total:
+        notes.append(f"np={np} reduced to {total}: that is all the free GPU memory holds")
+    left = dict(capacity)
+    ranks = []
+    while len(ranks) < workers:
+        for d in gpus:
+            if left[d] > 0 and len(ranks) < workers:
+                ranks.append(d)
+                left[d] -= 1
+    per_device = {d: {"workers": ranks.count(d), "models": labels,
+                      "expected_bytes": ranks.count(d) * need, "budget_bytes": budgets[d]}
+                  for d in gpus if ranks.count(d)}
+    return Plan(workers, tuple(ranks), max(1, cpu_count // workers), dict(model_bytes),
+                per_device, tuple(notes))
+
+
+def cuda_inventory() -> list[DeviceInfo]:
+    """Visible CUDA devices with free/total memory, read with nvidia-smi (no CUDA context in this
+    process, so workers can still be forked or spawned cleanly). Honours CUDA_VISIBLE_DEVICES."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,memory.free,memory.total",
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                             timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    rows = []
+    for line in out.strip().splitlines():
+        idx, uuid, free, total = [x.strip() for x in line.split(",")]
+        rows.append((idx, uuid, int(free) << 20, int(total) << 20))
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        order = [v.strip() for v in visible.split(",") if v.strip()]
+        picked = []
+        for v in order:
+            match = [r for r in rows if r[0] == v or r[1].startswith(v)]
+            if not match:
+                break  # CUDA stops enumerating at the first invalid entry
+            picked.append(match[0])
+        rows = picked
+    return [DeviceInfo(f"cuda:{i}", free, total) for i, (_, _, free, total) in enumerate(rows)]

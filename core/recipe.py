@@ -1,0 +1,209 @@
+"""Recipe: the YAML a user writes, loaded with yaml.safe_load into a frozen, validated object.
+
+Global keys follow Data-Juicer's names; djx adds its own (executor, batch_size, ...). Relative
+paths resolve against the recipe's folder. Errors name the key path and what was expected.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import typing
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
+
+import yaml
+
+from .context import RunContext
+from .errors import RecipeError
+from .params import coerce, _type_name
+from .suggest import closest
+
+
+@dataclass(frozen=True)
+class Recipe:
+    dataset_path: str
+    export_path: str
+    process: tuple = ()                       # ((op_name, {params}), ...)
+    project_name: str = "djx"
+    np: int | None = None                     # workers; None: decided by the planner
+    text_keys: str | list[str] = "text"
+    image_key: str = "images"
+    image_special_token: str = "<__dj__image>"
+    eoc_special_token: str = "<|__dj__eoc|>"
+    executor: Literal["local", "ray"] = "local"
+    batch_size: int = 64
+    start_method: Literal["auto", "fork", "spawn", "forkserver"] = "auto"
+    custom_ops: list[str] = field(default_factory=list)
+    export_dropped: bool = True
+    on_error: Literal["reject", "fail"] = "reject"
+    devices: list[str] = field(default_factory=list)
+    gpu_mem_fraction: float = 0.9
+    max_image_pixels: int = 178_956_970
+    max_in_flight: int | None = None          # batches dispatched ahead; None: 2 x workers
+    checkpoint_every: int = 10                # batches between resume checkpoints
+    ray_address: str | None = None
+    base_dir: str = "."                       # the recipe's folder (set by the loader)
+
+    @property
+    def text_key(self) -> str:
+        return self.text_keys if isinstance(self.text_keys, str) else self.text_keys[0]
+
+    def run_context(self, **extra) -> RunContext:
+        return RunContext(text_key=self.text_key, image_key=self.image_key,
+                          image_special_token=self.image_special_token,
+                          eoc_special_token=self.eoc_special_token,
+                          dataset_dir=os.path.dirname(os.path.abspath(self.dataset_path)),
+                          max_image_pixels=self.max_image_pixels, on_error=self.on_error,
+                          devices=tuple(self.devices), **extra)
+
+    def build_ops(self) -> list:
+        """Instantiate the process list (loads plug-ins first); validates every op parameter."""
+        from .registry import build_op, get_op_class, load_custom_ops, load_entry_point_ops
+        load_custom_ops(self.custom_ops, self.base_dir)
+        load_entry_point_ops()
+        ops = []
+        for i, (name, params) in enumerate(self.process):
+            where = f"process[{i}].{name}"
+            params = _resolve_path_params(get_op_class(name), params, self.base_dir)
+            ops.append(build_op(name, params, where))
+        return ops
+
+    def to_dict(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "base_dir"}
+        d["process"] = [{name: dict(params)} for name, params in self.process]
+        return d
+
+
+_FIELDS = {f.name: f for f in fields(Recipe) if f.name != "base_dir"}
+_HINTS = typing.get_type_hints(Recipe)
+_REQUIRED = ("dataset_path", "export_path")
+
+
+def load_recipe(path: str, overrides: dict | None = None, custom_ops: list[str] = ()) -> Recipe:
+    """Read a recipe file, apply CLI overrides (dotted keys), and validate."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise RecipeError(f"recipe not found: {path}") from None
+    except yaml.YAMLError as e:
+        raise RecipeError(f"{path}: not valid YAML: {e}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise RecipeError(f"{path}: a recipe is a mapping of keys (dataset_path, process, ...), "
+                          f"got {type(raw).__name__}")
+    for key, value in (overrides or {}).items():
+        _set_dotted(raw, key, value)
+    if custom_ops:
+        raw["custom_ops"] = list(raw.get("custom_ops") or []) + list(custom_ops)
+    return recipe_from_dict(raw, base_dir=os.path.dirname(os.path.abspath(path)))
+
+
+def recipe_from_dict(raw: dict, base_dir: str = ".") -> Recipe:
+    raw = copy.deepcopy(raw)
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in _FIELDS:
+            hint = closest(str(key), _FIELDS)
+            raise RecipeError(f"unknown recipe key {key!r}" + (f"; did you mean {hint!r}?" if hint else ""))
+        if key == "process":
+            values[key] = _parse_process(value)
+            continue
+        if value is None:  # an empty YAML value means "the default"
+            continue
+        tp = _HINTS[key]
+        try:
+            values[key] = coerce(value, tp)
+        except TypeError:
+            raise RecipeError(f"{key}: expected {_type_name(tp)}, got {value!r}") from None
+    for key in _REQUIRED:
+        if not values.get(key):
+            raise RecipeError(f"recipe key {key!r} is required")
+    for key in ("dataset_path", "export_path"):
+        values[key] = _abs(values[key], base_dir)
+    if not values["export_path"].endswith(".jsonl"):
+        raise RecipeError(f"export_path: djx writes JSON Lines; use a path ending in .jsonl, "
+                          f"got {values['export_path']!r}")
+    if values.get("np") is not None and values["np"] < 1:
+        raise RecipeError(f"np: must be >= 1, got {values['np']}")
+    if values.get("batch_size", 1) < 1:
+        raise RecipeError(f"batch_size: must be >= 1, got {values['batch_size']}")
+    frac = values.get("gpu_mem_fraction", 0.9)
+    if not 0 < frac <= 1:
+        raise RecipeError(f"gpu_mem_fraction: must be in (0, 1], got {frac}")
+    if isinstance(values.get("text_keys"), list) and not values["text_keys"]:
+        raise RecipeError("text_keys: must name at least one key")
+    return Recipe(**values, base_dir=base_dir)
+
+
+def _parse_process(value) -> tuple:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise RecipeError(f"process: expected a list of ops, got {value!r}")
+    out = []
+    for i, entry in enumerate(value):
+        if isinstance(entry, str):
+            entry = {entry: {}}
+        if not isinstance(entry, dict) or len(entry) != 1:
+            raise RecipeError(f"process[{i}]: each entry is one op, `- op_name: {{param: value}}`, "
+                              f"got {entry!r}")
+        (name, params), = entry.items()
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise RecipeError(f"process[{i}].{name}: parameters must be a mapping, got {params!r}")
+        out.append((str(name), params))
+    return tuple(out)
+
+
+def _abs(path: str, base_dir: str) -> str:
+    path = os.path.expanduser(path)
+    return path if os.path.isabs(path) else os.path.normpath(os.path.join(base_dir, path))
+
+
+def _resolve_path_params(cls, params: dict, base_dir: str) -> dict:
+    """Params an op lists in `path_params` resolve against the recipe folder when that exists
+    (a local model folder); otherwise they stay as given (a hub id)."""
+    params = dict(params)
+    for key in getattr(cls, "path_params", ()):
+        value = params.get(key)
+        if isinstance(value, str) and not os.path.isabs(value):
+            candidate = os.path.normpath(os.path.join(base_dir, os.path.expanduser(value)))
+            if os.path.exists(candidate):
+                params[key] = candidate
+    return params
+
+
+def parse_set(items: list[str]) -> dict:
+    """`--set KEY=VALUE` pairs; values are YAML (so 8 is an int, true a bool, [a, b] a list)."""
+    out = {}
+    for item in items or ():
+        if "=" not in item:
+            raise RecipeError(f"--set expects KEY=VALUE, got {item!r}")
+        key, _, value = item.partition("=")
+        out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+    return out
+
+
+def _set_dotted(raw: dict, key: str, value) -> None:
+    """Set raw['a']['b'][0]... from 'a.b.0'; list indices are numbers."""
+    parts = key.split(".")
+    node = raw
+    for i, part in enumerate(parts[:-1]):
+        nxt = parts[i + 1]
+        if isinstance(node, list):
+            node = node[int(part)]
+        else:
+            if node.get(part) is None:
+                node[part] = [] if nxt.isdigit() else {}
+            node = node[part]
+    last = parts[-1]
+    try:
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+    except (ValueError, IndexError, TypeError):
+        raise RecipeError(f"--set {key}: no such place in the recipe") from None

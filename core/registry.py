@@ -1,0 +1,128 @@
+"""The op registry and plug-in loading.
+
+Ops register explicitly with @register_op. Plug-ins come from recipe `custom_ops` / `--custom-ops`
+(file paths or module names) and from the `djx.ops` entry-point group; a worker re-imports them
+the same way, so plug-in ops work under spawn.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+import sys
+
+from .errors import OpNotFoundError, RecipeError
+from .op import Op
+from .params import validate_params
+from .suggest import closest
+
+_OPS: dict[str, type[Op]] = {}
+_ALIASES: dict[str, str] = {}
+
+
+def register_op(name: str, aliases: tuple[str, ...] = ()):
+    """Class decorator: make an Op available to recipes under `name` (and `aliases`)."""
+
+    def deco(cls: type[Op]) -> type[Op]:
+        if not (isinstance(cls, type) and issubclass(cls, Op)):
+            raise TypeError(f"@register_op({name!r}) must decorate a Filter or Mapper subclass")
+        for n in (name, *aliases):
+            existing = _OPS.get(n) or _OPS.get(_ALIASES.get(n, ""))
+            if existing is not None and _qualname(existing) != _qualname(cls):
+                raise RecipeError(f"op name {n!r} is already registered by {_qualname(existing)}; "
+                                  f"choose another name for {_qualname(cls)}")
+        cls.name = name
+        _OPS[name] = cls
+        for a in aliases:
+            _ALIASES[a] = name
+        return cls
+
+    return deco
+
+
+def _qualname(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def load_builtin_ops() -> None:
+    import djx.ops  # noqa: F401  (registers the built-ins)
+
+
+def get_op_class(name: str) -> type[Op]:
+    load_builtin_ops()
+    cls = _OPS.get(name) or _OPS.get(_ALIASES.get(name, ""))
+    if cls is None:
+        near = closest(name, list(_OPS) + list(_ALIASES), n=3)
+        raise OpNotFoundError(f"unknown op {name!r}"
+                              + (f"; closest registered: {', '.join(near)}" if near else "")
+                              + " (`djx ops` lists all ops; plug-ins need `custom_ops`)")
+    return cls
+
+
+def build_op(name: str, params: dict | None, where: str | None = None) -> Op:
+    """Construct a registered op from recipe parameters, with errors prefixed by `where`."""
+    cls = get_op_class(name)
+    where = where or name
+    params = validate_params(cls, params or {}, where)
+    try:
+        return cls(**params)
+    except RecipeError as e:
+        msg = str(e)
+        raise RecipeError(msg if msg.startswith(where) else f"{where}: {msg}") from None
+
+
+def registered_ops() -> dict[str, type[Op]]:
+    load_builtin_ops()
+    return dict(sorted(_OPS.items()))
+
+
+def aliases() -> dict[str, str]:
+    return dict(_ALIASES)
+
+
+def load_custom_ops(sources: list[str] | tuple[str, ...], base_dir: str = ".") -> None:
+    """Import plug-in ops from file paths (resolved against base_dir) or importable module names."""
+    for src in sources:
+        looks_like_path = src.endswith(".py") or os.sep in src or "/" in src
+        if looks_like_path:
+            path = src if os.path.isabs(src) else os.path.normpath(os.path.join(base_dir, src))
+            _import_file(path)
+        else:
+            try:
+                importlib.import_module(src)
+            except ImportError as e:
+                raise RecipeError(f"custom_ops: cannot import module {src!r} ({e})") from None
+
+
+def _import_file(path: str) -> None:
+    if not os.path.isfile(path):
+        raise RecipeError(f"custom_ops: file not found: {path}")
+    # A stable module name per file: the same in every worker, so pickled ops find their class.
+    digest = hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:10]
+    stem = os.path.splitext(os.path.basename(path))[0]
+    mod_name = f"djx_plugin_{stem}_{digest}"
+    if mod_name in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except RecipeError:
+        del sys.modules[mod_name]
+        raise
+    except Exception as e:
+        del sys.modules[mod_name]
+        raise RecipeError(f"custom_ops: importing {path} failed: {type(e).__name__}: {e}") from e
+
+
+def load_entry_point_ops() -> None:
+    """Import every module advertised under the `djx.ops` entry-point group."""
+    for ep in importlib.metadata.entry_points(group="djx.ops"):
+        try:
+            ep.load()
+        except Exception as e:
+            raise RecipeError(f"plug-in entry point {ep.name!r} ({ep.value}) failed to load: "
+                              f"{type(e).__name__}: {e}") from e

@@ -1,0 +1,26 @@
+"""Memory figures for summaries and benchmarks: USS (pages only this process holds) is the honest
+number; RSS double-counts shared libraries and memory-mapped model files."""
+from __future__ import annotations
+
+import os
+import resource
+
+import psutil
+
+
+def uss_bytes(pid: int | None = None) -> int:
+    try:
+        return psutil.Process(pid or os.getpid()).memory_full_info().uss
+    except (psutil.Error, OSError):
+        return 0
+
+
+def peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1

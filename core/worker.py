@@ -1,0 +1,63 @@
+"""The worker process: binds its device and thread count, re-imports plug-ins, rebuilds the op
+chain from bytes, then runs batches sent over its pipe until told to stop."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+
+
+def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_dir: str,
+                chain_bytes: bytes, conn, status, warmup: bool) -> None:
+    """Entry point of one worker. `status` is a shared int array: [task id, op index] in progress."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    try:
+        import dill
+
+        from .chain import FailFast
+        from .model_pool import process_pool
+        from .registry import load_builtin_ops, load_custom_ops, load_entry_point_ops
+        from .resources import uss_bytes
+
+        load_builtin_ops()
+        load_custom_ops(custom_ops, base_dir)
+        load_entry_point_ops()
+        chain = dill.loads(chain_bytes)
+        if "torch" in sys.modules or chain.model_specs():
+            import torch
+            torch.set_num_threads(threads)
+            if device.startswith("cuda"):
+                torch.cuda.set_device(device)
+        pool = process_pool(device)
+        if warmup:
+            for spec in chain.model_specs():
+                pool.get(spec)
+        conn.send(("ready", rank, pool.report()))
+    except BaseException as e:  # noqa: BLE001  (reported to the parent, which stops the run)
+        conn.send(("init_error", rank, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}"))
+        return
+
+    def on_op(k: int) -> None:
+        status[1] = k
+
+    peak_uss, sampled_at = uss_bytes(), time.monotonic()
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg is None:
+            return
+        task_id, items = msg
+        status[0], status[1] = task_id, -1
+        try:
+            result = chain.run(items, pool, on_op)
+            if time.monotonic() - sampled_at > 1.0:  # reading smaps costs ms: sample, not every batch
+                peak_uss, sampled_at = max(peak_uss, uss_bytes()), time.monotonic()
+            conn.send(("ok", task_id, result, {"pool": pool.report(), "peak_uss": peak_uss}))
+        except FailFast as e:
+            conn.send(("fail", task_id, str(e)))
+        except BaseException as e:  # noqa: BLE001
+            conn.send(("error", task_id, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"))

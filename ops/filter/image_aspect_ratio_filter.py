@@ -1,0 +1,34 @@
+from typing import Literal
+
+from djx.core.errors import SampleError
+from djx.core.op import Batch, Filter
+from djx.core.registry import register_op
+
+from .any_or_all import keep_images
+
+
+@register_op("image_aspect_ratio_filter")
+class ImageAspectRatioFilter(Filter):
+    """Keep samples whose images' aspect ratio (width / height) is within [min_ratio, max_ratio]."""
+
+    stats_keys = ("aspect_ratios",)
+    uses_text = False
+    uses_images = True
+
+    def __init__(self, min_ratio: float = 0.333, max_ratio: float = 3.0,
+                 any_or_all: Literal["any", "all"] = "any", **common):
+        super().__init__(**common)
+        self.min_ratio, self.max_ratio = min_ratio, max_ratio
+        self.any_or_all = any_or_all
+
+    def compute_stats(self, batch: Batch) -> None:
+        for i, sample in enumerate(batch.samples):
+            try:
+                sizes = [batch.images.size(ref) for ref in batch.image_refs(sample)]
+            except SampleError as e:
+                batch.reject(i, str(e))
+                continue
+            batch.stats(sample)["aspect_ratios"] = [w / h for w, h in sizes]
+
+    def keep(self, stats: dict) -> bool:
+        return keep_images(stats["aspect_ratios"], self.min_ratio, self.max_ratio, self.any_or_all)

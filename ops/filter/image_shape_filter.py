@@ -1,0 +1,42 @@
+import sys
+from typing import Literal
+
+from djx.core.errors import SampleError
+from djx.core.op import Batch, Filter
+from djx.core.registry import register_op
+
+
+@register_op("image_shape_filter")
+class ImageShapeFilter(Filter):
+    """Keep samples whose images' width and height are within the given ranges (header-only read)."""
+
+    stats_keys = ("image_width", "image_height")
+    uses_text = False
+    uses_images = True
+
+    def __init__(self, min_width: int = 1, max_width: int = sys.maxsize, min_height: int = 1,
+                 max_height: int = sys.maxsize, any_or_all: Literal["any", "all"] = "any", **common):
+        super().__init__(**common)
+        self.min_width, self.max_width = min_width, max_width
+        self.min_height, self.max_height = min_height, max_height
+        self.any_or_all = any_or_all
+
+    def compute_stats(self, batch: Batch) -> None:
+        for i, sample in enumerate(batch.samples):
+            try:
+                sizes = [batch.images.size(ref) for ref in batch.image_refs(sample)]
+            except SampleError as e:
+                batch.reject(i, str(e))
+                continue
+            stats = batch.stats(sample)
+            stats["image_width"] = [w for w, _ in sizes]
+            stats["image_height"] = [h for _, h in sizes]
+
+    def keep(self, stats: dict) -> bool:
+        ws, hs = stats["image_width"], stats["image_height"]
+        if not ws:
+            return True
+        oks = [self.min_width <= w <= self.max_width and self.min_height <= h <= self.max_height
+               for w, h in zip(ws, hs)]
+        return any(oks) if self.any_or_all == "any" else all(oks)
+

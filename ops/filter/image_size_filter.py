@@ -1,0 +1,48 @@
+import re
+from typing import Literal
+
+from djx.core.errors import RecipeError, SampleError
+from djx.core.op import Batch, Filter
+from djx.core.registry import register_op
+
+from .any_or_all import keep_images
+
+_UNITS = {"": 1, "B": 1, "KB": 1000, "MB": 1000 ** 2, "GB": 1000 ** 3, "TB": 1000 ** 4,
+          "KIB": 1024, "MIB": 1024 ** 2, "GIB": 1024 ** 3, "TIB": 1024 ** 4}
+
+
+def parse_size(text: str | int, key: str) -> int:
+    """'6MB' -> 6000000, '1KiB' -> 1024, 500 -> 500."""
+    if isinstance(text, int):
+        return text
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", text)
+    if not m or m.group(2).upper() not in _UNITS:
+        raise RecipeError(f"{key}: expected a size like '500KB', '6MB' or '1GiB', got {text!r}")
+    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+
+
+@register_op("image_size_filter")
+class ImageSizeFilter(Filter):
+    """Keep samples whose image files' sizes (bytes on disk) are within [min_size, max_size]."""
+
+    stats_keys = ("image_sizes",)
+    uses_text = False
+    uses_images = True
+
+    def __init__(self, min_size: str | int = "0", max_size: str | int = "1TB",
+                 any_or_all: Literal["any", "all"] = "any", **common):
+        super().__init__(**common)
+        self.min_bytes = parse_size(min_size, "min_size")
+        self.max_bytes = parse_size(max_size, "max_size")
+        self.any_or_all = any_or_all
+
+    def compute_stats(self, batch: Batch) -> None:
+        for i, sample in enumerate(batch.samples):
+            try:
+                batch.stats(sample)["image_sizes"] = [batch.images.file_bytes(ref)
+                                                      for ref in batch.image_refs(sample)]
+            except SampleError as e:
+                batch.reject(i, str(e))
+
+    def keep(self, stats: dict) -> bool:
+        return keep_images(stats["image_sizes"], self.min_bytes, self.max_bytes, self.any_or_all)

@@ -1,0 +1,23 @@
+import sys
+
+from djx.core.op import Batch, Filter
+from djx.core.registry import register_op
+
+
+@register_op("text_length_filter")
+class TextLengthFilter(Filter):
+    """Keep samples whose text length (characters) is within [min_len, max_len]."""
+
+    stats_keys = ("text_len",)
+
+    def __init__(self, min_len: int = 10, max_len: int = sys.maxsize, **common):
+        super().__init__(**common)
+        self.min_len = min_len
+        self.max_len = max_len
+
+    def compute_stats(self, batch: Batch) -> None:
+        for sample in batch.samples:
+            batch.stats(sample)["text_len"] = len(batch.text(sample))
+
+    def keep(self, stats: dict) -> bool:
+        return self.min_len <= stats["text_len"] <= self.max_len

@@ -1,0 +1,1 @@
+"""Mappers: transform samples."""

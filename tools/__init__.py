@@ -1,0 +1,1 @@
+"""Developer tools: synthetic data and tiny test models for offline tests."""
