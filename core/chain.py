@@ -68,7 +68,7 @@ class OpChain:
         for item in items:
             reason = item.error or _not_an_object(item.record)
             if reason:
-                self._reject(result, item.pos, item.line, None, reason, item)
+                self._reject(result, item.pos, item.line, None, reason, "bad_input", item=item)
                 continue
             originals[item.pos] = (item.line, dict(item.record))
             sample = dict(item.record)
@@ -97,11 +97,11 @@ class OpChain:
         ctx = self.ctx
         text_key = op.text_key or ctx.text_key
         image_key = op.image_key or ctx.image_key
-        rejected: dict[int, str] = {}
+        rejected: dict[int, tuple[str, str | None]] = {}  # index -> (reason, code)
         for i, s in enumerate(samples):
             reason = _input_problem(s, op, text_key, image_key)
             if reason:
-                rejected[i] = reason
+                rejected[i] = (reason, "bad_input")
         live = [i for i in range(len(samples)) if i not in rejected]
         step = op.batch_size or len(live) or 1
         for start in range(0, len(live), step):
@@ -113,7 +113,7 @@ class OpChain:
             if i in rejected:
                 counts[3] += 1
                 line, original = originals[s[POSITION_KEY]]
-                self._reject(result, s[POSITION_KEY], line, op.name, rejected[i], None, original)
+                self._reject(result, s[POSITION_KEY], line, op.name, *rejected[i], original=original)
                 continue
             if isinstance(op, Filter):
                 try:
@@ -122,7 +122,7 @@ class OpChain:
                     counts[3] += 1
                     line, original = originals[s[POSITION_KEY]]
                     self._reject(result, s[POSITION_KEY], line, op.name,
-                                 f"{op.name}.keep raised {_short_tb(e)}", None, original)
+                                 f"{op.name}.keep raised {_short_tb(e)}", "op_error", original=original)
                     continue
                 keep, why = verdict if isinstance(verdict, tuple) else (verdict, None)
                 if not keep:
@@ -140,17 +140,17 @@ class OpChain:
         batch = Batch(group, self.ctx, images, pool, text_key, image_key)
         try:
             _invoke(op, batch)
-            return {idx[j]: r for j, r in batch.rejected.items()}
+            return {idx[j]: (r, batch.codes.get(j)) for j, r in batch.rejected.items()}
         except Exception as e:
             if len(group) == 1:
-                return {idx[0]: _reason(op, e)}
+                return {idx[0]: (_reason(op, e), None if isinstance(e, SampleError) else "op_error")}
         out = {}
         for j, sample in zip(idx, group):
             out.update(self._call_isolated(op, [sample], [j], images, pool, text_key, image_key))
         return out
 
-    def _reject(self, result, pos, line, op_name, reason, item=None, original=None) -> None:
-        rec = {POSITION_KEY: pos, "line": line, "op": op_name, "reason": reason}
+    def _reject(self, result, pos, line, op_name, reason, code=None, item=None, original=None) -> None:
+        rec = {POSITION_KEY: pos, "line": line, "op": op_name, "reason": reason, "code": code}
         if item is not None and item.error:
             rec["raw"] = item.raw
         else:

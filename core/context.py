@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 STATS_KEY = "__dj__stats__"
 POSITION_KEY = "__dj__pos__"
 DROP_KEY = "__dj__drop__"
+TOKEN_MISMATCH = "image_token_mismatch"  # rejection code: image count != image-token count
 
 
 @dataclass(frozen=True)

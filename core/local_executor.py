@@ -117,6 +117,11 @@ class LocalExecutor:
         parts: dict[int, list] = {}           # batch_no -> [(first position, BatchResult)]
         next_batch, next_emit, exhausted = 0, 0, False
         while True:
+            while next_emit in remaining and remaining[next_emit] == 0:
+                done = sorted(parts.pop(next_emit), key=lambda p: p[0])
+                del remaining[next_emit]
+                next_emit += 1
+                yield BatchResult.merge([p for _, p in done], n_ops)
             while not exhausted and next_batch - next_emit < self.max_in_flight:
                 items = next(batches, None)
                 if items is None:
@@ -127,11 +132,6 @@ class LocalExecutor:
                 remaining[next_batch], parts[next_batch] = len(items), []
                 ready.append(task)
                 next_batch += 1
-            while next_emit in remaining and remaining[next_emit] == 0:
-                done = sorted(parts.pop(next_emit), key=lambda p: p[0])
-                del remaining[next_emit]
-                next_emit += 1
-                yield BatchResult.merge([p for _, p in done], n_ops)
             if exhausted and next_emit == next_batch:
                 return
             for w in workers:
@@ -203,7 +203,7 @@ class LocalExecutor:
                 item = running.items[0]
                 res = BatchResult(op_counts=[[0, 0, 0, 0, 0.0] for _ in self.chain.ops])
                 res.rejected.append({POSITION_KEY: item.pos, "line": item.line, "op": op,
-                                     "reason": f"worker died while running {op} ({how})",
+                                     "reason": f"worker died while running {op} ({how})", "code": "worker_died",
                                      "record": item.record if item.error is None else None,
                                      **({"raw": item.raw} if item.error else {})})
                 if self.chain.ctx.on_error == "fail":

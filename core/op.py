@@ -26,6 +26,7 @@ class Batch:
         self.text_key = text_key
         self.image_key = image_key
         self.rejected: dict[int, str] = {}
+        self.codes: dict[int, str] = {}
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -39,8 +40,12 @@ class Batch:
     def stats(self, sample: dict) -> dict:
         return sample.setdefault(STATS_KEY, {})
 
-    def reject(self, index: int, reason: str) -> None:
-        self.rejected.setdefault(index, reason)
+    def reject(self, index: int, reason: str, code: str | None = None) -> None:
+        """Reject samples[index] with a reason a person understands (and an optional short code)."""
+        if index not in self.rejected:
+            self.rejected[index] = reason
+            if code:
+                self.codes[index] = code
 
 
 class Op:

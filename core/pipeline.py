@@ -10,12 +10,14 @@ import hashlib
 import itertools
 import json
 import os
+import shutil
 import sys
 import time
 from collections import deque
 from typing import Iterable, Iterator
 
 from .chain import Item, OpChain
+from .context import TOKEN_MISMATCH
 from .check import check_outputs
 from .errors import CheckError, DjxError, ResumeError
 from .model_pool import estimate_bytes, process_pool
@@ -26,6 +28,9 @@ from .reader import ReadState, read_items
 from .recipe import Recipe, load_recipe, recipe_from_dict
 from .resources import cpu_count, peak_rss_bytes, uss_bytes
 from .summary import format_summary
+
+EARLY_SAMPLES = 32      # the token sanity check looks at (at least) this many first samples
+EARLY_MISMATCH = 0.9    # ... and stops the run when this share of them has a token mismatch
 
 # Keys that do not change what a run outputs: a resumed run may change them.
 _VOLATILE = {"np", "start_method", "devices", "gpu_mem_fraction", "max_in_flight", "checkpoint_every",
@@ -137,8 +142,11 @@ class Pipeline:
 
         bar = Progress(enabled=progress)
         done_batches = 0
+        early = [0, 0] if not manifest else None  # [samples seen, token mismatches]
         try:
             for res in executor.run(batches()):
+                if early is not None:
+                    early = self._token_sanity(early, res, r, writer)
                 writer.write("kept", res.kept)
                 writer.write("dropped", res.dropped)
                 writer.write("rejected", res.rejected)
@@ -168,6 +176,22 @@ class Pipeline:
         if not report.ok:
             raise CheckError(report.describe())
         return summary
+
+    @staticmethod
+    def _token_sanity(early, res, r: Recipe, writer: OutputWriter):
+        """Stop early when nearly every first sample's image tokens disagree with its images."""
+        early[0] += len(res.kept) + len(res.dropped) + len(res.rejected)
+        early[1] += sum(1 for rec in res.rejected if rec.get("code") == TOKEN_MISMATCH)
+        if early[0] < EARLY_SAMPLES:
+            return early
+        if early[1] >= EARLY_MISMATCH * early[0]:
+            writer.close()
+            shutil.rmtree(writer.paths.state_dir, ignore_errors=True)
+            raise DjxError(f"{early[1]} of the first {early[0]} samples have a different number of images "
+                           f"than image tokens {r.image_special_token!r} in their text: the data was most "
+                           f"likely written with another token. Check image_special_token (and "
+                           f"eoc_special_token) in the recipe; stopped early, nothing written")
+        return None
 
     def _executor(self, chain: OpChain, plan: Plan, r: Recipe):
         if r.executor == "ray":

@@ -1,0 +1,152 @@
+"""Shared machinery of the image-text model filters (CLIP similarity, BLIP matching).
+
+Text is split into chunks by the eoc token; the k-th image token pairs with the k-th image; each
+chunk that holds images gets one score, the reduce (avg/max/min) of its images' scores with the
+chunk's text (special tokens removed). All pairs of a batch are scored together: each distinct
+image and text is encoded once, in forwards of `forward_batch_size`, with OOM back-off.
+A sample whose image count disagrees with its image-token count is rejected with a reason that
+names the token in use: that is the symptom of a wrong `image_special_token`, never empty stats.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from PIL import ImageOps
+
+from djx.core.context import TOKEN_MISMATCH
+from djx.core.errors import RecipeError, SampleError
+from djx.core.model_pool import ModelSpec
+from djx.core.op import Batch, Filter
+
+from .any_or_all import keep_images
+
+
+def split_chunks(text: str, n_images: int, image_token: str, eoc_token: str) -> list[tuple[str, int, int]]:
+    """[(chunk text without special tokens, first image index, image count)] for chunks with images.
+
+    Raises SampleError when the text's image tokens do not match the sample's images."""
+    n_tokens = text.count(image_token)
+    if n_tokens != n_images:
+        raise SampleError(f"{n_images} image(s) but {n_tokens} image token(s) {image_token!r} in the "
+                          f"text; check image_special_token (this run uses {image_token!r})")
+    chunks, offset = [], 0
+    for chunk in text.split(eoc_token):
+        count = chunk.count(image_token)
+        if count:
+            clean = chunk.replace(image_token, "").replace(eoc_token, "").strip()
+            chunks.append((clean, offset, count))
+            offset += count
+    return chunks
+
+
+class ImageTextModelFilter(Filter):
+    """Base of the filters that score (chunk text, image) pairs with a model."""
+
+    uses_images = True
+    path_params = ()
+    model_kind = ""
+    stat = ""
+
+    def __init__(self, model: str, min_score: float, max_score: float = 1.0,
+                 trust_remote_code: bool = False, horizontal_flip: bool = False,
+                 vertical_flip: bool = False, any_or_all: Literal["any", "all"] = "any",
+                 reduce_mode: Literal["avg", "max", "min"] = "avg",
+                 dtype: Literal["float32", "bfloat16", "float16"] = "float32",
+                 forward_batch_size: int = 32, draft_decode: bool = True, **common):
+        super().__init__(**common)
+        if forward_batch_size < 1:
+            raise RecipeError(f"forward_batch_size: must be >= 1, got {forward_batch_size}")
+        self.spec = ModelSpec(self.model_kind, model, dtype=dtype, trust_remote_code=trust_remote_code)
+        self.min_score, self.max_score = min_score, max_score
+        self.horizontal_flip, self.vertical_flip = horizontal_flip, vertical_flip
+        self.any_or_all, self.reduce_mode = any_or_all, reduce_mode
+        self.forward_batch_size = forward_batch_size
+        self.draft_decode = draft_decode
+
+    def model_specs(self) -> list[ModelSpec]:
+        return [self.spec]
+
+    # -- subclasses -------------------------------------------------------------------------
+    def score_pairs(self, loaded, batch: Batch, texts: list[str], images: list, pairs: list) -> list:
+        """Scores for (text index, image index) pairs; None where a forward failed even alone."""
+        raise NotImplementedError
+
+    # -- the filter -------------------------------------------------------------------------
+    def compute_stats(self, batch: Batch) -> None:
+        ctx = batch.ctx
+        loaded = batch.pool.get(self.spec)
+        target = _image_side(loaded.processor) if self.draft_decode else 0
+        texts, text_ids, images, image_ids = [], {}, [], {}
+        plan = []  # per sample: [(pair indices of chunk)] or None when rejected
+        pairs = []
+        for i, sample in enumerate(batch.samples):
+            refs = batch.image_refs(sample)
+            try:
+                chunks = split_chunks(batch.text(sample), len(refs), ctx.image_special_token,
+                                      ctx.eoc_special_token)
+                for ref in refs:
+                    if ref not in image_ids:
+                        image_ids[ref] = len(images)
+                        images.append(self._prepare(batch.images.rgb(ref, target)))
+            except SampleError as e:
+                batch.reject(i, str(e), TOKEN_MISMATCH if "image token" in str(e) else None)
+                plan.append(None)
+                continue
+            sample_chunks = []
+            for text, first, count in chunks:
+                t = text_ids.setdefault(text, len(texts))
+                if t == len(texts):
+                    texts.append(text)
+                idx = []
+                for ref in refs[first:first + count]:
+                    idx.append(len(pairs))
+                    pairs.append((t, image_ids[ref]))
+                sample_chunks.append(idx)
+            plan.append(sample_chunks)
+        scores = []
+        if pairs:
+            import torch
+            with torch.inference_mode():
+                scores = self.score_pairs(loaded, batch, texts, images, pairs)
+        for i, sample_chunks in enumerate(plan):
+            if sample_chunks is None:
+                continue
+            values = []
+            for idx in sample_chunks:
+                chunk_scores = [scores[p] for p in idx]
+                if any(s is None for s in chunk_scores):
+                    from djx.core.oom import OOM_REASON
+                    batch.reject(i, OOM_REASON)
+                    break
+                values.append(_reduce(chunk_scores, self.reduce_mode))
+            else:
+                batch.stats(batch.samples[i])[self.stat] = values
+
+    def keep(self, stats: dict) -> bool:
+        return keep_images(stats[self.stat], self.min_score, self.max_score, self.any_or_all)
+
+    def _prepare(self, image):
+        if self.horizontal_flip:
+            image = ImageOps.mirror(image)
+        if self.vertical_flip:
+            image = ImageOps.flip(image)
+        return image
+
+
+def _reduce(values: list[float], mode: str) -> float:
+    if mode == "max":
+        return max(values)
+    if mode == "min":
+        return min(values)
+    return sum(values) / len(values)
+
+
+def _image_side(processor) -> int:
+    size = getattr(getattr(processor, "image_processor", None), "size", None) or {}
+    if isinstance(size, dict):
+        return int(size.get("shortest_edge") or size.get("height") or 0)
+    return int(getattr(size, "shortest_edge", 0) or getattr(size, "height", 0) or 0)
+
+
+def max_text_len(model) -> int:
+    return int(model.config.text_config.max_position_embeddings)

@@ -1,0 +1,70 @@
+"""Model loaders for the model pool: Hugging Face CLIP and BLIP image-text matching.
+
+They load with `from_pretrained(name_or_path)`: a hub id and a local folder take the same path.
+Each loader also estimates its footprint from the config (parameters x dtype size) before any
+weights are read, so the planner can size GPU workers up front.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from djx.core.model_pool import ModelSpec, register_model_loader
+
+_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+_FALLBACK_BYTES = 2 << 30  # when the config cannot be read: plan for 2 GiB
+
+
+@dataclass
+class LoadedModel:
+    model: object
+    processor: object
+    device: str
+    dtype: object
+
+    def parameters(self):
+        return self.model.parameters()
+
+    def buffers(self):
+        return self.model.buffers()
+
+
+def _torch_dtype(name: str):
+    import torch
+    return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[name]
+
+
+def _load(model_cls_name: str, spec: ModelSpec, device: str) -> LoadedModel:
+    import transformers
+    model_cls = getattr(transformers, model_cls_name)
+    kw = {"revision": spec.revision, "trust_remote_code": spec.trust_remote_code}
+    model = model_cls.from_pretrained(spec.name, **kw)
+    dtype = _torch_dtype(spec.dtype)
+    model = model.to(device=device, dtype=dtype).eval()
+    processor = transformers.AutoProcessor.from_pretrained(spec.name, **kw)
+    return LoadedModel(model, processor, device, dtype)
+
+
+def _estimate(model_cls_name: str):
+    def estimate(spec: ModelSpec) -> int:
+        try:
+            import torch
+            import transformers
+            config = transformers.AutoConfig.from_pretrained(
+                spec.name, revision=spec.revision, trust_remote_code=spec.trust_remote_code)
+            with torch.device("meta"):
+                model = getattr(transformers, model_cls_name)(config)
+            n = sum(p.numel() for p in model.parameters())
+        except Exception:  # noqa: BLE001  (no config reachable: plan conservatively)
+            return _FALLBACK_BYTES
+        return int(n * _DTYPE_BYTES[spec.dtype] * 1.1)
+    return estimate
+
+
+@register_model_loader("hf_clip", estimate=_estimate("CLIPModel"))
+def load_clip(spec: ModelSpec, device: str) -> LoadedModel:
+    return _load("CLIPModel", spec, device)
+
+
+@register_model_loader("hf_blip_itm", estimate=_estimate("BlipForImageTextRetrieval"))
+def load_blip_itm(spec: ModelSpec, device: str) -> LoadedModel:
+    return _load("BlipForImageTextRetrieval", spec, device)
