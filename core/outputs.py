@@ -8,12 +8,13 @@ place: a half-written export never carries the final name.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 from dataclasses import dataclass
 
-from .errors import ResumeError
+from .errors import DjxError, ResumeError
 
 
 @dataclass(frozen=True)
@@ -67,13 +68,20 @@ class OutputWriter:
 
     def open(self, manifest: dict | None) -> None:
         """Start fresh (manifest None) or reopen the parts cut back to the manifest's lengths."""
-        if manifest is None:
-            shutil.rmtree(self.paths.state_dir, ignore_errors=True)
         os.makedirs(self.paths.state_dir, exist_ok=True)
+        self._lock = open(os.path.join(self.paths.state_dir, "lock"), "w")
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._lock.close()
+            self._lock = None
+            raise DjxError(f"another djx run is writing {self.paths.export} right now; "
+                           f"wait for it or stop it first") from None
+        if manifest is None and os.path.exists(self.manifest_path):
+            os.remove(self.manifest_path)
         lengths = (manifest or {}).get("lengths", {})
         for kind in self.KINDS:
-            path = self.part(kind)
-            f = open(path, "a+b")
+            f = open(self.part(kind), "a+b")
             f.truncate(lengths.get(kind, 0))
             f.seek(0, os.SEEK_END)
             self._files[kind] = f
@@ -98,6 +106,9 @@ class OutputWriter:
         for f in self._files.values():
             f.close()
         self._files.clear()
+        if getattr(self, "_lock", None) is not None:
+            self._lock.close()  # releases the flock
+            self._lock = None
 
     def finish(self, summary: dict) -> None:
         """Move the parts into place and write the summary; drop the state folder."""

@@ -123,6 +123,9 @@ class Pipeline:
         state = ReadState(**manifest["read"]) if manifest else ReadState()
         counts = manifest["counts"] if manifest else {"kept": 0, "dropped": 0, "rejected": 0,
                                                       "ops": [[0, 0, 0, 0, 0.0] for _ in self.ops]}
+        if manifest and r.executor == "ray":
+            raise ResumeError(f"{paths.state_dir} holds an unfinished run; the ray executor does not "
+                              f"resume: run again with --restart, or finish it with executor: local")
         if manifest:
             log(f"[djx] resuming: {state.records} samples already done, reading on from there")
         plan = self.plan(r.np)
@@ -144,7 +147,9 @@ class Pipeline:
         done_batches = 0
         early = [0, 0] if not manifest else None  # [samples seen, token mismatches]
         try:
-            for res in executor.run(batches()):
+            results = (executor.run_dataset(r.dataset_path, state, snapshots) if r.executor == "ray"
+                       else executor.run(batches()))
+            for res in results:
                 if early is not None:
                     early = self._token_sanity(early, res, r, writer)
                 writer.write("kept", res.kept)
