@@ -143,8 +143,9 @@ def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str |
             if total != input_count:
                 report.add(f"count mismatch: input {input_count} != kept {counts['kept']} + dropped "
                            f"{counts['dropped']} + rejected {counts['rejected']} = {total}", -1)
-                missing = [p for p in range(input_count) if not seen[p]]
-                for p in missing[:1000]:
-                    report.add("input sample missing from every output", p)
+            start = 0
+            while (p := seen.find(0, start)) != -1:
+                report.add("input sample missing from every output", p)
+                start = p + 1
     report.counts = counts
     return report

@@ -137,8 +137,11 @@ class LocalExecutor:
             for w in workers:
                 while ready and len(w.tasks) < PREFETCH:
                     task = ready.popleft()
-                    w.tasks.append(task.id)
-                    w.conn.send((task.id, task.items))
+                    w.tasks.append(task.id)  # a dead worker's tasks are requeued by _replace
+                    try:
+                        w.conn.send((task.id, task.items))
+                    except OSError:
+                        break  # it died: its sentinel is ready, the wait below sees it
             conns = {w.conn: w for w in workers}
             sentinels = {w.proc.sentinel: w for w in workers}
             for obj in wait(list(conns) + list(sentinels)):

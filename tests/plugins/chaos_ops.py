@@ -1,0 +1,51 @@
+"""Plug-in ops that misbehave on purpose, for the reliability tests."""
+import ctypes
+import os
+import signal
+import time
+
+from djx import Filter, register_op
+
+
+@register_op("poison_filter")
+class PoisonFilter(Filter):
+    """Kills its own process (SIGKILL, or a segfault) on samples whose `poison` field is set;
+    raises on samples whose `boom` field is set."""
+
+    stats_keys = ("checked",)
+
+    def __init__(self, how: str = "kill", **common):
+        super().__init__(**common)
+        self.how = how
+
+    def compute_stats(self, batch):
+        for sample in batch.samples:
+            if sample.get("poison"):
+                if self.how == "segfault":
+                    ctypes.string_at(0)
+                os.kill(os.getpid(), signal.SIGKILL)
+            if sample.get("boom"):
+                raise ValueError(f"cannot handle {sample['text'][:20]!r}")
+            batch.stats(sample)["checked"] = 1
+
+    def keep(self, stats):
+        return True
+
+
+@register_op("slow_filter")
+class SlowFilter(Filter):
+    """Sleeps per sample so a test can interrupt a run mid-way; keeps samples with even `id`."""
+
+    stats_keys = ("slow_id",)
+
+    def __init__(self, seconds: float = 0.01, **common):
+        super().__init__(**common)
+        self.seconds = seconds
+
+    def compute_stats(self, batch):
+        for sample in batch.samples:
+            time.sleep(self.seconds)
+            batch.stats(sample)["slow_id"] = sample.get("id", 0)
+
+    def keep(self, stats):
+        return stats["slow_id"] % 2 == 0

@@ -1,0 +1,113 @@
+"""Interrupt and resume: kill -9 a real `djx process` at several points; running the same command
+again finishes the work, and the outputs hold each input sample exactly once."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from conftest import PLUGINS_DIR, read_jsonl_file
+
+N = 300
+
+
+def setup(tmp_path, seconds=0.004, **extra):
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"id": i, "text": f"sample number {i:04d}"}) + "\n"
+                            for i in range(N)))
+    recipe = {"dataset_path": "data.jsonl", "export_path": "out/o.jsonl", "np": 2, "batch_size": 8,
+              "checkpoint_every": 2, "start_method": "fork",
+              "custom_ops": [str(PLUGINS_DIR / "chaos_ops.py")],
+              "process": [{"text_length_filter": {"min_len": 5}},
+                          {"slow_filter": {"seconds": seconds}}], **extra}
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def djx(*args, **kw):
+    return subprocess.Popen([sys.executable, "-m", "djx.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+def manifest_records(tmp_path):
+    try:
+        return json.loads((tmp_path / "out/.o.djx-state/manifest.json").read_text())["read"]["records"]
+    except (OSError, ValueError, KeyError):
+        return -1
+
+
+def kill_when(tmp_path, proc, min_records):
+    """SIGKILL the run (and its workers) once its checkpoint shows at least `min_records`."""
+    deadline = time.monotonic() + 60
+    while manifest_records(tmp_path) < min_records and proc.poll() is None:
+        assert time.monotonic() < deadline, "the run never reached the checkpoint"
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def outputs(tmp_path):
+    kept = read_jsonl_file(tmp_path / "out/o.jsonl")
+    dropped = read_jsonl_file(tmp_path / "out/o.dropped.jsonl")
+    return kept, dropped
+
+
+def test_killed_runs_resume_to_the_same_outputs_with_each_sample_once(tmp_path):
+    ref_dir = tmp_path / "ref"
+    ref_dir.mkdir()
+    ref = djx("process", str(setup(ref_dir)), "--quiet")
+    assert ref.wait() == 0, ref.stderr.read()
+    ref_kept, ref_dropped = outputs(ref_dir)
+    assert len(ref_kept) == N // 2
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    recipe = setup(run_dir)
+    points = [-1, 40, 150, 260]  # before the first checkpoint, early, middle, late
+    for at in points:
+        proc = djx("process", str(recipe), "--quiet", start_new_session=True)
+        if at < 0:
+            time.sleep(0.3)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        else:
+            kill_when(run_dir, proc, at)
+        assert not (run_dir / "out/o.jsonl").exists(), "a killed run must not leave a finished-looking export"
+    final = djx("process", str(recipe), "--quiet")
+    out, err = final.communicate()
+    assert final.returncode == 0, err
+    assert "resuming" in out + err
+    kept, dropped = outputs(run_dir)
+    assert kept == ref_kept and dropped == ref_dropped
+    summary = json.loads((run_dir / "out/o.summary.json").read_text())
+    assert summary["resumed"] and summary["input"] == N and summary["check"]["ok"]
+    assert summary["ops"][1]["in"] == N  # per-op counts carried across the interruptions
+    assert not (run_dir / "out/.o.djx-state").exists()
+
+
+@pytest.mark.parametrize("change", ["recipe", "input"])
+def test_a_changed_recipe_or_input_refuses_to_resume_until_restart(tmp_path, change):
+    recipe = setup(tmp_path, seconds=0.01)
+    proc = djx("process", str(recipe), "--quiet", start_new_session=True)
+    kill_when(tmp_path, proc, 40)
+    if change == "recipe":
+        text = recipe.read_text().replace("min_len: 5", "min_len: 6")
+        recipe.write_text(text)
+    else:
+        with open(tmp_path / "data.jsonl", "a") as f:
+            f.write(json.dumps({"id": N, "text": "one more sample"}) + "\n")
+    refused = djx("process", str(recipe), "--quiet")
+    _, err = refused.communicate()
+    assert refused.returncode == 1
+    assert f"the {change} changed" in err and "--restart" in err and "Traceback" not in err
+    restarted = djx("process", str(recipe), "--quiet", "--restart", "--set", "process.1.slow_filter.seconds=0")
+    out, err = restarted.communicate()
+    assert restarted.returncode == 0, err
+    assert "resuming" not in out + err
+    summary = json.loads((tmp_path / "out/o.summary.json").read_text())
+    assert summary["input"] == N + (change == "input") and not summary["resumed"]
