@@ -86,6 +86,8 @@ class LocalExecutor:
             raise DjxError(f"worker {w.rank} died while starting (exit code {w.proc.exitcode})") from None
         if msg[0] == "init_error":
             raise DjxError(f"worker {w.rank} failed to start: {msg[2]}")
+        if msg[0] == "init_user_error":
+            raise DjxError(msg[2])
         self.reports[w.rank] = {"pool": msg[2], "peak_uss": 0}
 
     def _start_all(self) -> list[_Worker]:

@@ -8,6 +8,9 @@ import time
 import traceback
 
 
+from .errors import DjxError
+
+
 def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_dir: str,
                 chain_bytes: bytes, conn, status, warmup: bool) -> None:
     """Entry point of one worker. `status` is a shared int array: [task id, op index] in progress."""
@@ -35,6 +38,9 @@ def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_di
             for spec in chain.model_specs():
                 pool.get(spec)
         conn.send(("ready", rank, pool.report()))
+    except DjxError as e:  # a user error (bad model path, plug-in import): its message says it all
+        conn.send(("init_user_error", rank, str(e)))
+        return
     except BaseException as e:  # noqa: BLE001  (reported to the parent, which stops the run)
         conn.send(("init_error", rank, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}"))
         return

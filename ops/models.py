@@ -6,8 +6,10 @@ weights are read, so the planner can size GPU workers up front.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
+from djx.core.errors import DjxError
 from djx.core.model_pool import ModelSpec, register_model_loader
 
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
@@ -37,7 +39,13 @@ def _load(model_cls_name: str, spec: ModelSpec, device: str) -> LoadedModel:
     import transformers
     model_cls = getattr(transformers, model_cls_name)
     kw = {"revision": spec.revision, "trust_remote_code": spec.trust_remote_code}
-    model = model_cls.from_pretrained(spec.name, **kw)
+    try:
+        model = model_cls.from_pretrained(spec.name, **kw)
+    except (OSError, ValueError) as e:
+        where = ("the folder exists but holds no loadable model" if os.path.isdir(spec.name) else
+                 "no such local folder; as a hub id it must be reachable or in the local cache")
+        raise DjxError(f"cannot load {model_cls_name} from {spec.name!r} ({where}): "
+                       f"{type(e).__name__}: {str(e).splitlines()[0][:300]}") from None
     dtype = _torch_dtype(spec.dtype)
     model = model.to(device=device, dtype=dtype).eval()
     processor = transformers.AutoProcessor.from_pretrained(spec.name, **kw)
