@@ -9,6 +9,11 @@ import sys
 from .core.errors import DjxError
 
 
+def _plugins(values) -> list[str]:
+    """--custom-ops values: paths are relative to the current folder (modules stay names)."""
+    return [os.path.abspath(v) if v.endswith(".py") or "/" in v else v for v in values or ()]
+
+
 def _process(args) -> int:
     from .core.pipeline import Pipeline
     from .core.recipe import parse_set
@@ -19,7 +24,7 @@ def _process(args) -> int:
         overrides["export_path"] = os.path.abspath(args.export_path)
     if args.executor:
         overrides["executor"] = args.executor
-    pipe = Pipeline.from_recipe(args.recipe, overrides, args.custom_ops or ())
+    pipe = Pipeline.from_recipe(args.recipe, overrides, _plugins(args.custom_ops))
     if args.dry_run:
         print(pipe.plan().describe())
         for i, op in enumerate(pipe.ops):
@@ -31,9 +36,10 @@ def _process(args) -> int:
 
 
 def _ops(args) -> int:
+    from .core.op import Filter
     from .core.params import describe_params
     from .core.registry import aliases, get_op_class, load_custom_ops, load_entry_point_ops, registered_ops
-    load_custom_ops(args.custom_ops or (), os.getcwd())
+    load_custom_ops(_plugins(args.custom_ops), os.getcwd())
     load_entry_point_ops()
     if args.name:
         cls = get_op_class(args.name)
@@ -45,7 +51,7 @@ def _ops(args) -> int:
         alias_of.setdefault(n, []).append(a)
     for name in names:
         cls = get_op_class(name)
-        kind = "filter" if hasattr(cls, "stats_keys") else "mapper"
+        kind = "filter" if issubclass(cls, Filter) else "mapper"
         doc = (cls.__doc__ or "").strip().splitlines()
         print(f"{name}  ({kind})" + (f"  aliases: {', '.join(alias_of[name])}" if name in alias_of else ""))
         print(f"    {doc[0] if doc else ''}")
@@ -63,17 +69,20 @@ def _check(args) -> int:
     from .core.chain import OpChain
     from .core.outputs import OutputPaths
     from .core.pipeline import Pipeline
-    pipe = Pipeline.from_recipe(args.recipe, custom_ops=args.custom_ops or ())
+    pipe = Pipeline.from_recipe(args.recipe, custom_ops=_plugins(args.custom_ops))
     paths = OutputPaths.for_export(args.output)
     if not os.path.exists(paths.export):
         raise DjxError(f"no such output: {paths.export}")
-    input_count = args.input_count
-    if input_count is None and os.path.exists(paths.summary):
+    input_count, dropped_count = args.input_count, None
+    if os.path.exists(paths.summary):
         with open(paths.summary, encoding="utf-8") as f:
-            input_count = json.load(f).get("input")
+            summary = json.load(f)
+        dropped_count = summary.get("dropped")
+        if input_count is None:
+            input_count = summary.get("input")
     chain = OpChain(pipe.ops, pipe.recipe.run_context())
     report = check_outputs(paths.export, paths.dropped, paths.rejected, chain.filter_stats_keys(),
-                           pipe.recipe.image_key, input_count)
+                           pipe.recipe.image_key, input_count, dropped_count)
     print(report.describe())
     if input_count is None:
         print("note: no summary found and no --input-count given: counts were not checked")

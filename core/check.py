@@ -77,8 +77,11 @@ def _iter_jsonl(path: str):
 
 def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str | None,
                   filters: list[tuple[str, tuple[str, ...]]], image_key: str = "images",
-                  input_count: int | None = None) -> CheckReport:
-    """Check the three output files against the op list [(op name, stats keys), ...]."""
+                  input_count: int | None = None, dropped_count: int | None = None) -> CheckReport:
+    """Check the three output files against the op list [(op name, stats keys), ...].
+
+    Without a dropped file (export_dropped: false), `dropped_count` (from the summary) stands in
+    for it in the count check."""
     report = CheckReport()
     index_of = {}
     for i, (name, _) in enumerate(filters):
@@ -129,7 +132,7 @@ def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str |
                 continue
             check_stats(sample, upto, "dropped")
     else:
-        counts["dropped"] = None
+        counts["dropped"] = dropped_count
     if rejected_path and os.path.exists(rejected_path):
         for _, rec in _iter_jsonl(rejected_path):
             counts["rejected"] += 1
@@ -143,6 +146,7 @@ def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str |
             if total != input_count:
                 report.add(f"count mismatch: input {input_count} != kept {counts['kept']} + dropped "
                            f"{counts['dropped']} + rejected {counts['rejected']} = {total}", -1)
+        if counts["dropped"] is not None and dropped_path and os.path.exists(dropped_path):
             start = 0
             while (p := seen.find(0, start)) != -1:
                 report.add("input sample missing from every output", p)

@@ -57,7 +57,7 @@ def _read_jsonl(path: str, state: ReadState) -> Iterator[Item]:
         reader = jsonlines.Reader(lines())
         while True:
             try:
-                record = reader.read()
+                record = reader.read(allow_none=True)
                 item = Item(state.records, record=record, line=state.lines)
             except EOFError:
                 return

@@ -93,6 +93,8 @@ def load_recipe(path: str, overrides: dict | None = None, custom_ops: list[str] 
     if not isinstance(raw, dict):
         raise RecipeError(f"{path}: a recipe is a mapping of keys (dataset_path, process, ...), "
                           f"got {type(raw).__name__}")
+    if isinstance(raw.get("process"), list):  # bare `- op_name` entries take --set keys too
+        raw["process"] = [{e: {}} if isinstance(e, str) else e for e in raw["process"]]
     for key, value in (overrides or {}).items():
         _set_dotted(raw, key, value)
     if custom_ops:
@@ -190,20 +192,19 @@ def parse_set(items: list[str]) -> dict:
 def _set_dotted(raw: dict, key: str, value) -> None:
     """Set raw['a']['b'][0]... from 'a.b.0'; list indices are numbers."""
     parts = key.split(".")
-    node = raw
-    for i, part in enumerate(parts[:-1]):
-        nxt = parts[i + 1]
-        if isinstance(node, list):
-            node = node[int(part)]
-        else:
-            if node.get(part) is None:
-                node[part] = [] if nxt.isdigit() else {}
-            node = node[part]
-    last = parts[-1]
     try:
+        node = raw
+        for i, part in enumerate(parts[:-1]):
+            if isinstance(node, list):
+                node = node[int(part)]
+            else:
+                if node.get(part) is None:
+                    node[part] = [] if parts[i + 1].isdigit() else {}
+                node = node[part]
+        last = parts[-1]
         if isinstance(node, list):
             node[int(last)] = value
         else:
             node[last] = value
-    except (ValueError, IndexError, TypeError):
+    except (ValueError, IndexError, TypeError, AttributeError, KeyError):
         raise RecipeError(f"--set {key}: no such place in the recipe") from None

@@ -7,12 +7,13 @@ from djx.core.registry import register_op
 
 from .any_or_all import keep_images
 
-_UNITS = {"": 1, "B": 1, "KB": 1000, "MB": 1000 ** 2, "GB": 1000 ** 3, "TB": 1000 ** 4,
+# Data-Juicer's convention: KB and KiB alike are 1024 bytes (MB 1024**2, ...).
+_UNITS = {"": 1, "B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3, "TB": 1024 ** 4,
           "KIB": 1024, "MIB": 1024 ** 2, "GIB": 1024 ** 3, "TIB": 1024 ** 4}
 
 
 def parse_size(text: str | int, key: str) -> int:
-    """'6MB' -> 6000000, '1KiB' -> 1024, 500 -> 500."""
+    """'6MB' -> 6291456, '1KiB' -> 1024, 500 -> 500."""
     if isinstance(text, int):
         return text
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", text)

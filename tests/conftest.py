@@ -1,0 +1,178 @@
+"""Shared test helpers: tiny datasets built in tmp_path (PIL images, JSON Lines), recipes, the CLI.
+
+Runs use the fork start method unless spawn is the point of a test (spawn workers take seconds to
+start); every path a test writes is under tmp_path.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+from PIL import Image
+
+TESTS_DIR = Path(__file__).resolve().parent
+REPO_DIR = TESTS_DIR.parent
+PLUGINS_DIR = TESTS_DIR / "plugins"
+PLUGIN_SITE = PLUGINS_DIR / "site"  # holds the importable plug-in module djx_test_plugin_ops
+
+LONG = "a sample text that is long enough"
+
+
+def write_jsonl_file(path: Path, records) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def read_jsonl_file(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@pytest.fixture
+def write_jsonl():
+    """write_jsonl(path, records) -> path: one JSON object per line."""
+    return write_jsonl_file
+
+
+@pytest.fixture
+def read_jsonl():
+    """read_jsonl(path) -> list of records (NaN accepted, as djx writes it)."""
+    return read_jsonl_file
+
+
+@pytest.fixture
+def make_image(tmp_path):
+    """make_image(name, (width, height), color='red', folder=tmp_path/'images') -> Path."""
+
+    def make(name: str, size: tuple[int, int], color: str = "red", folder: Path | None = None) -> Path:
+        path = Path(folder or tmp_path / "images") / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", size, color).save(path)
+        return path
+
+    return make
+
+
+@pytest.fixture
+def write_recipe():
+    """write_recipe(path, **keys) -> path: the keys dumped as a YAML recipe."""
+
+    def write(path: Path, **keys) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(keys, sort_keys=False), encoding="utf-8")
+        return path
+
+    return write
+
+
+@dataclass
+class CliResult:
+    rc: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def djx_cli(capsys):
+    """djx_cli('process', 'recipe.yaml', ...) runs `djx` in this process -> CliResult(rc, out, err)."""
+    from djx.cli import main
+
+    def run(*args) -> CliResult:
+        capsys.readouterr()
+        rc = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return CliResult(rc, out, err)
+
+    return run
+
+
+@pytest.fixture
+def plugin_site(monkeypatch):
+    """Put the folder of the importable plug-in module `djx_test_plugin_ops` on sys.path."""
+    monkeypatch.syspath_prepend(str(PLUGIN_SITE))
+    return PLUGIN_SITE
+
+
+@pytest.fixture(scope="session")
+def plugin_project(tmp_path_factory) -> Path:
+    """A user's project folder holding plugins/my_ops.py. One per session: a plug-in file is
+    imported once per process, keyed by its absolute path, so every test uses this same copy."""
+    root = tmp_path_factory.mktemp("project")
+    (root / "plugins").mkdir()
+    shutil.copy(PLUGINS_DIR / "my_ops.py", root / "plugins" / "my_ops.py")
+    return root
+
+
+@dataclass
+class TextDataset:
+    """data.jsonl with `id`s and texts of known lengths, plus a few broken lines and blank lines."""
+    path: Path
+    texts: dict = field(default_factory=dict)   # id -> text, for the lines that parse
+    records: int = 0                            # input samples (non-blank lines)
+    bad_lines: int = 0                          # lines that are not JSON objects
+    blank_lines: int = 0
+
+    def kept_ids(self, min_len: int, max_len: int = 10 ** 9) -> list[int]:
+        return [i for i, t in self.texts.items() if min_len <= len(t) <= max_len]
+
+
+def build_text_dataset(path: Path, n: int = 60) -> TextDataset:
+    ds = TextDataset(Path(path))
+    lines = []
+    for i in range(n):
+        if i % 17 == 5:
+            lines.append("this line is not JSON {")
+            ds.bad_lines += 1
+        elif i % 23 == 7:
+            lines.append("[1, 2, 3]")
+            ds.bad_lines += 1
+        else:
+            ds.texts[i] = "abcdefghijk"[: i % 12]
+            lines.append(json.dumps({"id": i, "text": ds.texts[i]}))
+        ds.records += 1
+        if i % 10 == 9:
+            lines.append("")
+            ds.blank_lines += 1
+    ds.path.parent.mkdir(parents=True, exist_ok=True)
+    ds.path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return ds
+
+
+@pytest.fixture
+def text_dataset(tmp_path) -> TextDataset:
+    return build_text_dataset(tmp_path / "data" / "data.jsonl")
+
+
+@pytest.fixture
+def mm_records(make_image, tmp_path) -> list[dict]:
+    """Image-text records (image paths relative to tmp_path, where the dataset file goes), each
+    with an `expect` field saying what the standard mm chain (see mm_process) does with it."""
+    make_image("big.png", (64, 64))
+    make_image("small.png", (16, 16), "blue")
+    make_image("wide.png", (128, 40), "green")
+    base = [
+        {"text": LONG, "images": ["images/big.png"], "expect": "kept"},
+        {"text": "hi", "images": ["images/big.png"], "expect": "text_length_filter"},
+        {"text": LONG, "images": ["images/small.png"], "expect": "image_shape_filter"},
+        {"text": LONG, "images": ["images/wide.png"], "expect": "image_aspect_ratio_filter"},
+        {"text": LONG, "images": ["images/missing.png"], "expect": "rejected"},
+        {"text": LONG, "images": [], "expect": "kept"},
+        {"text": LONG, "images": ["images/small.png", "images/big.png"], "expect": "kept"},
+        {"text": 42, "images": ["images/big.png"], "expect": "rejected"},
+    ]
+    return [dict(r, id=k * len(base) + j) for k in range(4) for j, r in enumerate(base)]
+
+
+@pytest.fixture
+def mm_process() -> list[dict]:
+    """The standard image-text chain the `expect` fields of mm_records refer to."""
+    return [{"text_length_filter": {"min_len": 5}},
+            {"image_shape_filter": {"min_width": 32, "min_height": 32}},
+            {"image_aspect_ratio_filter": {"min_ratio": 0.5, "max_ratio": 2.0}}]

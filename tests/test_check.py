@@ -1,0 +1,147 @@
+"""Stats completeness and accounting: `djx check` passes on a run's output and fails, naming the op,
+the stat and the sample position, on any output that lost a stat, holds a non-finite one, or lost
+a sample; a run whose op leaves a stat out fails the same way."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from djx import POSITION_KEY, STATS_KEY, CheckError, Pipeline
+
+
+@pytest.fixture
+def good_run(tmp_path, text_dataset, write_recipe):
+    """A finished run: (recipe, export path)."""
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(text_dataset.path),
+                          export_path="out/kept.jsonl", np=2, start_method="fork", batch_size=4,
+                          process=[{"text_length_filter": {"min_len": 3}},
+                                   {"text_length_filter": {"min_len": 0, "max_len": 8}}])
+    summary = Pipeline.from_recipe(str(recipe)).run(progress=False)
+    assert summary["kept"] and summary["dropped"] and summary["rejected"]
+    return recipe, tmp_path / "out" / "kept.jsonl"
+
+
+def edit_line(path: Path, index: int, edit) -> int:
+    """Replace line `index` of a JSON Lines file by edit(line) (None deletes it); return the
+    position (__dj__pos__) of the sample on that line."""
+    lines = path.read_text().splitlines(keepends=True)
+    pos = json.loads(lines[index])[POSITION_KEY]
+    new = edit(lines[index])
+    lines[index:index + 1] = [] if new is None else [new]
+    path.write_text("".join(lines))
+    return pos
+
+
+def without_stat(key: str):
+    def edit(line: str) -> str:
+        sample = json.loads(line)
+        del sample[STATS_KEY][key]
+        return json.dumps(sample) + "\n"
+    return edit
+
+
+def test_check_passes_on_a_finished_run(good_run, djx_cli):
+    recipe, export = good_run
+    res = djx_cli("check", export, "--recipe", recipe)
+    assert res.rc == 0, res.out + res.err
+    assert "check passed" in res.out
+
+
+def test_check_fails_when_a_kept_sample_lost_a_stat(good_run, djx_cli):
+    recipe, export = good_run
+    pos = edit_line(export, 2, without_stat("text_len"))
+    res = djx_cli("check", export, "--recipe", recipe)
+    assert res.rc == 1
+    assert "kept sample missing stat 'text_len' of op text_length_filter" in res.out
+    assert f"positions {pos}" in res.out
+
+
+def test_check_fails_when_a_stat_is_nan(good_run, djx_cli):
+    recipe, export = good_run
+    line = export.read_text().splitlines()[1]
+    value = json.loads(line)[STATS_KEY]["text_len"]
+    pos = edit_line(export, 1, lambda l: l.replace(f'"text_len": {value}', '"text_len": NaN'))
+    assert "NaN" in export.read_text()
+    res = djx_cli("check", export, "--recipe", recipe)
+    assert res.rc == 1
+    assert "stat 'text_len' of op text_length_filter non-finite" in res.out
+    assert f"positions {pos}" in res.out
+
+
+def test_check_fails_when_a_sample_is_missing(good_run, djx_cli):
+    recipe, export = good_run
+    pos = edit_line(export, 0, lambda line: None)
+    res = djx_cli("check", export, "--recipe", recipe)
+    assert res.rc == 1
+    assert "count mismatch" in res.out
+    assert "input sample missing from every output" in res.out and f"positions {pos}" in res.out
+
+
+def test_check_fails_when_a_sample_appears_twice(good_run, djx_cli):
+    recipe, export = good_run
+    dropped = export.with_name("kept.dropped.jsonl")
+    pos = edit_line(dropped, 0, lambda line: line + line)
+    res = djx_cli("check", export, "--recipe", recipe)
+    assert res.rc == 1
+    assert "more than once" in res.out and f"positions {pos}" in res.out
+
+
+def test_check_fails_when_a_dropped_sample_lost_the_stat_of_the_op_that_dropped_it(good_run, djx_cli):
+    recipe, export = good_run
+    dropped = export.with_name("kept.dropped.jsonl")
+    pos = edit_line(dropped, 0, without_stat("text_len"))
+    res = djx_cli("check", export, "--recipe", recipe)
+    assert res.rc == 1
+    assert "dropped sample missing stat 'text_len' of op text_length_filter" in res.out
+    assert f"positions {pos}" in res.out
+
+
+def test_check_counts_samples_even_when_dropped_ones_were_not_exported(tmp_path, text_dataset,
+                                                                      write_recipe, djx_cli):
+    """With export_dropped: false the summary still holds the dropped count, so a kept sample
+    deleted afterwards must still fail the check."""
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(text_dataset.path),
+                          export_path="out/kept.jsonl", np=1, export_dropped=False,
+                          process=[{"text_length_filter": {"min_len": 3}}])
+    Pipeline.from_recipe(str(recipe)).run(progress=False)
+    export = tmp_path / "out" / "kept.jsonl"
+    assert djx_cli("check", export, "--recipe", recipe).rc == 0
+    edit_line(export, 0, lambda line: None)
+    res = djx_cli("check", export, "--recipe", recipe)
+    assert res.rc == 1, res.out
+
+
+def test_check_without_a_summary_takes_the_input_count_from_the_command_line(good_run, djx_cli,
+                                                                             text_dataset):
+    recipe, export = good_run
+    export.with_name("kept.summary.json").unlink()
+    res = djx_cli("check", export, "--recipe", recipe, "--input-count", text_dataset.records)
+    assert res.rc == 0, res.out
+    res = djx_cli("check", export, "--recipe", recipe, "--input-count", text_dataset.records + 1)
+    assert res.rc == 1 and "count mismatch" in res.out
+
+
+def test_check_of_a_missing_output_is_an_error(tmp_path, good_run, djx_cli):
+    recipe, _ = good_run
+    res = djx_cli("check", tmp_path / "nowhere" / "kept.jsonl", "--recipe", recipe)
+    assert res.rc == 1 and "no such output" in res.err
+
+
+@pytest.mark.parametrize("mode, problem", [("nan", "non-finite"), ("missing", "missing stat")])
+def test_a_run_whose_op_leaves_a_bad_stat_fails_naming_the_op_and_sample(
+        mode, problem, plugin_site, tmp_path, write_jsonl, write_recipe, djx_cli, read_jsonl):
+    write_jsonl(tmp_path / "d.jsonl", [{"text": "fine"}, {"text": "BAD one"}, {"text": "fine too"}])
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path="d.jsonl", export_path="out/kept.jsonl",
+                          np=2, start_method="fork", custom_ops=["djx_test_plugin_ops"],
+                          process=[{"unreliable_stat_filter": {"marker": "BAD", "mode": mode}}])
+    with pytest.raises(CheckError) as e:
+        Pipeline.from_recipe(str(recipe)).run(progress=False)
+    assert "stat 'unreliable_score' of op unreliable_stat_filter" in str(e.value)
+    assert problem in str(e.value) and "positions 1" in str(e.value)
+    res = djx_cli("process", recipe, "--quiet")
+    assert res.rc == 1 and "unreliable_stat_filter" in res.err
+    summary = json.loads((tmp_path / "out" / "kept.summary.json").read_text())
+    assert summary["check"]["ok"] is False  # the outputs are written, for inspection
+    assert len(read_jsonl(tmp_path / "out" / "kept.jsonl")) == 3
