@@ -49,10 +49,14 @@ def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_di
         status[1] = k
 
     peak_uss, sampled_at = uss_bytes(), time.monotonic()
+    parent = os.getppid()
     while True:
         try:
+            while not conn.poll(1.0):
+                if os.getppid() != parent:  # the parent was killed (kill -9): do not linger
+                    return
             msg = conn.recv()
-        except EOFError:
+        except (EOFError, OSError):
             return
         if msg is None:
             return
