@@ -30,6 +30,7 @@ class BatchResult:
     dropped: list = field(default_factory=list)
     rejected: list = field(default_factory=list)
     op_counts: list = field(default_factory=list)  # per op: [in, kept, dropped, rejected, seconds]
+    counters: dict = field(default_factory=dict)   # ops' event counters, e.g. oom_retries
 
     @staticmethod
     def merge(parts: list["BatchResult"], n_ops: int) -> "BatchResult":
@@ -41,6 +42,8 @@ class BatchResult:
             for acc, c in zip(out.op_counts, p.op_counts):
                 for j in range(5):
                     acc[j] += c[j]
+            for k, v in p.counters.items():
+                out.counters[k] = out.counters.get(k, 0) + v
         return out
 
 
@@ -63,6 +66,7 @@ class OpChain:
 
     def run(self, items: list[Item], pool=None, on_op: Callable[[int], None] | None = None) -> BatchResult:
         result = BatchResult(op_counts=[[0, 0, 0, 0, 0.0] for _ in self.ops])
+        self._counters = result.counters
         originals: dict[int, Any] = {}
         samples = []
         for item in items:
@@ -140,6 +144,8 @@ class OpChain:
         batch = Batch(group, self.ctx, images, pool, text_key, image_key)
         try:
             _invoke(op, batch)
+            for k, v in batch.counters.items():
+                self._counters[k] = self._counters.get(k, 0) + v
             return {idx[j]: (r, batch.codes.get(j)) for j, r in batch.rejected.items()}
         except Exception as e:
             if len(group) == 1:

@@ -74,7 +74,8 @@ class LocalExecutor:
         proc = self.mp.Process(target=worker_main, name=f"djx-worker-{rank}", daemon=True,
                                args=(rank, self.plan.devices[rank], self.plan.threads_per_worker,
                                      self.custom_ops, self.base_dir, self._chain_bytes, child,
-                                     status, warmup))
+                                     status, warmup,
+                                     self.plan.mem_fraction[rank] if self.plan.mem_fraction else 0.0))
         proc.start()
         child.close()
         return _Worker(rank, proc, parent, status)

@@ -27,6 +27,7 @@ class Batch:
         self.image_key = image_key
         self.rejected: dict[int, str] = {}
         self.codes: dict[int, str] = {}
+        self.counters: dict[str, int] = {}  # summed into the run summary (e.g. oom_retries)
 
     def __len__(self) -> int:
         return len(self.samples)

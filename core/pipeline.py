@@ -97,7 +97,7 @@ class Pipeline:
 
     # -- files ------------------------------------------------------------------------------
     def run(self, dataset_path: str | None = None, export_path: str | None = None, *,
-            restart: bool = False, progress: bool = True, log=print) -> dict:
+            restart: bool = False, progress: bool = True, log=print, plan: Plan | None = None) -> dict:
         """Process a dataset file into the export files; return the summary (also written as JSON).
 
         Resumes an interrupted run of the same recipe and input unless `restart`. Raises
@@ -128,7 +128,7 @@ class Pipeline:
                               f"resume: run again with --restart, or finish it with executor: local")
         if manifest:
             log(f"[djx] resuming: {state.records} samples already done, reading on from there")
-        plan = self.plan(r.np)
+        plan = plan or self.plan(r.np)
         log(plan.describe())
         executor = self._executor(chain, plan, r)
         writer.open(manifest)
@@ -161,6 +161,9 @@ class Pipeline:
                 for acc, c in zip(counts["ops"], res.op_counts):
                     for j in range(5):
                         acc[j] += c[j]
+                events = counts.setdefault("events", {})
+                for k, v in res.counters.items():
+                    events[k] = events.get(k, 0) + v
                 read_at = snapshots.popleft()
                 done_batches += 1
                 bar.update(len(res.kept) + len(res.dropped) + len(res.rejected), len(res.kept))
@@ -220,11 +223,15 @@ class Pipeline:
                      "seconds": round(c[4], 3)} for op, c in zip(self.ops, counts["ops"])],
             "seconds": round(seconds, 3), "samples_per_second": round(n / max(seconds, 1e-9), 2),
             "resumed": resumed, "executor": r.executor, "workers": plan.workers,
+            "events": counts.get("events", {}),
             "plan": {"devices": list(plan.devices), "threads_per_worker": plan.threads_per_worker,
                      "model_bytes": plan.model_bytes, "notes": list(plan.notes)},
             "model_loads": loads,
             "max_model_loads_per_process": max((sum(v.values()) for v in loads.values()), default=0),
             "worker_restarts": getattr(executor, "restarts", 0),
+            "devices": {rank: {"device": rep["pool"].get("device"),
+                               "peak_device_bytes": rep.get("peak_device_bytes", 0)}
+                        for rank, rep in executor.reports.items()},
             "memory": {"main_peak_rss_bytes": peak_rss_bytes(), "main_peak_uss_bytes": uss_bytes(),
                        "worker_peak_uss_bytes": worker_uss,
                        "worker_peak_uss_bytes_max": max(worker_uss.values(), default=0)},

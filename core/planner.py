@@ -30,6 +30,7 @@ class Plan:
     model_bytes: dict = field(default_factory=dict)      # model label -> bytes (one copy)
     per_device: dict = field(default_factory=dict)       # device -> {"workers", "models", "expected_bytes", "budget_bytes"}
     notes: tuple[str, ...] = ()
+    mem_fraction: tuple[float, ...] = ()                 # per rank: cap on its device (0: none)
 
     @property
     def on_gpu(self) -> bool:
@@ -109,8 +110,11 @@ def plan_workers(np: int | None, model_bytes: dict[str, int], inventory: list[De
     per_device = {d: {"workers": ranks.count(d), "models": labels,
                       "expected_bytes": ranks.count(d) * need, "budget_bytes": budgets[d]}
                   for d in gpus if ranks.count(d)}
+    # each worker's share of its device's budget becomes a hard cap in the worker (the caching
+    # allocator raises OOM beyond it, which the back-off handles), like vLLM's memory utilization
+    fractions = tuple(budgets[d] / info[d].total_bytes / ranks.count(d) for d in ranks)
     return Plan(workers, tuple(ranks), max(1, cpu_count // workers), dict(model_bytes),
-                per_device, tuple(notes))
+                per_device, tuple(notes), fractions)
 
 
 def cuda_inventory() -> list[DeviceInfo]:

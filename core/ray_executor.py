@@ -56,13 +56,13 @@ class RayExecutor:
             init = {"address": self.recipe.ray_address} if self.recipe.ray_address else {
                 "num_cpus": cpu_count(), "include_dashboard": False}
             try:
-                ray.init(**init, logging_level=logging.WARNING, log_to_driver=True)
+                ray.init(**init, logging_level=logging.ERROR, log_to_driver=True)
             except (ConnectionError, RuntimeError, ValueError) as e:
                 raise DjxError(f"cannot start or join Ray (ray_address: {self.recipe.ray_address!r}): "
                                f"{_first_lines(e, 3)}") from None
         quiet = logging.getLogger("ray.data")
         level = quiet.level
-        quiet.setLevel(logging.WARNING)
+        quiet.setLevel(logging.ERROR)
         try:
             ds = self._dataset(path, lower.endswith(".parquet"))
             yield from self._collect(ds, state, snapshots, not lower.endswith(".parquet"))

@@ -12,8 +12,9 @@ from .errors import DjxError
 
 
 def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_dir: str,
-                chain_bytes: bytes, conn, status, warmup: bool) -> None:
-    """Entry point of one worker. `status` is a shared int array: [task id, op index] in progress."""
+                chain_bytes: bytes, conn, status, warmup: bool, mem_fraction: float = 0.0) -> None:
+    """Entry point of one worker. `status` is a shared int array: [task id, op index] in progress;
+    `mem_fraction` caps this process's share of its GPU (0: no cap)."""
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
     try:
@@ -33,6 +34,8 @@ def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_di
             torch.set_num_threads(threads)
             if device.startswith("cuda"):
                 torch.cuda.set_device(device)
+                if mem_fraction > 0:
+                    torch.cuda.set_per_process_memory_fraction(min(mem_fraction, 1.0), device)
         pool = process_pool(device)
         if warmup:
             for spec in chain.model_specs():
@@ -66,8 +69,16 @@ def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_di
             result = chain.run(items, pool, on_op)
             if time.monotonic() - sampled_at > 1.0:  # reading smaps costs ms: sample, not every batch
                 peak_uss, sampled_at = max(peak_uss, uss_bytes()), time.monotonic()
-            conn.send(("ok", task_id, result, {"pool": pool.report(), "peak_uss": peak_uss}))
+            conn.send(("ok", task_id, result, {"pool": pool.report(), "peak_uss": peak_uss,
+                                               "peak_device_bytes": _peak_device_bytes(device)}))
         except FailFast as e:
             conn.send(("fail", task_id, str(e)))
         except BaseException as e:  # noqa: BLE001
             conn.send(("error", task_id, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"))
+
+
+def _peak_device_bytes(device: str) -> int:
+    if not device.startswith("cuda"):
+        return 0
+    import torch
+    return int(torch.cuda.max_memory_allocated(device))

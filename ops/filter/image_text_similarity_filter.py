@@ -26,7 +26,7 @@ class ImageTextSimilarityFilter(ImageTextModelFilter):
         import torch
 
         model, proc, device = loaded.model, loaded.processor, loaded.device
-        ctx, runs = batch.ctx, {}
+        ctx, runs = batch.ctx, batch.counters
 
         def encode_images(chunk):
             pixels = proc.image_processor(chunk, return_tensors="pt")["pixel_values"]
