@@ -25,7 +25,7 @@ class RunContext:
     devices: tuple[str, ...] = ()  # empty: cuda:(rank % gpus) when CUDA is visible, else cpu
     torch_threads: int = 0  # 0: decided by the executor from cores / workers
     oom_min_batch: int = 1
-    fault: tuple[str, ...] = field(default=())  # test-only fault injection points, e.g. ("oom:2",)
+    fault: tuple[str, ...] = field(default=())  # injected faults (recipe inject_faults), e.g. ("oom_above:2",)
 
     def with_(self, **changes) -> "RunContext":
         return replace(self, **changes)

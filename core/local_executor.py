@@ -20,7 +20,7 @@ from .chain import BatchResult, FailFast, Item, OpChain
 from .context import POSITION_KEY
 from .errors import DjxError
 from .planner import Plan
-from .worker import worker_main
+from .worker import recv, send, worker_main
 
 PREFETCH = 2  # batches queued per worker, so it never idles between batches
 
@@ -82,7 +82,7 @@ class LocalExecutor:
 
     def _await_ready(self, w: _Worker) -> None:
         try:
-            msg = w.conn.recv()
+            msg = recv(w.conn)
         except EOFError:
             raise DjxError(f"worker {w.rank} died while starting (exit code {w.proc.exitcode})") from None
         if msg[0] == "init_error":
@@ -101,7 +101,7 @@ class LocalExecutor:
     def _stop(self, workers: list[_Worker]) -> None:
         for w in workers:
             try:
-                w.conn.send(None)
+                send(w.conn, None)
             except (OSError, ValueError):
                 pass
         for w in workers:
@@ -142,7 +142,7 @@ class LocalExecutor:
                     task = ready.popleft()
                     w.tasks.append(task.id)  # a dead worker's tasks are requeued by _replace
                     try:
-                        w.conn.send((task.id, task.items))
+                        send(w.conn, (task.id, task.items))
                     except OSError:
                         break  # it died: its sentinel is ready, the wait below sees it
             conns = {w.conn: w for w in workers}
@@ -151,7 +151,7 @@ class LocalExecutor:
                 w = conns.get(obj) or sentinels.get(obj)
                 if obj in conns:
                     try:
-                        msg = w.conn.recv()
+                        msg = recv(w.conn)
                     except (EOFError, OSError):
                         continue  # the sentinel reports the death
                     self._on_message(w, msg, tasks, remaining, parts)
@@ -180,7 +180,7 @@ class LocalExecutor:
             try:
                 if not w.conn.poll():
                     return
-                msg = w.conn.recv()
+                msg = recv(w.conn)
             except (EOFError, OSError):
                 return
             self._on_message(w, msg, tasks, remaining, parts)

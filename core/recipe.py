@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import typing
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
@@ -42,6 +43,7 @@ class Recipe:
     max_in_flight: int | None = None          # batches dispatched ahead; None: 2 x workers
     checkpoint_every: int = 10                # batches between resume checkpoints
     ray_address: str | None = None
+    inject_faults: list[str] = field(default_factory=list)  # testing: "oom_above:N", "oom_always"
     base_dir: str = "."                       # the recipe's folder (set by the loader)
 
     @property
@@ -54,7 +56,7 @@ class Recipe:
                           eoc_special_token=self.eoc_special_token,
                           dataset_dir=os.path.dirname(os.path.abspath(self.dataset_path)),
                           max_image_pixels=self.max_image_pixels, on_error=self.on_error,
-                          devices=tuple(self.devices), **extra)
+                          devices=tuple(self.devices), fault=tuple(self.inject_faults), **extra)
 
     def build_ops(self) -> list:
         """Instantiate the process list (loads plug-ins first); validates every op parameter."""
@@ -134,6 +136,9 @@ def recipe_from_dict(raw: dict, base_dir: str = ".") -> Recipe:
     frac = values.get("gpu_mem_fraction", 0.9)
     if not 0 < frac <= 1:
         raise RecipeError(f"gpu_mem_fraction: must be in (0, 1], got {frac}")
+    for f in values.get("inject_faults", ()):
+        if not re.fullmatch(r"oom_always|oom_above:\d+", f):
+            raise RecipeError(f"inject_faults: unknown fault {f!r}; known: 'oom_always', 'oom_above:N'")
     if isinstance(values.get("text_keys"), list) and not values["text_keys"]:
         raise RecipeError("text_keys: must name at least one key")
     return Recipe(**values, base_dir=base_dir)
