@@ -1,4 +1,5 @@
-"""The per-image keep rule shared by image filters (Data-Juicer's any_or_all semantics)."""
+"""What the image filters share: Data-Juicer's any_or_all keep rule, and header-only sizes."""
+from djx.core.errors import SampleError
 
 
 def keep_images(values: list, low: float, high: float, any_or_all: str) -> bool:
@@ -7,3 +8,14 @@ def keep_images(values: list, low: float, high: float, any_or_all: str) -> bool:
         return True
     oks = [low <= v <= high for v in values]
     return any(oks) if any_or_all == "any" else all(oks)
+
+
+def image_sizes(batch):
+    """Yield (sample, [(width, height), ...]) from file headers; unreadable images reject the sample."""
+    for i, sample in enumerate(batch.samples):
+        try:
+            sizes = [batch.images.size(ref) for ref in batch.image_refs(sample)]
+        except SampleError as e:
+            batch.reject(i, str(e))
+            continue
+        yield sample, sizes

@@ -1,10 +1,9 @@
 from typing import Literal
 
-from djx.core.errors import SampleError
 from djx.core.op import Batch, Filter
 from djx.core.registry import register_op
 
-from .any_or_all import keep_images
+from .any_or_all import image_sizes, keep_images
 
 
 @register_op("image_aspect_ratio_filter")
@@ -22,12 +21,7 @@ class ImageAspectRatioFilter(Filter):
         self.any_or_all = any_or_all
 
     def compute_stats(self, batch: Batch) -> None:
-        for i, sample in enumerate(batch.samples):
-            try:
-                sizes = [batch.images.size(ref) for ref in batch.image_refs(sample)]
-            except SampleError as e:
-                batch.reject(i, str(e))
-                continue
+        for sample, sizes in image_sizes(batch):
             batch.stats(sample)["aspect_ratios"] = [w / h for w, h in sizes]
 
     def keep(self, stats: dict) -> bool:

@@ -1,9 +1,10 @@
 import sys
 from typing import Literal
 
-from djx.core.errors import SampleError
 from djx.core.op import Batch, Filter
 from djx.core.registry import register_op
+
+from .any_or_all import image_sizes
 
 
 @register_op("image_shape_filter")
@@ -22,12 +23,7 @@ class ImageShapeFilter(Filter):
         self.any_or_all = any_or_all
 
     def compute_stats(self, batch: Batch) -> None:
-        for i, sample in enumerate(batch.samples):
-            try:
-                sizes = [batch.images.size(ref) for ref in batch.image_refs(sample)]
-            except SampleError as e:
-                batch.reject(i, str(e))
-                continue
+        for sample, sizes in image_sizes(batch):
             stats = batch.stats(sample)
             stats["image_width"] = [w for w, _ in sizes]
             stats["image_height"] = [h for _, h in sizes]
