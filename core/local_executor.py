@@ -45,9 +45,12 @@ class _Worker:
 
 class LocalExecutor:
     def __init__(self, chain: OpChain, plan: Plan, start_method: str = "spawn",
-                 custom_ops: tuple = (), base_dir: str = ".", max_in_flight: int | None = None):
+                 custom_ops: tuple = (), base_dir: str = ".", max_in_flight: int | None = None,
+                 replan=None, log=print):
         self.chain = chain
         self.plan = plan
+        self.replan = replan  # measured model bytes -> Plan (GPU runs revise the plan after rank 0)
+        self.log = log
         self.mp = mp.get_context(start_method)
         self.custom_ops = tuple(custom_ops)
         self.base_dir = base_dir
@@ -93,8 +96,19 @@ class LocalExecutor:
 
     def _start_all(self) -> list[_Worker]:
         warm = bool(self.chain.model_specs())
-        workers = [self._spawn(r, warm) for r in range(self.plan.workers)]
-        for w in workers:
+        first = self._spawn(0, warm)
+        self._await_ready(first)
+        if self.plan.on_gpu and self.replan is not None:
+            measured = self.reports[0]["pool"].get("measured_bytes") or {}
+            if measured:
+                revised = self.replan(measured)
+                if revised.workers < self.plan.workers:
+                    self.log(f"plan revised with the measured model footprint: {revised.workers} "
+                             f"worker(s) instead of {self.plan.workers}\n{revised.describe()}")
+                self.plan = revised if revised.workers <= self.plan.workers else self.plan
+                self.max_in_flight = min(self.max_in_flight, 2 * self.plan.workers)
+        workers = [first] + [self._spawn(r, warm) for r in range(1, self.plan.workers)]
+        for w in workers[1:]:
             self._await_ready(w)
         return workers
 

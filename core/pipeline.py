@@ -51,6 +51,7 @@ class Pipeline:
             recipe = recipe_from_dict({**recipe.to_dict(), **settings}, base_dir=recipe.base_dir)
         self.recipe = recipe
         self.ops = list(ops) if ops is not None else recipe.build_ops()
+        self._inventory = None  # visible GPUs, read once per pipeline
 
     @classmethod
     def from_recipe(cls, path: str, overrides: dict | None = None, custom_ops=()) -> "Pipeline":
@@ -60,15 +61,17 @@ class Pipeline:
         return OpChain(self.ops, self.recipe.run_context())
 
     # -- planning ---------------------------------------------------------------------------
-    def plan(self, np: int | None = None) -> Plan:
-        chain = self.chain()
-        specs = list(dict.fromkeys(chain.model_specs()))
-        model_bytes = {s.label(): estimate_bytes(s) for s in specs}
+    def plan(self, np: int | None = None, model_bytes: dict | None = None) -> Plan:
+        """Workers, devices and threads for this pipeline; `model_bytes` replaces the estimates
+        (label -> bytes, as a worker measured them after loading)."""
+        specs = list(dict.fromkeys(self.chain().model_specs()))
+        estimated = {s.label(): estimate_bytes(s) for s in specs}
         listed = tuple(self.recipe.devices)
         wants_cpu = listed and all(d == "cpu" for d in listed)
-        inventory = cuda_inventory() if specs and not wants_cpu else []
-        return plan_workers(np or self.recipe.np, model_bytes, inventory, self.recipe.gpu_mem_fraction,
-                            cpu_count(), listed)
+        if self._inventory is None:
+            self._inventory = cuda_inventory() if specs and not wants_cpu else []
+        return plan_workers(np or self.recipe.np, {**estimated, **(model_bytes or {})}, self._inventory,
+                            self.recipe.gpu_mem_fraction, cpu_count(), listed)
 
     # -- in memory --------------------------------------------------------------------------
     def process(self, samples: Iterable[dict]) -> Iterator[dict]:
@@ -130,7 +133,7 @@ class Pipeline:
             log(f"[djx] resuming: {state.records} samples already done, reading on from there")
         plan = plan or self.plan(r.np)
         log(plan.describe())
-        executor = self._executor(chain, plan, r)
+        executor = self._executor(chain, plan, r, log)
         writer.open(manifest)
         snapshots: deque = deque()
 
@@ -201,7 +204,7 @@ class Pipeline:
                            f"eoc_special_token) in the recipe; stopped early, nothing written")
         return None
 
-    def _executor(self, chain: OpChain, plan: Plan, r: Recipe):
+    def _executor(self, chain: OpChain, plan: Plan, r: Recipe, log=print):
         if r.executor == "ray":
             from .ray_executor import RayExecutor
             return RayExecutor(chain, plan, r)
@@ -209,7 +212,8 @@ class Pipeline:
         method = r.start_method
         if method == "auto":
             method = "spawn" if plan.on_gpu or sys.platform != "linux" else "fork"
-        return LocalExecutor(chain, plan, method, tuple(r.custom_ops), r.base_dir, r.max_in_flight)
+        return LocalExecutor(chain, plan, method, tuple(r.custom_ops), r.base_dir, r.max_in_flight,
+                             replan=lambda measured: self.plan(r.np, measured), log=log)
 
     def _summary(self, r, paths, plan, executor, counts, state, report, seconds, resumed) -> dict:
         n = state.records

@@ -12,12 +12,12 @@ stage the actor's pool report.
 """
 from __future__ import annotations
 
-import copy
 import logging
 import os
 import pickle
 import sys
 import time
+import warnings
 from typing import Iterator
 
 import dill
@@ -79,7 +79,9 @@ class RayExecutor:
         from ray.data import ActorPoolStrategy, DataContext
 
         old = DataContext.get_current()
-        ctx = copy.deepcopy(old)
+        with warnings.catch_warnings():  # copying touches Ray's own deprecated properties
+            warnings.simplefilter("ignore", DeprecationWarning)
+            ctx = old.copy()
         ctx.execution_options.preserve_order = True  # stage outputs come back in input order
         ctx.enable_progress_bars = False             # the pipeline draws its own
         ctx.print_on_execution_start = False
@@ -87,12 +89,12 @@ class RayExecutor:
         try:
             cpus, gpus, mem = self._resources(ray)
             # One file is one read task; it asks for at most half the cluster's CPUs, and actors share
-            # the rest as fractions: CPU here is a scheduling token (real use is bounded by torch
-            # threads), and a whole CPU per actor would leave a 2-CPU cluster no room for the read
-            # task, so the run would wait forever.
+            # 90% of the rest as fractions. CPU is a scheduling token here (real use is bounded by
+            # torch threads): a whole CPU per actor would leave a 2-CPU cluster no room for the read
+            # task, and so would fractions summing to a hair over the rest (Ray rounds to 1e-4).
             read_cpus = min(1.0, cpus / 2)
             n_actors = max(1, len(self.groups) * self.plan.workers)
-            actor_cpus = max(0.01, min(1.0, (cpus - read_cpus) / n_actors))
+            actor_cpus = max(0.001, min(1.0, int((cpus - read_cpus) * 9000 / n_actors) / 10000))
             ctx_ = self.chain.ctx.with_(on_error="reject")  # the driver enforces on_error: fail
             last_stage = not self.groups
             if parquet:
