@@ -8,6 +8,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import jsonlines
+
 from .context import DROP_KEY, POSITION_KEY, STATS_KEY, RunContext
 from .errors import DjxError, SampleError
 from .images import BatchImages
@@ -16,12 +18,28 @@ from .op import Batch, Filter, Mapper, Op
 
 @dataclass
 class Item:
-    """One input record as the reader saw it: parsed, or the raw text and why it did not parse."""
+    """One input record as the reader saw it: parsed, or the raw text and why it did not parse.
+    A `pending` item holds only its raw JSON line; the worker parses it (off the parent's path)."""
     pos: int
     record: Any = None
     line: int | None = None
     error: str | None = None
     raw: str | None = None
+    pending: bool = False
+
+
+def parse_pending(items: list[Item]) -> None:
+    """Parse the raw JSON lines of pending items in place, through one jsonlines reader."""
+    pending = [it for it in items if it.pending]
+    if not pending:
+        return
+    reader = jsonlines.Reader(it.raw for it in pending)
+    for it in pending:
+        try:
+            it.record = reader.read(allow_none=True)
+        except jsonlines.InvalidLineError as e:
+            it.error = f"not valid JSON ({e.__cause__})" if e.__cause__ else "not valid JSON"
+        it.pending = False
 
 
 @dataclass
@@ -31,6 +49,12 @@ class BatchResult:
     rejected: list = field(default_factory=list)
     op_counts: list = field(default_factory=list)  # per op: [in, kept, dropped, rejected, seconds]
     counters: dict = field(default_factory=dict)   # ops' event counters, e.g. oom_retries
+
+    def encode(self, dumps: Callable[[Any], str]) -> "BatchResult":
+        """Turn kept and dropped samples into JSON lines (workers do this, not the parent)."""
+        self.kept = [dumps(s) for s in self.kept]
+        self.dropped = [dumps(s) for s in self.dropped]
+        return self
 
     @staticmethod
     def merge(parts: list["BatchResult"], n_ops: int) -> "BatchResult":
@@ -69,6 +93,7 @@ class OpChain:
         self._counters = result.counters
         originals: dict[int, Any] = {}
         samples = []
+        parse_pending(items)
         for item in items:
             reason = item.error or _not_an_object(item.record)
             if reason:

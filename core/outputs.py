@@ -87,8 +87,9 @@ class OutputWriter:
             self._files[kind] = f
 
     def write(self, kind: str, records: list[dict]) -> None:
-        if records:
-            self._files[kind].write("".join(dumps(r) + "\n" for r in records).encode("utf-8"))
+        if records:  # JSON lines already encoded by a worker, or dicts
+            text = "".join((r if isinstance(r, str) else dumps(r)) + "\n" for r in records)
+            self._files[kind].write(text.encode("utf-8"))
 
     def checkpoint(self, manifest: dict) -> None:
         for f in self._files.values():

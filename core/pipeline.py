@@ -138,7 +138,7 @@ class Pipeline:
         snapshots: deque = deque()
 
         def batches():
-            items = read_items(r.dataset_path, state)
+            items = read_items(r.dataset_path, state, parse=False)  # workers parse the lines
             while True:
                 block = list(itertools.islice(items, r.batch_size))
                 if not block:

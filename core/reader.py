@@ -26,8 +26,10 @@ class ReadState:
     blank_lines: int = 0
 
 
-def read_items(path: str, state: ReadState | None = None) -> Iterator[Item]:
-    """Stream a dataset from where `state` left it; `state` is updated as items are yielded."""
+def read_items(path: str, state: ReadState | None = None, parse: bool = True) -> Iterator[Item]:
+    """Stream a dataset from where `state` left it; `state` is updated as items are yielded.
+
+    With parse=False, JSON Lines items come back `pending` (raw text only) for a worker to parse."""
     state = state or ReadState()
     if not os.path.exists(path):
         raise DjxError(f"dataset not found: {path}")
@@ -38,7 +40,22 @@ def read_items(path: str, state: ReadState | None = None) -> Iterator[Item]:
         return _read_parquet(path, state)
     if lower.endswith(".json"):
         return _read_json_array(path, state)
-    return _read_jsonl(path, state)
+    return _read_jsonl(path, state) if parse else _read_jsonl_raw(path, state)
+
+
+def _read_jsonl_raw(path: str, state: ReadState) -> Iterator[Item]:
+    with open(path, "rb") as f:
+        f.seek(state.offset)
+        for raw in f:
+            state.offset += len(raw)
+            state.lines += 1
+            if not raw.strip():
+                state.blank_lines += 1
+                continue
+            item = Item(state.records, line=state.lines, raw=raw.decode("utf-8", "replace").rstrip("\r\n"),
+                        pending=True)
+            state.records += 1
+            yield item
 
 
 def _read_jsonl(path: str, state: ReadState) -> Iterator[Item]:

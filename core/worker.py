@@ -34,6 +34,7 @@ def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_di
 
         from .chain import FailFast
         from .model_pool import process_pool
+        from .outputs import dumps
         from .registry import load_builtin_ops, load_custom_ops, load_entry_point_ops
         from .resources import uss_bytes
 
@@ -78,7 +79,7 @@ def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_di
         task_id, items = msg
         status[0], status[1] = task_id, -1
         try:
-            result = chain.run(items, pool, on_op)
+            result = chain.run(items, pool, on_op).encode(dumps)
             if time.monotonic() - sampled_at > 1.0:  # reading smaps costs ms: sample, not every batch
                 peak_uss, sampled_at = max(peak_uss, uss_bytes()), time.monotonic()
             send(conn, ("ok", task_id, result, {"pool": pool.report(), "peak_uss": peak_uss,

@@ -146,7 +146,7 @@ def test_the_reader_never_runs_more_than_max_in_flight_batches_ahead():
     leads, kept = [], []
     for emitted, result in enumerate(executor.run(lazily_generated_batches()), 1):
         leads.append(pulled - emitted)
-        kept += [s[POSITION_KEY] for s in result.kept]
+        kept += [json.loads(s)[POSITION_KEY] for s in result.kept]  # workers send JSON lines
     assert len(leads) == n_batches
     assert max(leads) <= max_in_flight
     assert max(leads) >= 1  # it does read ahead, so workers do not wait for the reader
