@@ -26,7 +26,7 @@ def _process(args) -> int:
         overrides["executor"] = args.executor
     pipe = Pipeline.from_recipe(args.recipe, overrides, _plugins(args.custom_ops))
     if args.dry_run:
-        print(pipe.plan().describe())
+        print(pipe.plan(estimate=True).describe())
         for i, op in enumerate(pipe.ops):
             specs = ", ".join(s.label() for s in op.model_specs())
             print(f"  op {i}: {op!r}" + (f"  [models: {specs}]" if specs else ""))

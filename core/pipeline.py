@@ -61,15 +61,18 @@ class Pipeline:
         return OpChain(self.ops, self.recipe.run_context())
 
     # -- planning ---------------------------------------------------------------------------
-    def plan(self, np: int | None = None, model_bytes: dict | None = None) -> Plan:
+    def plan(self, np: int | None = None, model_bytes: dict | None = None, estimate: bool = False) -> Plan:
         """Workers, devices and threads for this pipeline; `model_bytes` replaces the estimates
         (label -> bytes, as a worker measured them after loading)."""
         specs = list(dict.fromkeys(self.chain().model_specs()))
-        estimated = {s.label(): estimate_bytes(s) for s in specs}
         listed = tuple(self.recipe.devices)
         wants_cpu = listed and all(d == "cpu" for d in listed)
         if self._inventory is None:
             self._inventory = cuda_inventory() if specs and not wants_cpu else []
+        # estimating builds each model on the meta device (transformers in this process): only
+        # worth it where memory decides the plan, or when asked for (dry runs)
+        want = estimate or bool(self._inventory)
+        estimated = {s.label(): estimate_bytes(s) if want else 0 for s in specs}
         return plan_workers(np or self.recipe.np, {**estimated, **(model_bytes or {})}, self._inventory,
                             self.recipe.gpu_mem_fraction, cpu_count(), listed)
 

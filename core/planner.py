@@ -44,12 +44,16 @@ class Plan:
             if info.get("models"):
                 line += f", models per worker: {', '.join(info['models'])}"
             if info.get("expected_bytes"):
-                line += f", expected {info['expected_bytes'] / GiB:.2f} GiB"
+                line += f", expected {_size(info['expected_bytes'])}"
             if info.get("budget_bytes"):
-                line += f" of {info['budget_bytes'] / GiB:.2f} GiB budget"
+                line += f" of {_size(info['budget_bytes'])} budget"
             lines.append(line)
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+
+def _size(b: int) -> str:
+    return f"{b / GiB:.2f} GiB" if b >= GiB else f"{b / (1 << 20):.1f} MiB"
 
 
 def plan_workers(np: int | None, model_bytes: dict[str, int], inventory: list[DeviceInfo],

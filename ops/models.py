@@ -37,6 +37,7 @@ def _torch_dtype(name: str):
 
 def _load(model_cls_name: str, spec: ModelSpec, device: str) -> LoadedModel:
     import transformers
+    transformers.utils.logging.disable_progress_bar()  # no per-worker "Loading weights" bars
     model_cls = getattr(transformers, model_cls_name)
     kw = {"revision": spec.revision, "trust_remote_code": spec.trust_remote_code}
     try:
