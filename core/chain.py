@@ -187,10 +187,16 @@ class OpChain:
         else:
             rec["record"] = original if original is not None else (item.record if item else None)
         if self.ctx.on_error == "fail":
-            where = f"line {line}" if line else f"record {pos}"
-            raise FailFast(f"{where}: {reason}" + (f" (op {op_name})" if op_name else "")
-                           + "; set on_error: reject to write bad samples to the rejected file and go on")
+            raise FailFast(fail_message(rec))
         result.rejected.append(rec)
+
+
+def fail_message(rec: dict) -> str:
+    """What on_error: fail says about a rejected record (the same on every executor)."""
+    line, op = rec.get("line"), rec.get("op")
+    where = f"line {line}" if line else f"record {rec[POSITION_KEY]}"
+    return (f"{where}: {rec.get('reason')}" + (f" (op {op})" if op else "")
+            + "; set on_error: reject to write bad samples to the rejected file and go on")
 
 
 def _invoke(op: Op, batch: Batch) -> None:

@@ -214,7 +214,11 @@ class Pipeline:
         from .local_executor import LocalExecutor
         method = r.start_method
         if method == "auto":
-            method = "spawn" if plan.on_gpu or sys.platform != "linux" else "fork"
+            # fork only where it is safe: a forked child of a process whose torch thread pool is
+            # up can deadlock in its first op; forking a Ray driver breaks Ray; CUDA needs spawn
+            ray = sys.modules.get("ray")
+            risky = bool(chain.model_specs()) or (ray is not None and ray.is_initialized())
+            method = "spawn" if risky or plan.on_gpu or sys.platform != "linux" else "fork"
         return LocalExecutor(chain, plan, method, tuple(r.custom_ops), r.base_dir, r.max_in_flight,
                              replan=lambda measured: self.plan(r.np, measured), log=log)
 

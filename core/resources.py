@@ -24,3 +24,11 @@ def cpu_count() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
+
+
+def peak_device_bytes(device: str) -> int:
+    """Peak CUDA memory this process allocated on `device` (0 on CPU)."""
+    if not device.startswith("cuda"):
+        return 0
+    import torch
+    return int(torch.cuda.max_memory_allocated(device))

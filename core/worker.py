@@ -36,7 +36,7 @@ def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_di
         from .model_pool import process_pool
         from .outputs import dumps
         from .registry import load_builtin_ops, load_custom_ops, load_entry_point_ops
-        from .resources import uss_bytes
+        from .resources import peak_device_bytes, uss_bytes
 
         load_builtin_ops()
         load_custom_ops(custom_ops, base_dir)
@@ -83,15 +83,9 @@ def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_di
             if time.monotonic() - sampled_at > 1.0:  # reading smaps costs ms: sample, not every batch
                 peak_uss, sampled_at = max(peak_uss, uss_bytes()), time.monotonic()
             send(conn, ("ok", task_id, result, {"pool": pool.report(), "peak_uss": peak_uss,
-                                               "peak_device_bytes": _peak_device_bytes(device)}))
+                                               "peak_device_bytes": peak_device_bytes(device)}))
         except FailFast as e:
             send(conn, ("fail", task_id, str(e)))
         except BaseException as e:  # noqa: BLE001
             send(conn, ("error", task_id, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"))
 
-
-def _peak_device_bytes(device: str) -> int:
-    if not device.startswith("cuda"):
-        return 0
-    import torch
-    return int(torch.cuda.max_memory_allocated(device))

@@ -14,7 +14,7 @@ from djx import DjxError, Pipeline
 from djx.core.recipe import recipe_from_dict
 from djx.ops.filter.image_text_matching_filter import ImageTextMatchingFilter
 from djx.ops.filter.image_text_similarity_filter import ImageTextSimilarityFilter
-from tools import synth
+from djx.tools import synth
 
 from conftest import read_jsonl_file
 
@@ -198,7 +198,7 @@ def demo_process():
 
 
 def test_custom_tokens_reach_spawn_workers_and_give_the_same_stats_as_default_tokens(tmp_path):
-    from tools.make_demo_data import write_demo
+    from djx.tools.make_demo_data import write_demo
     default_dir, custom_dir = tmp_path / "default", tmp_path / "custom"
     write_demo(default_dir, n=40)
     write_demo(custom_dir, image_token="<image>", eoc_token="<eoc>", n=40)
@@ -221,7 +221,7 @@ def test_custom_tokens_reach_spawn_workers_and_give_the_same_stats_as_default_to
 
 
 def test_two_ops_naming_one_model_share_one_copy_per_worker(tmp_path):
-    from tools.make_demo_data import write_demo
+    from djx.tools.make_demo_data import write_demo
     write_demo(tmp_path / "d", n=16)
     process = [{"image_text_similarity_filter": {"hf_clip": CLIP, "min_score": 0.0}},
                {"image_text_similarity_filter": {"hf_clip": CLIP, "min_score": 0.0, "reduce_mode": "max"}}]
@@ -234,7 +234,7 @@ def test_two_ops_naming_one_model_share_one_copy_per_worker(tmp_path):
 
 
 def test_cuda_oom_backoff_halves_the_forward_and_keeps_the_results(tmp_path):
-    from tools.make_demo_data import write_demo
+    from djx.tools.make_demo_data import write_demo
     write_demo(tmp_path / "d", n=24)
     data = tmp_path / "d/demo.jsonl"
     process = [{"image_text_similarity_filter": {"hf_clip": CLIP, "min_score": 0.2, "forward_batch_size": 16}},

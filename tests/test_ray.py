@@ -1,0 +1,287 @@
+"""The Ray executor: `executor: ray` runs the same recipe through Ray Data and writes what the
+local executor writes (same kept, dropped and rejected samples, same stats, same counts).
+
+One local Ray cluster (num_cpus=2, in a process of its own) serves the module, and the runs join
+it with `ray_address`; one test lets the executor start and stop a Ray of its own.
+"""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from djx import POSITION_KEY, Pipeline
+from djx.core.chain import FailFast
+from djx.core.errors import DjxError
+
+ray = pytest.importorskip("ray")
+
+from conftest import LONG, PLUGINS_DIR, REPO_DIR, read_jsonl_file  # noqa: E402
+
+KINDS = {"kept": "kept.jsonl", "dropped": "kept.dropped.jsonl", "rejected": "kept.rejected.jsonl"}
+DEMO = REPO_DIR / "configs" / "demo.yaml"
+ASSETS = REPO_DIR / "tests" / "assets"
+DEMO_ASSETS = [ASSETS / "demo" / "demo.jsonl", ASSETS / "models" / "tiny-clip" / "model.safetensors",
+               ASSETS / "models" / "tiny-blip-itm" / "model.safetensors"]
+needs_demo = pytest.mark.skipif(not all(p.exists() for p in DEMO_ASSETS),
+                                reason="demo data and tiny models not built yet (tools/make_test_models.py)")
+
+
+HEAD = """
+import logging, sys, ray
+ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.ERROR)
+print(ray.get_runtime_context().gcs_address, flush=True)
+sys.stdin.read()  # until the tests close our stdin
+ray.shutdown()
+"""
+
+
+@pytest.fixture(scope="module")
+def ray_address():
+    """A local 2-CPU Ray cluster in a process of its own, which the runs join with `ray_address`.
+
+    The test process itself never stays connected: forking local workers from a process connected
+    to Ray breaks later Ray Data runs in it, and the local runs here fork."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAY_AUTH_MODE", "disabled")  # a loopback test cluster: no token to hand around
+        head = subprocess.Popen([sys.executable, "-c", HEAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                text=True)
+        try:
+            address = head.stdout.readline().strip()
+            assert address, "the test Ray cluster did not start"
+            yield address
+        finally:
+            head.stdin.close()
+            try:
+                head.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                head.kill()
+                head.wait()
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+def write_lines(path: Path, lines: list[bytes], final_newline: bool = True) -> Path:
+    path.write_bytes(b"\n".join(lines) + (b"\n" if final_newline else b""))
+    return path
+
+
+def run_both(tmp_path: Path, write_recipe, name: str, address: str, **keys) -> dict:
+    """Run one recipe with each executor; {executor: (summary, {kind: {pos: record}})}."""
+    out = {}
+    for executor in ("local", "ray"):
+        extra = {"ray_address": address} if executor == "ray" else {"start_method": "fork"}
+        recipe = write_recipe(tmp_path / f"{name}-{executor}.yaml", executor=executor,
+                              export_path=f"{name}/{executor}/kept.jsonl", **extra, **keys)
+        summary = Pipeline.from_recipe(str(recipe)).run(progress=False, log=lambda *a: None)
+        out[executor] = (summary, outputs(tmp_path / name / executor))
+    return out
+
+
+def outputs(folder: Path) -> dict:
+    return {kind: {r[POSITION_KEY]: r for r in read_jsonl_file(folder / f)} for kind, f in KINDS.items()}
+
+
+def assert_close(a, b, where: str = "") -> None:
+    """Equal, except floats within 1e-6 (a model's output may differ in the last bits by batch)."""
+    if isinstance(a, float) or isinstance(b, float):
+        assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, abs=1e-6), where
+    elif isinstance(a, dict) and isinstance(b, dict):
+        assert list(a) == list(b), where
+        for k in a:
+            assert_close(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list) and isinstance(b, list):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_close(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
+
+
+def assert_same_run(both: dict) -> dict:
+    """Ray wrote what local wrote, counted the same, and its own check passed; returns ray's summary."""
+    (local, local_out), (ray_summary, ray_out) = both["local"], both["ray"]
+    for kind in KINDS:
+        assert sorted(ray_out[kind]) == sorted(local_out[kind]), kind
+        for pos, record in local_out[kind].items():
+            assert_close(ray_out[kind][pos], record, f"{kind}[{pos}]")
+    for key in ("input", "kept", "dropped", "rejected", "blank_lines"):
+        assert ray_summary[key] == local[key], key
+    strip = lambda ops: [{k: v for k, v in op.items() if k != "seconds"} for op in ops]  # noqa: E731
+    assert strip(ray_summary["ops"]) == strip(local["ops"])
+    assert ray_summary["input"] == ray_summary["kept"] + ray_summary["dropped"] + ray_summary["rejected"]
+    assert ray_summary["check"]["ok"] and ray_summary["executor"] == "ray"
+    return ray_summary
+
+
+def mm_lines(records: list[dict]) -> list[bytes]:
+    """The records as JSON lines, plus what real files hold: a broken line, a blank line, a JSON
+    value that is not an object, bad UTF-8, CRLF, and a text with U+2028 (valid inside JSON)."""
+    lines = [json.dumps(r).encode() for r in records]
+    lines[3:3] = [b'{"text": "cut off', b"", b"[1, 2, 3]", b"\xff\xfe not utf-8", b"   "]
+    lines[9] += b"\r"
+    lines.insert(12, json.dumps({"text": LONG + "\u2028 line separator", "images": []},
+                                ensure_ascii=False).encode())
+    return lines
+
+
+# -- the CLI; joining a cluster, or starting and stopping a local Ray ----------------------------
+
+def test_cli_executor_ray_writes_what_the_local_executor_writes(ray_address, tmp_path, mm_records,
+                                                                 mm_process, write_recipe):
+    from djx.cli import main
+
+    data = write_lines(tmp_path / "data.jsonl", mm_lines(mm_records))
+    recipe = write_recipe(tmp_path / "recipe.yaml", dataset_path=str(data), export_path="local/kept.jsonl",
+                          np=2, batch_size=5, start_method="fork", process=mm_process)
+    assert main(["process", str(recipe), "--quiet"]) == 0
+    assert main(["process", str(recipe), "--executor", "ray", "--quiet",
+                 "--set", f"ray_address='{ray_address}'",
+                 "--export-path", str(tmp_path / "ray" / "kept.jsonl")]) == 0
+    assert not ray.is_initialized()  # joined the cluster for the run only
+    summaries = {ex: json.loads((tmp_path / ex / "kept.summary.json").read_text()) for ex in ("local", "ray")}
+    assert_same_run({ex: (summaries[ex], outputs(tmp_path / ex)) for ex in summaries})
+    # both write the kept samples in input order, byte for byte
+    assert (tmp_path / "ray" / "kept.jsonl").read_text() == (tmp_path / "local" / "kept.jsonl").read_text()
+
+
+def test_without_ray_address_a_local_ray_is_started_and_shut_down(tmp_path, text_dataset, write_recipe):
+    # a process of its own: Ray Data does not take switching clusters inside one process well
+    recipe = write_recipe(tmp_path / "recipe.yaml", dataset_path=str(text_dataset.path), executor="ray",
+                          export_path="out/kept.jsonl", np=1,
+                          process=[{"text_length_filter": {"min_len": 3}}])
+    script = ("import sys, ray; from djx.cli import main; rc = main(sys.argv[1:]); "
+              "print('connected after the run:', ray.is_initialized()); sys.exit(rc)")
+    proc = subprocess.run([sys.executable, "-c", script, "process", str(recipe), "--quiet"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "connected after the run: False" in proc.stdout
+    summary = json.loads((tmp_path / "out" / "kept.summary.json").read_text())
+    assert summary["executor"] == "ray" and summary["check"]["ok"]
+    assert summary["kept"] == len(text_dataset.kept_ids(3)) and summary["rejected"] == text_dataset.bad_lines
+    assert summary["blank_lines"] == text_dataset.blank_lines
+
+
+# -- same results as the local executor ----------------------------------------------------------
+
+def test_ray_matches_local_on_images_broken_lines_and_missing_files(ray_address, tmp_path, mm_records,
+                                                                    mm_process, write_recipe):
+    data = write_lines(tmp_path / "data.jsonl", mm_lines(mm_records), final_newline=False)
+    both = run_both(tmp_path, write_recipe, "mm", ray_address, dataset_path=str(data), np=2, batch_size=4,
+                    process=mm_process)
+    summary = assert_same_run(both)
+    _, out = both["ray"]
+    assert summary["input"] == len(mm_records) + 4 and summary["blank_lines"] == 2
+    expect_kept = [r["id"] for r in mm_records if r["expect"] == "kept"]
+    assert [r["id"] for r in out["kept"].values() if "id" in r] == expect_kept
+    reasons = {r["line"]: r["reason"] for r in out["rejected"].values()}
+    assert reasons[4].startswith("not valid JSON") and reasons[7].startswith("not valid JSON")
+    assert any("file not found" in r for r in reasons.values())
+    assert summary["max_model_loads_per_process"] == 0 and summary["model_loads"]
+
+
+def test_ray_reads_parquet_like_the_local_reader(ray_address, tmp_path, mm_records, mm_process, write_recipe):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    rows = [r for r in mm_records if isinstance(r["text"], str)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "data.parquet", row_group_size=7)
+    both = run_both(tmp_path, write_recipe, "pq", ray_address, dataset_path=str(tmp_path / "data.parquet"),
+                    np=1, batch_size=6, process=mm_process)
+    summary = assert_same_run(both)
+    assert summary["input"] == len(rows) and summary["kept"] == sum(r["expect"] == "kept" for r in rows)
+
+
+def test_plugin_ops_and_custom_tokens_reach_the_ray_actors(ray_address, tmp_path, plugin_site, write_recipe):
+    # data written with the tokens <image> and <eoc>, which the recipe declares
+    texts = ["<image> a red circle <eoc> <image> a blue square <eoc>", "<image> one green triangle",
+             "no image here <eoc> none here either", "<image> <image> two in one chunk <eoc> tail"]
+    (tmp_path / "data.jsonl").write_text(
+        "".join(json.dumps({"id": i, "text": texts[i % 4]}) + "\n" for i in range(40)))
+    both = run_both(tmp_path, write_recipe, "tok", ray_address, dataset_path=str(tmp_path / "data.jsonl"),
+                    np=2, batch_size=3, image_special_token="<image>", eoc_special_token="<eoc>",
+                    custom_ops=[str(PLUGINS_DIR / "ray_plugin_ops.py"), "djx_test_plugin_ops"],
+                    process=[{"token_layout_filter": {"min_chunks": 1}},
+                             # the first batch pauses, so later batches finish first on the other actor
+                             {"sleep_on_ids_mapper": {"ids": [0], "seconds": 0.5}}])
+    summary = assert_same_run(both)
+    _, out = both["ray"]
+    stats = {r["id"]: r["__dj__stats__"] for kind in ("kept", "dropped") for r in out[kind].values()}
+    expected = [(2, 2), (1, 1), (0, 0), (2, 1)]  # (image tokens, chunks with images) under <image>/<eoc>
+    assert all((s["image_tokens"], s["image_chunks"]) == expected[i % 4] for i, s in stats.items())
+    assert [r["id"] for r in out["kept"].values()] == [i for i in range(40) if i % 4 != 2]
+    assert summary["dropped"] == 10
+    kept = [(tmp_path / "tok" / ex / "kept.jsonl").read_text() for ex in ("local", "ray")]
+    assert kept[0] == kept[1]  # in input order, although later batches finished first
+
+
+def test_ops_sharing_a_model_run_in_one_actor_and_load_it_once(ray_address, tmp_path, text_dataset,
+                                                                write_recipe):
+    # stages: [text_length_filter] [table a, table a] [table bb]: three actors and the read task on
+    # two CPUs, which must not wait on each other
+    table = lambda model, score: {"letter_score_filter": {"model": model, "min_score": score}}  # noqa: E731
+    both = run_both(tmp_path, write_recipe, "shared", ray_address, dataset_path=str(text_dataset.path),
+                    np=1, batch_size=4, custom_ops=[str(PLUGINS_DIR / "ray_plugin_ops.py")],
+                    process=[{"text_length_filter": {"min_len": 2}}, table("a", 0.38), table("a", 0.42),
+                             table("bb", 0.46)])
+    summary = assert_same_run(both)
+    assert summary["max_model_loads_per_process"] == 1
+    loads = sorted(sorted(loads) for loads in summary["model_loads"].values() if loads)
+    assert loads == [["letter_table:a:float32"], ["letter_table:bb:float32"]]
+    # drop records name each op by its index in the whole chain, not within its stage
+    _, out = both["ray"]
+    assert {r["__dj__drop__"]["op_index"] for r in out["dropped"].values()} == {0, 1, 2, 3}
+
+
+def test_on_error_fail_stops_at_the_same_line_as_local(ray_address, tmp_path, write_recipe):
+    write_lines(tmp_path / "data.jsonl", [json.dumps({"text": LONG}).encode()] * 5 + [b"{oops"]
+                + [json.dumps({"text": LONG}).encode()] * 5)
+    messages = []
+    for executor in ("local", "ray"):
+        recipe = write_recipe(tmp_path / f"{executor}.yaml", dataset_path="data.jsonl", executor=executor,
+                              export_path=f"{executor}/kept.jsonl", on_error="fail", batch_size=4, np=1,
+                              start_method="fork", ray_address=ray_address,
+                              process=[{"text_length_filter": {"min_len": 1}}])
+        with pytest.raises(FailFast) as e:
+            Pipeline.from_recipe(str(recipe)).run(progress=False, log=lambda *a: None)
+        messages.append(str(e.value))
+    assert messages[0].startswith("line 6: not valid JSON") and messages[1] == messages[0]
+
+
+def test_a_sample_that_kills_its_actor_fails_the_run_with_a_clear_error(ray_address, tmp_path, write_recipe):
+    (tmp_path / "data.jsonl").write_text(
+        "".join(json.dumps({"id": i, "text": LONG, "poison": i == 13}) + "\n" for i in range(40)))
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path="data.jsonl", export_path="out/kept.jsonl",
+                          executor="ray", ray_address=ray_address, np=1, batch_size=8,
+                          custom_ops=[str(PLUGINS_DIR / "chaos_ops.py")], process=[{"poison_filter": {}}])
+    # Ray retries the batch on fresh actors a few times, then the run stops (it does not hang)
+    with pytest.raises(DjxError, match="a sample crashes its process.*executor: local"):
+        Pipeline.from_recipe(str(recipe)).run(progress=False, log=lambda *a: None)
+    assert not ray.is_initialized()
+
+
+def test_a_json_array_file_is_refused_with_a_clear_error(tmp_path, write_recipe):
+    (tmp_path / "data.json").write_text(json.dumps([{"text": LONG}]))
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path="data.json", export_path="out/kept.jsonl",
+                          executor="ray", process=[{"text_length_filter": {"min_len": 1}}])
+    with pytest.raises(DjxError, match=r"\.jsonl.*parquet"):
+        Pipeline.from_recipe(str(recipe)).run(progress=False, log=lambda *a: None)
+
+
+# -- the demo recipe, with its two models ---------------------------------------------------------
+
+@needs_demo
+def test_demo_recipe_gives_the_same_samples_and_stats_on_ray(ray_address, tmp_path):
+    both = {}
+    for executor in ("local", "ray"):
+        pipe = Pipeline.from_recipe(str(DEMO), {"executor": executor, "ray_address": ray_address,
+                                                "start_method": "fork",
+                                                "export_path": str(tmp_path / executor / "kept.jsonl")})
+        summary = pipe.run(progress=False, log=lambda *a: None)
+        both[executor] = (summary, outputs(tmp_path / executor))
+    summary = assert_same_run(both)
+    assert summary["kept"] > 0 and summary["dropped"] > 0
+    assert summary["max_model_loads_per_process"] == 1
