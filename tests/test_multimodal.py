@@ -168,7 +168,7 @@ def test_image_token_mismatch_is_rejected_with_the_token_named_and_stops_a_misco
     recipe = recipe_from_dict({"dataset_path": str(data), "export_path": str(tmp_path / "o/o.jsonl"),
                                "process": [{"image_text_similarity_filter": {"hf_clip": CLIP}}],
                                "np": 1, "batch_size": 16}, str(tmp_path))
-    with pytest.raises(DjxError, match="check image_special_token"):
+    with pytest.raises(DjxError, match="Check image_special_token"):
         Pipeline(recipe=recipe).run(progress=False, log=lambda *a: None)
     assert not (tmp_path / "o/o.jsonl").exists()
 

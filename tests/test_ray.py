@@ -18,17 +18,12 @@ from djx import POSITION_KEY, Pipeline
 from djx.core.chain import FailFast
 from djx.core.errors import DjxError
 
-ray = pytest.importorskip("ray")
+import ray  # noqa: E402  (the test extra installs djx[ray])
 
 from conftest import LONG, PLUGINS_DIR, REPO_DIR, read_jsonl_file  # noqa: E402
 
 KINDS = {"kept": "kept.jsonl", "dropped": "kept.dropped.jsonl", "rejected": "kept.rejected.jsonl"}
 DEMO = REPO_DIR / "configs" / "demo.yaml"
-ASSETS = REPO_DIR / "tests" / "assets"
-DEMO_ASSETS = [ASSETS / "demo" / "demo.jsonl", ASSETS / "models" / "tiny-clip" / "model.safetensors",
-               ASSETS / "models" / "tiny-blip-itm" / "model.safetensors"]
-needs_demo = pytest.mark.skipif(not all(p.exists() for p in DEMO_ASSETS),
-                                reason="demo data and tiny models not built yet (tools/make_test_models.py)")
 
 
 HEAD = """
@@ -273,7 +268,6 @@ def test_a_json_array_file_is_refused_with_a_clear_error(tmp_path, write_recipe)
 
 # -- the demo recipe, with its two models ---------------------------------------------------------
 
-@needs_demo
 def test_demo_recipe_gives_the_same_samples_and_stats_on_ray(ray_address, tmp_path):
     both = {}
     for executor in ("local", "ray"):

@@ -30,19 +30,20 @@ _SUPERSAMPLE = 4  # draw large, then downscale: smooth edges like a real photo
 
 
 def caption(color: str, shape: str, background: str) -> str:
-    """The canonical caption, e.g. ``"a red circle on a white background"``."""
-    return f"a {color} {shape} on a {background} background"
+    """The canonical caption, e.g. ``"a red circle on a white background"`` (``"an orange ..."``)."""
+    article = "an" if color[0] in "aeiou" else "a"
+    return f"{article} {color} {shape} on a {background} background"
 
 
-def _polygon(shape: str, cx: float, cy: float, r: float, angle: float) -> list[tuple[float, float]]:
+def _polygon(shape: str, cx: float, cy: float, r: float) -> list[tuple[float, float]]:
     """Vertices of a square, triangle or 5-pointed star of outer radius ``r``."""
     if shape == "square":
-        radii, n = [r * 0.85], 4
+        radii, n = [r * 0.95], 4
     elif shape == "triangle":
         radii, n = [r], 3
     else:  # star: alternate outer and inner radius
         radii, n = [r, r * 0.42], 10
-    start = angle - math.pi / 2 + (math.pi / 4 if shape == "square" else 0.0)
+    start = -math.pi / 2 + (math.pi / 4 if shape == "square" else 0.0)  # upright
     return [
         (cx + radii[i % len(radii)] * math.cos(start + 2 * math.pi * i / n),
          cy + radii[i % len(radii)] * math.sin(start + 2 * math.pi * i / n))
@@ -53,22 +54,21 @@ def _polygon(shape: str, cx: float, cy: float, r: float, angle: float) -> list[t
 def draw(color: str, shape: str, background: str, size: int | tuple[int, int] = 64, seed: int = 0) -> Image.Image:
     """Render one RGB image; ``size`` is a side or ``(width, height)``.
 
-    ``seed`` jitters position, scale and rotation so examples vary; the same arguments always
+    ``seed`` jitters position and scale so examples vary; the same arguments always
     give the same pixels. The shape stays inside the central square, so centre crops keep it.
     """
     w, h = (size, size) if isinstance(size, int) else size
     rng = random.Random(f"{color}|{shape}|{background}|{w}x{h}|{seed}")
     k, side = _SUPERSAMPLE, min(w, h)
-    r = side * rng.uniform(0.26, 0.38) * k
+    r = side * rng.uniform(0.30, 0.40) * k
     cx = (w / 2 + side * rng.uniform(-0.1, 0.1)) * k
     cy = (h / 2 + side * rng.uniform(-0.1, 0.1)) * k
-    angle = math.radians(rng.uniform(-15, 15))
     img = Image.new("RGB", (w * k, h * k), _RGB[background])
     pen = ImageDraw.Draw(img)
     if shape == "circle":
         pen.ellipse([cx - r, cy - r, cx + r, cy + r], fill=_RGB[color])
     else:
-        pen.polygon(_polygon(shape, cx, cy, r, angle), fill=_RGB[color])
+        pen.polygon(_polygon(shape, cx, cy, r), fill=_RGB[color])
     return img.resize((w, h), Image.LANCZOS)
 
 
