@@ -219,6 +219,10 @@ class Pipeline:
             ray = sys.modules.get("ray")
             risky = bool(chain.model_specs()) or (ray is not None and ray.is_initialized())
             method = "spawn" if risky or plan.on_gpu or sys.platform != "linux" else "fork"
+        elif method == "fork" and chain.model_specs():
+            log("note: start_method fork is unsafe for ops that load models (a forked worker can hang "
+                "in its first forward); using spawn")
+            method = "spawn"
         return LocalExecutor(chain, plan, method, tuple(r.custom_ops), r.base_dir, r.max_in_flight,
                              replan=lambda measured: self.plan(r.np, measured), log=log)
 

@@ -23,8 +23,6 @@ class ImageTextSimilarityFilter(ImageTextModelFilter):
         super().__init__(model=hf_clip, min_score=min_score, max_score=max_score, **kw)
 
     def score_pairs(self, loaded, batch, texts, images, pairs):
-        import torch
-
         model, proc, device = loaded.model, loaded.processor, loaded.device
         ctx, runs = batch.ctx, batch.counters
 

@@ -1,0 +1,155 @@
+"""The Ray side of the Ray executor: reading JSON Lines, parsing rows, and the op-chain stage
+actors. Kept apart from the driver (core/ray_executor.py) so each file reads in one sitting."""
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import time
+
+import dill
+import pyarrow as pa
+
+from .chain import BatchResult, Item, OpChain
+from .context import DROP_KEY, POSITION_KEY
+from .resources import peak_device_bytes
+
+MiB = 1 << 20
+BLOCK_LINES, BLOCK_BYTES = 4096, 32 * MiB
+_PICKLE = pickle.HIGHEST_PROTOCOL
+
+
+# -- reading and parsing (Ray tasks) ----------------------------------------------------------
+
+def _file_datasource():
+    from ray.data.datasource import FileBasedDatasource
+    return FileBasedDatasource
+
+
+class JsonLines(_file_datasource()):
+    """A JSON Lines file as its lines, split on b"\\n" only and kept as bytes with their newline:
+    what the local reader sees. (read_text splits with str.splitlines, which also breaks lines at
+    \\r, U+0085 and U+2028, all valid inside a JSON line, and fails the whole file on bad UTF-8.)"""
+
+    def _read_stream(self, f, path: str):
+        tail, lines, size = b"", [], 0
+        while chunk := f.read(4 * MiB):
+            *complete, tail = (tail + chunk).split(b"\n")
+            for line in complete:
+                lines.append(line + b"\n")
+                size += len(line) + 1
+                if len(lines) >= BLOCK_LINES or size >= BLOCK_BYTES:
+                    yield pa.table({"raw": pa.array(lines, pa.binary())})
+                    lines, size = [], 0
+        if tail:
+            lines.append(tail)
+        if lines:
+            yield pa.table({"raw": pa.array(lines, pa.binary())})
+
+
+def parse_lines(table: pa.Table, ctx, keep_orig: bool) -> pa.Table:
+    """Lines -> rows. Items are made as core.reader makes them for local workers (raw text,
+    `pending`) and parsed by the chain itself, so a bad line is rejected with the same reason."""
+    raws = table.column("raw").to_pylist()
+    rows = [i for i, raw in enumerate(raws) if raw.strip()]
+    items = [Item(j, raw=raws[i].decode("utf-8", "replace").rstrip("\r\n"), pending=True)
+             for j, i in enumerate(rows)]
+    return _first_rows(items, rows, len(raws), ctx, keep_orig, [len(r) for r in raws])
+
+
+def parse_rows(table: pa.Table, ctx, keep_orig: bool) -> pa.Table:
+    """Parquet rows -> rows (records are the rows as dicts, as core.reader reads them)."""
+    items = [Item(i, record=r) for i, r in enumerate(table.to_pylist())]
+    return _first_rows(items, list(range(len(items))), len(items), ctx, keep_orig, [0] * len(items))
+
+
+def _first_rows(items: list, rows: list, n: int, ctx, keep_orig: bool, nbytes: list) -> pa.Table:
+    """Reject what is not a sample (the chain's own rule, run with no ops); the rest is live."""
+    kind, data, orig = ["blank"] * n, [b""] * n, [b""] * n
+    res = OpChain([], ctx).run(items)
+    for s in res.kept:
+        i = rows[s[POSITION_KEY]]
+        kind[i], data[i] = "live", pickle.dumps(s, _PICKLE)
+        if keep_orig:  # a later rejection writes the input record, as the local executor does
+            orig[i] = pickle.dumps(items[s[POSITION_KEY]].record, _PICKLE)
+    for rec in res.rejected:
+        i = rows[rec[POSITION_KEY]]
+        kind[i], data[i] = "rejected", pickle.dumps(rec, _PICKLE)
+    return pa.table({"kind": pa.array(kind, pa.string()), "data": pa.array(data, pa.binary()),
+                     "orig": pa.array(orig, pa.binary()), "end": pa.array([-1] * n, pa.int32()),
+                     "nbytes": pa.array(nbytes, pa.int64())})
+
+
+# -- the op stages (Ray actors) ---------------------------------------------------------------
+
+class ChainStage:
+    """One actor of a stage: ops [first, last) of the chain and one ModelPool, models loaded once."""
+
+    def __init__(self, chain_bytes: bytes, first: int, last: int, stage: int, final: bool,
+                 threads: int, gpu: bool, custom_ops: tuple, base_dir: str, sys_path: list):
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            os.environ[var] = str(threads)
+        sys.path += [p for p in sys_path if p not in sys.path and os.path.isdir(p)]  # module plug-ins
+        import ray
+
+        from .model_pool import process_pool
+        from .registry import load_builtin_ops, load_custom_ops, load_entry_point_ops
+        from .resources import uss_bytes
+
+        load_builtin_ops()  # plug-ins first: unpickling the chain needs their classes
+        load_custom_ops(custom_ops, base_dir)
+        load_entry_point_ops()
+        chain = dill.loads(chain_bytes)
+        self.chain = OpChain(chain.ops[first:last], chain.ctx.with_(on_error="reject"))
+        self.first, self.stage, self.final = first, stage, final
+        device = "cuda:0" if gpu else "cpu"  # Ray sets CUDA_VISIBLE_DEVICES to this actor's GPU
+        if "torch" in sys.modules or self.chain.model_specs():
+            import torch
+            torch.set_num_threads(threads)
+            if gpu:
+                torch.cuda.set_device(device)
+        self.pool = process_pool(device)
+        for spec in self.chain.model_specs():
+            self.pool.get(spec)
+        self.worker = f"stage{stage}:{ray.get_runtime_context().get_actor_id()[:8]}"
+        self._uss = uss_bytes
+        self.peak_uss, self.sampled_at = uss_bytes(), time.monotonic()
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        kind, data, orig, end = (table.column(c).to_pylist() for c in ("kind", "data", "orig", "end"))
+        live = [i for i, k in enumerate(kind) if k == "live"]
+        res = self.chain.run([Item(j, record=pickle.loads(data[i])) for j, i in enumerate(live)], self.pool)
+        for s in res.kept:
+            data[live[s[POSITION_KEY]]] = pickle.dumps(s, _PICKLE)
+        for s in res.dropped:
+            i = live[s[POSITION_KEY]]
+            s[DROP_KEY]["op_index"] += self.first  # its index in the whole chain, not in this stage
+            kind[i], end[i], data[i] = "dropped", s[DROP_KEY]["op_index"], pickle.dumps(s, _PICKLE)
+        for k, rec in self._rejections(res):
+            i = live[rec[POSITION_KEY]]
+            rec["record"] = pickle.loads(orig[i])  # the input record, not the sample as it got here
+            kind[i], end[i], data[i] = "rejected", self.first + k, pickle.dumps(rec, _PICKLE)
+        if time.monotonic() - self.sampled_at > 1.0:  # reading smaps costs ms: sample it
+            self.peak_uss, self.sampled_at = max(self.peak_uss, self._uss()), time.monotonic()
+        meta = {"seconds": {self.first + k: c[4] for k, c in enumerate(res.op_counts)},
+                "counters": res.counters, "worker": self.worker,
+                "report": {"pool": self.pool.report(), "peak_uss": self.peak_uss,
+                           "peak_device_bytes": peak_device_bytes(self.pool.device)}}
+        n = len(kind)
+        out = {"kind": pa.array(kind, pa.string()), "data": pa.array(data, pa.binary()),
+               "orig": pa.array([b""] * n if self.final else orig, pa.binary()),
+               "end": pa.array(end, pa.int32()),
+               f"meta{self.stage}": pa.array([pickle.dumps(meta, _PICKLE)] + [b""] * (n - 1) if n else [],
+                                             pa.binary())}
+        return pa.table({**{c: table.column(c) for c in table.column_names if c not in out}, **out})
+
+    def _rejections(self, res: BatchResult):
+        """(op index in this stage, record): OpChain appends each op's rejections in op order."""
+        it = iter(res.rejected)
+        for k, counts in enumerate(res.op_counts):
+            for _ in range(counts[3]):
+                rec = next(it)
+                if rec.get("op") != self.chain.ops[k].name:
+                    raise RuntimeError(f"djx bug: rejections out of op order ({rec.get('op')} at op "
+                                       f"{self.chain.ops[k].name})")
+                yield k, rec
