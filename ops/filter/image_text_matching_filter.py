@@ -20,7 +20,8 @@ class ImageTextMatchingFilter(ImageTextModelFilter):
 
     def __init__(self, hf_blip: str = "Salesforce/blip-itm-base-coco", min_score: float = 0.003,
                  max_score: float = 1.0, **kw):
-        super().__init__(model=hf_blip, min_score=min_score, max_score=max_score, **kw)
+        self.model_name = hf_blip
+        super().__init__(min_score=min_score, max_score=max_score, **kw)
 
     def score_pairs(self, loaded, batch, texts, images, pairs):
         import torch

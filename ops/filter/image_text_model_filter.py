@@ -47,7 +47,7 @@ class ImageTextModelFilter(Filter):
     model_kind = ""
     stat = ""
 
-    def __init__(self, model: str, min_score: float, max_score: float = 1.0,
+    def __init__(self, min_score: float, max_score: float = 1.0,
                  trust_remote_code: bool = False, horizontal_flip: bool = False,
                  vertical_flip: bool = False, any_or_all: Literal["any", "all"] = "any",
                  reduce_mode: Literal["avg", "max", "min"] = "avg",
@@ -56,7 +56,9 @@ class ImageTextModelFilter(Filter):
         super().__init__(**common)
         if forward_batch_size < 1:
             raise RecipeError(f"forward_batch_size: must be >= 1, got {forward_batch_size}")
-        self.spec = ModelSpec(self.model_kind, model, dtype=dtype, trust_remote_code=trust_remote_code)
+        # subclasses set self.model_name (from hf_clip / hf_blip) before calling this
+        self.spec = ModelSpec(self.model_kind, self.model_name, dtype=dtype,
+                              trust_remote_code=trust_remote_code)
         self.min_score, self.max_score = min_score, max_score
         self.horizontal_flip, self.vertical_flip = horizontal_flip, vertical_flip
         self.any_or_all, self.reduce_mode = any_or_all, reduce_mode

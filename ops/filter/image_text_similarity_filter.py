@@ -20,7 +20,8 @@ class ImageTextSimilarityFilter(ImageTextModelFilter):
 
     def __init__(self, hf_clip: str = "openai/clip-vit-base-patch32", min_score: float = 0.1,
                  max_score: float = 1.0, **kw):
-        super().__init__(model=hf_clip, min_score=min_score, max_score=max_score, **kw)
+        self.model_name = hf_clip
+        super().__init__(min_score=min_score, max_score=max_score, **kw)
 
     def score_pairs(self, loaded, batch, texts, images, pairs):
         model, proc, device = loaded.model, loaded.processor, loaded.device
