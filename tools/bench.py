@@ -30,25 +30,28 @@ from tools import synth  # noqa: E402
 class UssSampler:
     """Samples the USS of this process and all its children every `every` seconds; keeps the peak."""
 
-    def __init__(self, every: float = 0.1):
+    def __init__(self, every: float = 0.02):
         self.every, self.peak_total, self.peak_main = every, 0, 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
-        me = psutil.Process()
         while not self._stop.is_set():
-            total = 0
-            for p in [me, *me.children(recursive=True)]:
-                try:
-                    uss = p.memory_full_info().uss
-                except psutil.Error:
-                    continue
-                total += uss
-                if p.pid == me.pid:
-                    self.peak_main = max(self.peak_main, uss)
-            self.peak_total = max(self.peak_total, total)
+            self.sample()
             self._stop.wait(self.every)
+
+    def sample(self):
+        me = psutil.Process()
+        total = 0
+        for p in [me, *me.children(recursive=True)]:
+            try:
+                uss = p.memory_full_info().uss
+            except psutil.Error:
+                continue
+            total += uss
+            if p.pid == me.pid:
+                self.peak_main = max(self.peak_main, uss)
+        self.peak_total = max(self.peak_total, total)
 
     def __enter__(self):
         self._thread.start()
@@ -57,6 +60,7 @@ class UssSampler:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+        self.sample()  # short runs: make sure the end state is in
 
 
 def write_dataset(folder: Path, n: int, n_images: int = 50, size: int = 256) -> Path:
@@ -172,7 +176,7 @@ def bench_model(kind: str, work: Path, n: int, batch: int, dtype: str) -> tuple:
     raw_forward(kind, path, images[:batch], texts[:batch], batch, dtype)  # warm-up
     raw = raw_forward(kind, path, images, texts, batch, dtype)
     if kind == "clip":
-        op = ImageTextSimilarityFilter(hf_clip=str(path), min_score=0.0, dtype=dtype, forward_batch_size=batch)
+        op = ImageTextSimilarityFilter(hf_clip=str(path), min_score=-1e9, dtype=dtype, forward_batch_size=batch)
     else:
         op = ImageTextMatchingFilter(hf_blip=str(path), min_score=0.0, dtype=dtype, forward_batch_size=batch)
     pipe = Pipeline(ops=[op], batch_size=batch, dataset_path=str(data))  # images resolve next to it
