@@ -90,7 +90,6 @@ class OpChain:
 
     def run(self, items: list[Item], pool=None, on_op: Callable[[int], None] | None = None) -> BatchResult:
         result = BatchResult(op_counts=[[0, 0, 0, 0, 0.0] for _ in self.ops])
-        self._counters = result.counters
         originals: dict[int, Any] = {}
         samples = []
         parse_pending(items)
@@ -99,7 +98,7 @@ class OpChain:
             if reason:
                 self._reject(result, item.pos, item.line, None, reason, "bad_input", item=item)
                 continue
-            originals[item.pos] = (item.line, dict(item.record))
+            originals[item.pos] = (item.line, item.record)  # ops work on the copy below
             sample = dict(item.record)
             sample[POSITION_KEY] = item.pos
             samples.append(sample)
@@ -136,7 +135,7 @@ class OpChain:
         for start in range(0, len(live), step):
             idx = live[start:start + step]
             rejected.update(self._call_isolated(op, [samples[i] for i in idx], idx, images, pool,
-                                                text_key, image_key))
+                                                text_key, image_key, result.counters))
         kept, counts = [], result.op_counts[k]
         for i, s in enumerate(samples):
             if i in rejected:
@@ -164,20 +163,22 @@ class OpChain:
             kept.append(s)
         return kept
 
-    def _call_isolated(self, op, group, idx, images, pool, text_key, image_key) -> dict[int, str]:
-        """Run op on a group; if it raises, run each sample alone so only the bad ones are rejected."""
+    def _call_isolated(self, op, group, idx, images, pool, text_key, image_key,
+                       counters: dict) -> dict[int, tuple[str, str | None]]:
+        """Run op on a group; if it raises, run each sample alone so only the bad ones are rejected.
+        Returns {sample index: (reason, code)}; the op's event counters are added to `counters`."""
         batch = Batch(group, self.ctx, images, pool, text_key, image_key)
         try:
             _invoke(op, batch)
             for k, v in batch.counters.items():
-                self._counters[k] = self._counters.get(k, 0) + v
+                counters[k] = counters.get(k, 0) + v
             return {idx[j]: (r, batch.codes.get(j)) for j, r in batch.rejected.items()}
         except Exception as e:
             if len(group) == 1:
                 return {idx[0]: (_reason(op, e), None if isinstance(e, SampleError) else "op_error")}
         out = {}
         for j, sample in zip(idx, group):
-            out.update(self._call_isolated(op, [sample], [j], images, pool, text_key, image_key))
+            out.update(self._call_isolated(op, [sample], [j], images, pool, text_key, image_key, counters))
         return out
 
     def _reject(self, result, pos, line, op_name, reason, code=None, item=None, original=None) -> None:
