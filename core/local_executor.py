@@ -7,7 +7,10 @@ sample is left, which is rejected; the run never hangs on a dead worker.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
+import sys
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -23,6 +26,23 @@ from .planner import Plan
 from .worker import recv, send, worker_main
 
 PREFETCH = 2  # batches queued per worker, so it never idles between batches
+
+
+@contextlib.contextmanager
+def _main_importable():
+    """A spawned worker re-imports the parent's __main__ from its file (so that ops defined in a
+    user's script unpickle). A script read from stdin or an interactive session has no such
+    file: hide the name while starting the worker, or it dies before running any code."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is None or os.path.isfile(path):
+        yield
+        return
+    del main.__file__
+    try:
+        yield
+    finally:
+        main.__file__ = path
 
 
 @dataclass
@@ -79,7 +99,8 @@ class LocalExecutor:
                                      self.custom_ops, self.base_dir, self._chain_bytes, child,
                                      status, warmup,
                                      self.plan.mem_fraction[rank] if self.plan.mem_fraction else 0.0))
-        proc.start()
+        with _main_importable():
+            proc.start()
         child.close()
         return _Worker(rank, proc, parent, status)
 

@@ -242,7 +242,8 @@ class Pipeline:
             "plan": {"devices": list(plan.devices), "threads_per_worker": plan.threads_per_worker,
                      "model_bytes": plan.model_bytes, "notes": list(plan.notes)},
             "model_loads": loads,
-            "max_model_loads_per_process": max((sum(v.values()) for v in loads.values()), default=0),
+            # the number that must be 1: how often any one model was loaded in any one process
+            "max_model_loads_per_process": max((n for v in loads.values() for n in v.values()), default=0),
             "worker_restarts": getattr(executor, "restarts", 0),
             "devices": {rank: {"device": rep["pool"].get("device"),
                                "peak_device_bytes": rep.get("peak_device_bytes", 0)}

@@ -95,10 +95,10 @@ def plan_workers(np: int | None, model_bytes: dict[str, int], inventory: list[De
     total = sum(capacity.values())
     if total == 0:
         best = max(budgets.values())
-        raise RecipeError(f"the models need {need / GiB:.2f} GiB per worker "
-                          f"({', '.join(f'{k} {v / GiB:.2f} GiB' for k, v in model_bytes.items())}, "
-                          f"plus {WORKER_OVERHEAD / GiB:.2f} GiB overhead) but the largest budget is "
-                          f"{best / GiB:.2f} GiB (free memory x gpu_mem_fraction {gpu_mem_fraction}); "
+        raise RecipeError(f"the models need {_size(need)} per worker "
+                          f"({', '.join(f'{k} {_size(v)}' for k, v in model_bytes.items())}, "
+                          f"plus {_size(WORKER_OVERHEAD)} overhead) but the largest budget is "
+                          f"{_size(best)} (free memory x gpu_mem_fraction {gpu_mem_fraction}); "
                           f"free GPU memory, raise gpu_mem_fraction, or use a smaller dtype")
     workers = total if np is None else min(np, total)
     notes = []

@@ -19,7 +19,7 @@ def format_summary(s: dict) -> str:
             lines.append(f"  {o['name'].ljust(w)}  {o['in']:>8} {o['kept']:>8} {o['dropped']:>8} "
                          f"{o['rejected']:>8} {o['seconds']:>8.2f}")
     mem = s.get("memory", {})
-    lines.append(f"  workers: {s.get('workers')}, model loads per process (max): "
+    lines.append(f"  workers: {s.get('workers')}, loads of one model per process (max): "
                  f"{s.get('max_model_loads_per_process', 0)}, worker restarts: {s.get('worker_restarts', 0)}")
     lines.append(f"  peak memory: main USS {_mb(mem.get('main_peak_uss_bytes'))}, worker USS max "
                  f"{_mb(mem.get('worker_peak_uss_bytes_max'))}")

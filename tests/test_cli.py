@@ -141,3 +141,15 @@ def test_a_non_editable_install_ships_every_module_and_runs(tmp_path, write_json
     assert ops.returncode == 0, ops.stderr
     assert "min_len: int = 10" in ops.stdout
     assert json.loads((work / "out" / "kept.summary.json").read_text())["check"]["ok"]
+
+
+def test_a_script_piped_to_python_runs_spawn_workers(tmp_path, text_dataset):
+    """`python - < script.py` (or a notebook) has no __main__ file for spawn workers to import."""
+    script = ("from djx import Pipeline\nfrom djx.ops.filter.text_length_filter import TextLengthFilter\n"
+              f"s = Pipeline(ops=[TextLengthFilter(min_len=4)], np=2, start_method='spawn').run(\n"
+              f"    {str(text_dataset.path)!r}, 'out/kept.jsonl', progress=False, log=lambda *a: None)\n"
+              "print(s['input'], s['kept'], s['check']['ok'])\n")
+    proc = subprocess.run([sys.executable, "-"], input=script, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(text_dataset.records), str(len(text_dataset.kept_ids(4))), "True"]
