@@ -127,6 +127,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("djx: interrupted; run the same command again to resume", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `djx ops | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

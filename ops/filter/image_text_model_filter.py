@@ -52,7 +52,7 @@ class ImageTextModelFilter(Filter):
                  vertical_flip: bool = False, any_or_all: Literal["any", "all"] = "any",
                  reduce_mode: Literal["avg", "max", "min"] = "avg",
                  dtype: Literal["float32", "bfloat16", "float16"] = "float32",
-                 forward_batch_size: int = 32, draft_decode: bool = True, **common):
+                 forward_batch_size: int = 32, draft_decode: bool = False, **common):
         super().__init__(**common)
         if forward_batch_size < 1:
             raise RecipeError(f"forward_batch_size: must be >= 1, got {forward_batch_size}")
