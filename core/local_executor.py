@@ -19,7 +19,7 @@ import dill
 import multiprocess as mp
 from multiprocess.connection import wait
 
-from .chain import BatchResult, FailFast, Item, OpChain
+from .chain import BatchResult, FailFast, Item, OpChain, parse_pending
 from .context import POSITION_KEY
 from .errors import DjxError
 from .planner import Plan
@@ -242,6 +242,8 @@ class LocalExecutor:
             del tasks[running.id]
             if len(running.items) == 1 and (running.deaths >= 2 or running.bisected):
                 item = running.items[0]
+                if item.pending:  # the worker parsed it; here we only had the line
+                    parse_pending([item])
                 res = BatchResult(op_counts=[[0, 0, 0, 0, 0.0] for _ in self.chain.ops])
                 res.rejected.append({POSITION_KEY: item.pos, "line": item.line, "op": op,
                                      "reason": f"worker died while running {op} ({how})", "code": "worker_died",

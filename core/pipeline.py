@@ -33,7 +33,7 @@ EARLY_SAMPLES = 32      # the token sanity check looks at (at least) this many f
 EARLY_MISMATCH = 0.9    # ... and stops the run when this share of them has a token mismatch
 
 # Keys that do not change what a run outputs: a resumed run may change them.
-_VOLATILE = {"np", "start_method", "devices", "gpu_mem_fraction", "max_in_flight", "checkpoint_every",
+_VOLATILE = {"np", "start_method", "devices", "gpu_mem_fraction", "max_in_flight", "checkpoint_every", "on_error",
              "executor", "ray_address", "export_path", "dataset_path", "batch_size", "project_name"}
 
 
@@ -129,9 +129,6 @@ class Pipeline:
         state = ReadState(**manifest["read"]) if manifest else ReadState()
         counts = manifest["counts"] if manifest else {"kept": 0, "dropped": 0, "rejected": 0,
                                                       "ops": [[0, 0, 0, 0, 0.0] for _ in self.ops]}
-        if manifest and r.executor == "ray":
-            raise ResumeError(f"{paths.state_dir} holds an unfinished run; the ray executor does not "
-                              f"resume: run again with --restart, or finish it with executor: local")
         if manifest:
             log(f"[djx] resuming: {state.records} samples already done, reading on from there")
         plan = plan or self.plan(r.np)
@@ -155,7 +152,18 @@ class Pipeline:
         try:
             results = (executor.run_dataset(r.dataset_path, state, snapshots) if r.executor == "ray"
                        else executor.run(batches()))
-            for res in results:
+            it, read_at, saved = iter(results), None, 0
+            while True:
+                try:
+                    res = next(it)
+                except StopIteration:
+                    break
+                except BaseException:
+                    # the executor failed (or was interrupted) between batches: every batch before
+                    # this point is written whole, so keep it for the next run to resume from
+                    if read_at is not None and done_batches > saved:
+                        self._save_progress(writer, fingerprint, read_at, counts, log)
+                    raise
                 if early is not None:
                     early = self._token_sanity(early, res, r, writer)
                 writer.write("kept", res.kept)
@@ -175,6 +183,7 @@ class Pipeline:
                 bar.update(len(res.kept) + len(res.dropped) + len(res.rejected), len(res.kept))
                 if done_batches % r.checkpoint_every == 0:
                     writer.checkpoint({"fingerprint": fingerprint, "read": read_at, "counts": counts})
+                    saved = done_batches
             writer.checkpoint({"fingerprint": fingerprint, "read": dict(vars(state)), "counts": counts})
         finally:
             bar.close()
@@ -190,6 +199,16 @@ class Pipeline:
         if not report.ok:
             raise CheckError(report.describe())
         return summary
+
+    @staticmethod
+    def _save_progress(writer: OutputWriter, fingerprint: dict, read_at: dict, counts: dict, log) -> None:
+        try:
+            writer.checkpoint({"fingerprint": fingerprint, "read": read_at, "counts": counts})
+        except OSError as e:  # never hide the error that stopped the run behind this one
+            log(f"[djx] could not save progress ({e}); the next run resumes from the last checkpoint")
+            return
+        log(f"[djx] stopped after {read_at['records']} samples; they are saved and the same command "
+            f"resumes from there")
 
     @staticmethod
     def _token_sanity(early, res, r: Recipe, writer: OutputWriter):

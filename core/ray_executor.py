@@ -50,6 +50,10 @@ class RayExecutor:
         if path.lower().endswith(".json"):
             raise DjxError(f"{path}: the ray executor reads JSON Lines (.jsonl) or parquet; convert the "
                            f".json array to .jsonl (one object per line) or use executor: local")
+        parquet = path.lower().endswith(".parquet")
+        if parquet and state.records:
+            raise DjxError(f"{path}: the ray executor resumes JSON Lines inputs, not parquet; finish this "
+                           f"run with executor: local (it resumes it), or start over with --restart")
         import ray
         ours = not ray.is_initialized()  # else: the Ray this process is connected to already
         if ours:
@@ -64,8 +68,8 @@ class RayExecutor:
         level = data_log.level
         data_log.setLevel(logging.ERROR)
         try:
-            parquet = path.lower().endswith(".parquet")
-            yield from self._collect(self._dataset(ray, path, parquet), state, snapshots, not parquet)
+            yield from self._collect(self._dataset(ray, path, parquet, state.offset), state, snapshots,
+                                     not parquet)
         except ray.exceptions.RayError as e:
             raise DjxError(f"ray executor: {_explain(e)}") from None
         finally:
@@ -74,7 +78,7 @@ class RayExecutor:
                 ray.shutdown()
 
     # -- the dataset ------------------------------------------------------------------------
-    def _dataset(self, ray, path: str, parquet: bool):
+    def _dataset(self, ray, path: str, parquet: bool, start: int = 0):
         from ray.data import ActorPoolStrategy, DataContext
 
         with warnings.catch_warnings():  # Ray sets and copies its own deprecated context fields
@@ -98,7 +102,7 @@ class RayExecutor:
                 parse = {"ctx": self.chain.ctx.with_(on_error="reject"),  # the driver enforces "fail"
                          "keep_orig": bool(self.groups)}
                 ds = (ray.data.read_parquet(path, partitioning=None, num_cpus=io_cpus) if parquet
-                      else ray.data.read_datasource(JsonLines(path), num_cpus=io_cpus))
+                      else ray.data.read_datasource(JsonLines(path, start), num_cpus=io_cpus))
                 ds = ds.map_batches(parse_rows if parquet else parse_lines, fn_kwargs=parse,
                                     batch_size=None, batch_format="pyarrow", num_cpus=io_cpus)
                 mem = max((n.get("Resources", {}).get("memory", 0) for n in ray.nodes() if n.get("Alive")),
@@ -205,6 +209,7 @@ def _explain(e: BaseException) -> str:
         return ours[-1]
     if type(e).__name__ in ("ActorDiedError", "ActorUnavailableError") and "creation task" not in str(e):
         return (f"an actor died running a batch, and again on each of {TASK_RETRIES} retries: most likely a "
-                f"sample crashes its process (a segfault, the out-of-memory killer). executor: local finds "
-                f"such samples and rejects them; or lower batch_size if memory ran out. Ray said: {text[0]}")
+                f"sample crashes its process (a segfault, the out-of-memory killer). The batches done so far "
+                f"are saved: run the same recipe with --executor local, which resumes from there and "
+                f"rejects such samples; or lower batch_size if memory ran out. Ray said: {text[0]}")
     return head

@@ -31,7 +31,17 @@ class JsonLines(_file_datasource()):
     what the local reader sees. (read_text splits with str.splitlines, which also breaks lines at
     \\r, U+0085 and U+2028, all valid inside a JSON line, and fails the whole file on bad UTF-8.)"""
 
+    def __init__(self, path: str, start: int = 0, **kwargs):
+        super().__init__(path, **kwargs)
+        self.start = start  # a resumed run's read offset (a line start): skipped, never parsed
+
     def _read_stream(self, f, path: str):
+        skip = self.start
+        while skip > 0:  # a sequential stream: read past the part already done
+            got = len(f.read(min(skip, 4 * MiB)))
+            if not got:
+                return
+            skip -= got
         tail, lines, size = b"", [], 0
         while chunk := f.read(4 * MiB):
             *complete, tail = (tail + chunk).split(b"\n")

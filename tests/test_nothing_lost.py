@@ -110,6 +110,7 @@ def test_a_worker_that_dies_is_replaced_and_only_the_poison_sample_is_rejected(t
     assert sorted(rej) == [7, 30] and summary["kept"] == 38
     for r in rej.values():
         assert r["code"] == "worker_died" and "worker died while running poison_filter" in r["reason"]
+        assert r["record"]["text"] == f"sample {r['__dj__pos__']}"  # the input record, not lost
     assert summary["worker_restarts"] >= 2
     kept = read_jsonl_file(tmp_path / "out" / "o.jsonl")
     assert [k["__dj__pos__"] for k in kept] == [i for i in range(40) if i not in (7, 30)]

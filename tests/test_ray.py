@@ -253,9 +253,40 @@ def test_a_sample_that_kills_its_actor_fails_the_run_with_a_clear_error(ray_addr
                           executor="ray", ray_address=ray_address, np=1, batch_size=8,
                           custom_ops=[str(PLUGINS_DIR / "chaos_ops.py")], process=[{"poison_filter": {}}])
     # Ray retries the batch on fresh actors a few times, then the run stops (it does not hang)
-    with pytest.raises(DjxError, match="a sample crashes its process.*executor: local"):
+    with pytest.raises(DjxError, match="a sample crashes its process.*saved.*--executor local"):
         Pipeline.from_recipe(str(recipe)).run(progress=False, log=lambda *a: None)
     assert not ray.is_initialized()
+    assert not (tmp_path / "out" / "kept.jsonl").exists()
+    # what Ray finished is kept; the local executor resumes the run and isolates the sample
+    summary = Pipeline.from_recipe(str(recipe), {"executor": "local", "start_method": "fork"}).run(
+        progress=False, log=lambda *a: None)
+    assert (summary["input"], summary["kept"], summary["rejected"]) == (40, 39, 1)
+    rejected = read_jsonl_file(tmp_path / "out" / "kept.rejected.jsonl")
+    assert [r["record"]["id"] for r in rejected] == [13] and "worker died" in rejected[0]["reason"]
+    assert sorted(r["id"] for r in read_jsonl_file(tmp_path / "out" / "kept.jsonl")) == \
+        [i for i in range(40) if i != 13]
+
+
+def test_a_killed_ray_run_resumes_on_ray_to_the_same_outputs(ray_address, tmp_path):
+    from test_resume import N, djx, kill_when, outputs as resume_outputs, setup
+    ref_dir, run_dir = tmp_path / "ref", tmp_path / "run"
+    ref_dir.mkdir()
+    run_dir.mkdir()
+    ref = djx("process", str(setup(ref_dir, seconds=0)), "--quiet")
+    assert ref.wait() == 0, ref.stderr.read()
+    recipe = setup(run_dir, seconds=0.02, executor="ray", ray_address=ray_address)
+    proc = djx("process", str(recipe), "--quiet", start_new_session=True)
+    kill_when(run_dir, proc, 60)  # the driver dies; Ray ends its job's actors
+    done = json.loads((run_dir / "out/.o.djx-state/manifest.json").read_text())["read"]["records"]
+    assert 60 <= done < N
+    final = djx("process", str(recipe), "--quiet")
+    out, err = final.communicate()
+    assert final.returncode == 0, err
+    assert f"resuming: {done} samples already done" in out + err
+    assert resume_outputs(run_dir) == resume_outputs(ref_dir)
+    summary = json.loads((run_dir / "out/o.summary.json").read_text())
+    assert summary["resumed"] and summary["executor"] == "ray" and summary["input"] == N
+    assert summary["ops"][0]["in"] == N and summary["check"]["ok"]
 
 
 def test_a_json_array_file_is_refused_with_a_clear_error(tmp_path, write_recipe):

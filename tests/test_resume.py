@@ -111,3 +111,28 @@ def test_a_changed_recipe_or_input_refuses_to_resume_until_restart(tmp_path, cha
     assert "resuming" not in out + err
     summary = json.loads((tmp_path / "out/o.summary.json").read_text())
     assert summary["input"] == N + (change == "input") and not summary["resumed"]
+
+
+def test_a_run_that_stops_on_an_error_keeps_its_finished_batches_for_the_resume(tmp_path):
+    """on_error: fail stops at a bad line; the batches before it are saved even between
+    checkpoints, and the same recipe with on_error: reject resumes there and finishes."""
+    from djx import Pipeline
+    from djx.core.chain import FailFast
+    lines = [json.dumps({"id": i, "text": f"sample number {i:04d}"}) for i in range(60)]
+    lines[52] = '{"id": 52, "text": '
+    (tmp_path / "data.jsonl").write_text("\n".join(lines) + "\n")
+    keys = {"dataset_path": str(tmp_path / "data.jsonl"), "batch_size": 8, "np": 1, "start_method": "fork",
+            "checkpoint_every": 100, "process": [{"text_length_filter": {"min_len": 5}}]}
+    ref = Pipeline(**keys).run(export_path=str(tmp_path / "ref/out/o.jsonl"), progress=False, log=lambda *a: None)
+    log = []
+    with pytest.raises(FailFast, match="line 53: not valid JSON"):
+        Pipeline(**keys, on_error="fail").run(export_path=str(tmp_path / "out/o.jsonl"), progress=False,
+                                              log=log.append)
+    assert manifest_records(tmp_path) == 48  # six whole batches, none checkpointed before the error
+    assert any("stopped after 48 samples" in line for line in log)
+    summary = Pipeline(**keys).run(export_path=str(tmp_path / "out/o.jsonl"), progress=False, log=log.append)
+    assert any("resuming: 48 samples already done" in line for line in log)
+    assert summary["resumed"] and summary["check"]["ok"]
+    assert (summary["input"], summary["kept"], summary["rejected"]) == (ref["input"], 59, 1)
+    assert outputs(tmp_path) == outputs(tmp_path / "ref")
+    assert read_jsonl_file(tmp_path / "out/o.rejected.jsonl")[0]["line"] == 53
