@@ -9,6 +9,8 @@ global positions and line numbers are exact with no coordination between tasks. 
 samples in binary columns (no Arrow schema for heterogeneous dicts) and small columns: kind
 (blank/live/dropped/rejected), end (index of the op a row left at), the line's byte length, and
 per stage a side channel on the first row of each batch (op seconds, counters, actor report).
+A batch that kills its actor is retried; the retry isolates the sample that kills (see
+ray_stages.Attempts). A resumed run starts reading at the saved byte offset.
 """
 from __future__ import annotations
 
@@ -26,13 +28,15 @@ from .context import POSITION_KEY
 from .errors import DjxError
 from .planner import Plan
 from .recipe import Recipe
-from .ray_stages import ChainStage, JsonLines, parse_lines, parse_rows
+from .ray_stages import Attempts, ChainStage, JsonLines, parse_lines, parse_rows
 from .resources import cpu_count
 
 MiB = 1 << 20
 DECODE_BYTES_PER_SAMPLE = 4 * MiB   # decoded images of one sample, for the declared actor memory
 ACTOR_BASE_BYTES = 256 * MiB        # interpreter and libraries of one actor
-TASK_RETRIES = 2  # a batch whose actor died is retried on a fresh actor this often, then the run fails
+# a batch whose actor died is retried on a fresh actor: once to find that it kills actors, then
+# once per poison sample in it (see ray_stages.Attempts), plus two deaths that name no sample
+EXTRA_RETRIES = 3
 _PICKLE = pickle.HIGHEST_PROTOCOL
 
 
@@ -67,13 +71,18 @@ class RayExecutor:
         data_log = logging.getLogger("ray.data")
         level = data_log.level
         data_log.setLevel(logging.ERROR)
+        self._attempts = None
         try:
+            if self.groups:
+                self._attempts = ray.remote(num_cpus=0)(Attempts).remote()
             yield from self._collect(self._dataset(ray, path, parquet, state.offset), state, snapshots,
                                      not parquet)
         except ray.exceptions.RayError as e:
             raise DjxError(f"ray executor: {_explain(e)}") from None
         finally:
             data_log.setLevel(level)
+            if self._attempts is not None:
+                ray.kill(self._attempts)
             if ours:  # disconnects from a joined cluster; stops a local one we started
                 ray.shutdown()
 
@@ -110,7 +119,8 @@ class RayExecutor:
                 for s in range(len(self.groups)):
                     ds = ds.map_batches(ChainStage, batch_size=self.recipe.batch_size, batch_format="pyarrow",
                                         compute=ActorPoolStrategy(size=self.plan.workers), num_cpus=actor_cpus,
-                                        max_task_retries=TASK_RETRIES, **self._stage_args(s, mem))
+                                        max_task_retries=self.recipe.batch_size + EXTRA_RETRIES,
+                                        **self._stage_args(s, mem))
                 return ds
             finally:
                 DataContext._set_current(old)
@@ -136,7 +146,7 @@ class RayExecutor:
                     "chain_bytes": self._chain_bytes, "first": first, "last": last, "stage": s,
                     "final": s == len(self.groups) - 1, "threads": threads, "gpu": gpu,
                     "custom_ops": tuple(self.recipe.custom_ops), "base_dir": self.recipe.base_dir,
-                    "sys_path": [p for p in sys.path if p]}}
+                    "sys_path": [p for p in sys.path if p], "attempts": self._attempts}}
 
     # -- the driver: number the rows, rebuild BatchResults ----------------------------------
     def _collect(self, ds, state, snapshots, lines: bool) -> Iterator[BatchResult]:
@@ -208,8 +218,8 @@ def _explain(e: BaseException) -> str:
     if ours:
         return ours[-1]
     if type(e).__name__ in ("ActorDiedError", "ActorUnavailableError") and "creation task" not in str(e):
-        return (f"an actor died running a batch, and again on each of {TASK_RETRIES} retries: most likely a "
-                f"sample crashes its process (a segfault, the out-of-memory killer). The batches done so far "
+        return (f"actors kept dying on one batch, more often than its poison samples explain (a "
+                f"segfault or the out-of-memory killer outside any one sample?). The batches done so far "
                 f"are saved: run the same recipe with --executor local, which resumes from there and "
                 f"rejects such samples; or lower batch_size if memory ran out. Ray said: {text[0]}")
     return head

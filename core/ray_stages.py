@@ -2,6 +2,7 @@
 actors. Kept apart from the driver (core/ray_executor.py) so each file reads in one sitting."""
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
 import sys
@@ -12,6 +13,7 @@ import pyarrow as pa
 
 from .chain import BatchResult, Item, OpChain
 from .context import DROP_KEY, POSITION_KEY
+from .errors import DjxError
 from .resources import peak_device_bytes
 
 MiB = 1 << 20
@@ -42,19 +44,26 @@ class JsonLines(_file_datasource()):
             if not got:
                 return
             skip -= got
-        tail, lines, size = b"", [], 0
+        tail, lines, starts, size, at = b"", [], [], 0, self.start
         while chunk := f.read(4 * MiB):
             *complete, tail = (tail + chunk).split(b"\n")
             for line in complete:
                 lines.append(line + b"\n")
+                starts.append(at)
+                at += len(line) + 1
                 size += len(line) + 1
                 if len(lines) >= BLOCK_LINES or size >= BLOCK_BYTES:
-                    yield pa.table({"raw": pa.array(lines, pa.binary())})
-                    lines, size = [], 0
+                    yield _lines_table(lines, starts)
+                    lines, starts, size = [], [], 0
         if tail:
             lines.append(tail)
+            starts.append(at)
         if lines:
-            yield pa.table({"raw": pa.array(lines, pa.binary())})
+            yield _lines_table(lines, starts)
+
+
+def _lines_table(lines: list, starts: list) -> pa.Table:
+    return pa.table({"raw": pa.array(lines, pa.binary()), "at": pa.array(starts, pa.int64())})
 
 
 def parse_lines(table: pa.Table, ctx, keep_orig: bool) -> pa.Table:
@@ -64,7 +73,8 @@ def parse_lines(table: pa.Table, ctx, keep_orig: bool) -> pa.Table:
     rows = [i for i, raw in enumerate(raws) if raw.strip()]
     items = [Item(j, raw=raws[i].decode("utf-8", "replace").rstrip("\r\n"), pending=True)
              for j, i in enumerate(rows)]
-    return _first_rows(items, rows, len(raws), ctx, keep_orig, [len(r) for r in raws])
+    out = _first_rows(items, rows, len(raws), ctx, keep_orig, [len(r) for r in raws])
+    return out.append_column("at", table.column("at"))
 
 
 def parse_rows(table: pa.Table, ctx, keep_orig: bool) -> pa.Table:
@@ -90,13 +100,49 @@ def _first_rows(items: list, rows: list, n: int, ctx, keep_orig: bool, nbytes: l
                      "nbytes": pa.array(nbytes, pa.int64())})
 
 
+# -- poison samples: which batch each stage is on, and where ------------------------------------
+
+class Attempts:
+    """One small actor per run. A stage actor that dies takes its batch with it, and Ray retries
+    the batch on a fresh actor. The retry learns here that its batch killed an actor: it then
+    runs the batch one sample at a time, telling this registry which sample and op it is on, so
+    the next death names the poison sample, which the retry after it rejects. Each retry either
+    names one more poison sample or counts as a death that named none (two of those end the run)."""
+
+    def __init__(self):
+        self.open: dict = {}  # batch key -> {"tries", "at": (sample, op) | None, "poison", "blind"}
+
+    def begin(self, key) -> tuple[int, dict, int]:
+        """(earlier attempts, {sample: op} known to kill, deaths that named no sample)"""
+        e = self.open.get(key)
+        if e is None:
+            self.open[key] = {"tries": 1, "at": None, "poison": {}, "blind": 0}
+            return 0, {}, 0
+        if e["at"] is not None:
+            sample, op = e["at"]
+            e["poison"][sample] = op
+            e["at"] = None
+        elif e["tries"] > 1:  # died in careful mode outside any sample
+            e["blind"] += 1
+        e["tries"] += 1
+        return e["tries"] - 1, dict(e["poison"]), e["blind"]
+
+    def at(self, key, where) -> None:
+        if key in self.open:
+            self.open[key]["at"] = where
+
+    def end(self, key) -> None:
+        self.open.pop(key, None)
+
+
 # -- the op stages (Ray actors) ---------------------------------------------------------------
 
 class ChainStage:
     """One actor of a stage: ops [first, last) of the chain and one ModelPool, models loaded once."""
 
     def __init__(self, chain_bytes: bytes, first: int, last: int, stage: int, final: bool,
-                 threads: int, gpu: bool, custom_ops: tuple, base_dir: str, sys_path: list):
+                 threads: int, gpu: bool, custom_ops: tuple, base_dir: str, sys_path: list,
+                 attempts=None):
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             os.environ[var] = str(threads)
         sys.path += [p for p in sys_path if p not in sys.path and os.path.isdir(p)]  # module plug-ins
@@ -112,6 +158,7 @@ class ChainStage:
         chain = dill.loads(chain_bytes)
         self.chain = OpChain(chain.ops[first:last], chain.ctx.with_(on_error="reject"))
         self.first, self.stage, self.final = first, stage, final
+        self.attempts, self._ray = attempts, ray
         device = "cuda:0" if gpu else "cpu"  # Ray sets CUDA_VISIBLE_DEVICES to this actor's GPU
         if "torch" in sys.modules or self.chain.model_specs():
             import torch
@@ -128,14 +175,28 @@ class ChainStage:
     def __call__(self, table: pa.Table) -> pa.Table:
         kind, data, orig, end = (table.column(c).to_pylist() for c in ("kind", "data", "orig", "end"))
         live = [i for i, k in enumerate(kind) if k == "live"]
-        res = self.chain.run([Item(j, record=pickle.loads(data[i])) for j, i in enumerate(live)], self.pool)
+        items = [Item(j, record=pickle.loads(data[i])) for j, i in enumerate(live)]
+        key = self._key(table, live, data)
+        tries, poison, blind = (self._ray.get(self.attempts.begin.remote(key)) if key is not None
+                                else (0, {}, 0))
+        if tries == 0:
+            res = self.chain.run(items, self.pool)
+            rejections = list(self._rejections(res))
+        else:  # this batch killed an actor before: one sample at a time, and say where
+            if blind >= 2:
+                raise DjxError(f"stage {self.stage} ({', '.join(op.name for op in self.chain.ops)}): "
+                               f"its actors keep dying on one batch outside any sample (out of "
+                               f"memory?); lower batch_size or give the actors more memory")
+            res, rejections = self._careful(key, items, poison)
+        if key is not None:
+            self.attempts.end.remote(key)
         for s in res.kept:
             data[live[s[POSITION_KEY]]] = pickle.dumps(s, _PICKLE)
         for s in res.dropped:
             i = live[s[POSITION_KEY]]
             s[DROP_KEY]["op_index"] += self.first  # its index in the whole chain, not in this stage
             kind[i], end[i], data[i] = "dropped", s[DROP_KEY]["op_index"], pickle.dumps(s, _PICKLE)
-        for k, rec in self._rejections(res):
+        for k, rec in rejections:
             i = live[rec[POSITION_KEY]]
             rec["record"] = pickle.loads(orig[i])  # the input record, not the sample as it got here
             kind[i], end[i], data[i] = "rejected", self.first + k, pickle.dumps(rec, _PICKLE)
@@ -152,6 +213,45 @@ class ChainStage:
                f"meta{self.stage}": pa.array([pickle.dumps(meta, _PICKLE)] + [b""] * (n - 1) if n else [],
                                              pa.binary())}
         return pa.table({**{c: table.column(c) for c in table.column_names if c not in out}, **out})
+
+    def _key(self, table: pa.Table, live: list, data: list):
+        """What names this batch across retries: its first line's byte offset (JSON Lines), or a
+        hash of its rows (parquet)."""
+        if self.attempts is None or not live:
+            return None
+        if "at" in table.column_names:
+            return (self.stage, table.column("at")[0].as_py(), table.num_rows)
+        return (self.stage, hashlib.sha256(b"".join(data)).hexdigest(), table.num_rows)
+
+    def _careful(self, key, items: list, poison: dict) -> tuple[BatchResult, list]:
+        ops = self.chain.ops
+        res = BatchResult(op_counts=[[0, 0, 0, 0, 0.0] for _ in ops])
+        rejections = []
+        for item in items:
+            j = item.pos
+            if j in poison:
+                k = max(poison[j], 0)
+                rejections.append((k, {POSITION_KEY: j, "op": ops[k].name, "code": "worker_died",
+                                       "reason": f"worker died while running {ops[k].name} "
+                                                 f"(its Ray actor process died)"}))
+                res.op_counts[k][0] += 1
+                res.op_counts[k][3] += 1
+                for c in res.op_counts[:k]:
+                    c[0] += 1
+                    c[1] += 1
+                continue
+            one = self.chain.run([item], self.pool,
+                                 on_op=lambda k: self._ray.get(self.attempts.at.remote(key, (j, k))))
+            self._ray.get(self.attempts.at.remote(key, None))
+            res.kept += one.kept
+            res.dropped += one.dropped
+            rejections += self._rejections(one)
+            for acc, c in zip(res.op_counts, one.op_counts):
+                for n in range(5):
+                    acc[n] += c[n]
+            for name, v in one.counters.items():
+                res.counters[name] = res.counters.get(name, 0) + v
+        return res, rejections
 
     def _rejections(self, res: BatchResult):
         """(op index in this stage, record): OpChain appends each op's rejections in op order."""

@@ -246,25 +246,27 @@ def test_on_error_fail_stops_at_the_same_line_as_local(ray_address, tmp_path, wr
     assert messages[0].startswith("line 6: not valid JSON") and messages[1] == messages[0]
 
 
-def test_a_sample_that_kills_its_actor_fails_the_run_with_a_clear_error(ray_address, tmp_path, write_recipe):
+def test_samples_that_kill_their_actor_are_rejected_and_the_rest_kept(ray_address, tmp_path, write_recipe):
+    poison = {13, 14, 30}  # two in one batch, one in another
     (tmp_path / "data.jsonl").write_text(
-        "".join(json.dumps({"id": i, "text": LONG, "poison": i == 13}) + "\n" for i in range(40)))
-    recipe = write_recipe(tmp_path / "r.yaml", dataset_path="data.jsonl", export_path="out/kept.jsonl",
-                          executor="ray", ray_address=ray_address, np=1, batch_size=8,
-                          custom_ops=[str(PLUGINS_DIR / "chaos_ops.py")], process=[{"poison_filter": {}}])
-    # Ray retries the batch on fresh actors a few times, then the run stops (it does not hang)
-    with pytest.raises(DjxError, match="a sample crashes its process.*saved.*--executor local"):
-        Pipeline.from_recipe(str(recipe)).run(progress=False, log=lambda *a: None)
-    assert not ray.is_initialized()
-    assert not (tmp_path / "out" / "kept.jsonl").exists()
-    # what Ray finished is kept; the local executor resumes the run and isolates the sample
-    summary = Pipeline.from_recipe(str(recipe), {"executor": "local", "start_method": "fork"}).run(
-        progress=False, log=lambda *a: None)
-    assert (summary["input"], summary["kept"], summary["rejected"]) == (40, 39, 1)
-    rejected = read_jsonl_file(tmp_path / "out" / "kept.rejected.jsonl")
-    assert [r["record"]["id"] for r in rejected] == [13] and "worker died" in rejected[0]["reason"]
-    assert sorted(r["id"] for r in read_jsonl_file(tmp_path / "out" / "kept.jsonl")) == \
-        [i for i in range(40) if i != 13]
+        "".join(json.dumps({"id": i, "text": LONG, "poison": i in poison}) + "\n" for i in range(40)))
+    both = {}
+    for executor in ("local", "ray"):
+        recipe = write_recipe(tmp_path / f"{executor}.yaml", dataset_path="data.jsonl",
+                              export_path=f"{executor}/kept.jsonl", executor=executor, ray_address=ray_address,
+                              np=1, batch_size=8, start_method="fork",
+                              custom_ops=[str(PLUGINS_DIR / "chaos_ops.py")],
+                              process=[{"text_length_filter": {"min_len": 5}}, {"poison_filter": {}}])
+        summary = Pipeline.from_recipe(str(recipe)).run(progress=False, log=lambda *a: None)
+        both[executor] = (summary, outputs(tmp_path / executor))
+    (local, local_out), (summary, ray_out) = both["local"], both["ray"]
+    assert (summary["input"], summary["kept"], summary["rejected"]) == (40, 37, 3)
+    assert summary["check"]["ok"] and [op["rejected"] for op in summary["ops"]] == [0, 3]
+    assert ray_out["kept"] == local_out["kept"]
+    assert sorted(ray_out["rejected"]) == sorted(local_out["rejected"]) == sorted(poison)
+    for pos, rec in ray_out["rejected"].items():
+        assert rec["record"]["id"] == pos and rec["line"] == pos + 1 and rec["code"] == "worker_died"
+        assert rec["op"] == "poison_filter" and "worker died while running poison_filter" in rec["reason"]
 
 
 def test_a_killed_ray_run_resumes_on_ray_to_the_same_outputs(ray_address, tmp_path):
