@@ -3,7 +3,8 @@
     python tools/bench.py [--quick] [--skip-models] [--skip-core]
 
 1. Streaming memory: peak USS (main + workers, sampled from outside) at 2,000 vs 20,000 samples;
-   samples/s at np=1 and np=2 (text and image-header filters).
+   samples/s at np=1 and np=2 (text and image-header filters); and peak USS of a run that decodes
+   every image (tiny CLIP filter, spawn worker) at 1,000 vs 10,000 distinct images.
 2. Model filters: end-to-end image_text_similarity_filter (full-size CLIP ViT-B/32, random
    weights) samples/s against the raw batched model forward on the same decoded images and texts;
    the same for image_text_matching_filter with BLIP ITM base (ViT-B/16 at 384 px).
@@ -189,6 +190,28 @@ def bench_model(kind: str, work: Path, n: int, batch: int, dtype: str) -> tuple:
             f"ratio {raw / e2e:.2f}")
 
 
+def bench_model_memory(work: Path, quick: bool) -> list[tuple]:
+    """Peak USS of a run that decodes every image (tiny CLIP filter, 256 px JPEGs, one worker):
+    memory must stay flat as the dataset grows 10x (batches are bounded, images freed per batch)."""
+    from djx import Pipeline
+    from djx.ops.filter.image_text_similarity_filter import ImageTextSimilarityFilter
+    sizes = (500, 5_000) if quick else (1_000, 10_000)
+    peaks = {}
+    for n in sizes:
+        data = write_dataset(work / f"mm_{n}", n, n_images=n, size=256)  # n distinct images
+        pipe = Pipeline(ops=[ImageTextSimilarityFilter(hf_clip=str(TINY / "tiny-clip"), min_score=-1.0)],
+                        np=1, batch_size=64)
+        with UssSampler() as s:
+            t0 = time.perf_counter()
+            summary = pipe.run(str(data), str(work / f"mm_{n}/out/o.jsonl"), progress=False, log=lambda *a: None)
+            dt = time.perf_counter() - t0
+        assert summary["kept"] == n, summary
+        peaks[n] = (s.peak_total, n / dt)
+    (a, ra), (b, rb) = peaks[sizes[0]], peaks[sizes[1]]
+    return [(f"peak USS, all processes, tiny CLIP np=1", f"{mb(a)} @{sizes[0] // 1000}k",
+             f"{mb(b)} @{sizes[1] // 1000}k", f"x{b / a:.2f} for x10 data ({rb:,.0f} samples/s)")]
+
+
 def bench_shared_model(work: Path) -> tuple:
     from djx import Pipeline
     from djx.ops.filter.image_text_similarity_filter import ImageTextSimilarityFilter
@@ -216,6 +239,7 @@ def main() -> None:
         work = Path(tmp)
         if not args.skip_core:
             rows += bench_core(work, args.quick)
+            rows += bench_model_memory(work, args.quick)
         if not args.skip_models:
             rows.append(bench_model("clip", work, 32 if args.quick else 64, 32, args.dtype))
             rows.append(bench_model("blip", work, 8 if args.quick else 16, 8, args.dtype))
