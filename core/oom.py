@@ -45,6 +45,7 @@ def forward_with_backoff(fn: Callable[[list], list], items: list, batch_size: in
     i = 0
     while i < len(items):
         chunk = items[i:i + size]
+        failed = False
         try:
             _inject(fault, len(chunk))
             res = fn(chunk)
@@ -53,7 +54,10 @@ def forward_with_backoff(fn: Callable[[list], list], items: list, batch_size: in
         except Exception as e:  # noqa: BLE001  (only OOMs are handled; the rest re-raise)
             if not _is_oom(e):
                 raise
-            del e
+            failed = True
+        if failed:
+            # outside the except block: there the exception's traceback still holds the failed
+            # forward's frames and their tensors, so the cache could not be given back
             _free(device)
             if stats is not None:
                 stats["oom_retries"] = stats.get("oom_retries", 0) + 1

@@ -31,17 +31,18 @@ class ImageTextSimilarityFilter(ImageTextModelFilter):
             pixels = proc.image_processor(chunk, return_tensors="pt")["pixel_values"]
             out = model.vision_model(pixel_values=pixels.to(device, loaded.dtype))
             feats = model.visual_projection(out.pooler_output).float()
-            return list(feats / feats.norm(dim=-1, keepdim=True))
+            return list((feats / feats.norm(dim=-1, keepdim=True)).cpu())  # one copy per chunk
 
         def encode_texts(chunk):
             tok = proc.tokenizer(chunk, padding=True, truncation=True, max_length=max_text_len(model),
                                  return_tensors="pt").to(device)
             out = model.text_model(input_ids=tok["input_ids"], attention_mask=tok["attention_mask"])
             feats = model.text_projection(out.pooler_output).float()
-            return list(feats / feats.norm(dim=-1, keepdim=True))
+            return list((feats / feats.norm(dim=-1, keepdim=True)).cpu())  # one copy per chunk
 
         img = forward_with_backoff(encode_images, images, self.forward_batch_size, device, ctx.fault, runs)
         txt = forward_with_backoff(encode_texts, texts, self.forward_batch_size, device, ctx.fault, runs)
         scale = float(model.logit_scale.exp()) / 100.0
+        # per-pair dot products on the host: no device sync per pair
         return [None if img[i] is None or txt[t] is None else float(txt[t] @ img[i]) * scale
                 for t, i in pairs]
