@@ -13,6 +13,7 @@ from .errors import RecipeError
 
 GiB = 1 << 30
 WORKER_OVERHEAD = 768 << 20  # CUDA context + activations per GPU worker, beyond the weights
+CUDA_CONTEXT = 512 << 20     # of that overhead, what the CUDA context takes outside the allocator
 
 
 @dataclass(frozen=True)
@@ -114,9 +115,10 @@ def plan_workers(np: int | None, model_bytes: dict[str, int], inventory: list[De
     per_device = {d: {"workers": ranks.count(d), "models": labels,
                       "expected_bytes": ranks.count(d) * need, "budget_bytes": budgets[d]}
                   for d in gpus if ranks.count(d)}
-    # each worker's share of its device's budget becomes a hard cap in the worker (the caching
-    # allocator raises OOM beyond it, which the back-off handles), like vLLM's memory utilization
-    fractions = tuple(budgets[d] / info[d].total_bytes / ranks.count(d) for d in ranks)
+    # each worker's share of its device's budget, less its CUDA context (which the allocator does
+    # not count), becomes a hard cap in the worker: the caching allocator raises OOM beyond it,
+    # which the back-off handles, and the workers of a device together stay within the budget
+    fractions = tuple((budgets[d] / ranks.count(d) - CUDA_CONTEXT) / info[d].total_bytes for d in ranks)
     return Plan(workers, tuple(ranks), max(1, cpu_count // workers), dict(model_bytes),
                 per_device, tuple(notes), fractions)
 

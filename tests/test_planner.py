@@ -51,6 +51,19 @@ def test_gpu_mem_fraction_caps_the_budget():
     assert tight.workers == int(40 * 0.3 * GiB // PER_WORKER) < loose.workers
 
 
+def test_each_gpu_worker_gets_a_memory_cap_that_holds_its_models_and_keeps_the_device_in_budget():
+    from djx.core.planner import CUDA_CONTEXT
+    inv = gpus(30, 12, total_gib=40)
+    plan = plan_workers(None, MODELS, inv, gpu_mem_fraction=0.9, cpu_count=16)
+    assert len(plan.mem_fraction) == plan.workers
+    for dev in ("cuda:0", "cuda:1"):
+        caps = [f * 40 * GiB for f, d in zip(plan.mem_fraction, plan.devices) if d == dev]
+        budget = plan.per_device[dev]["budget_bytes"]
+        assert all(cap >= 3 * GiB for cap in caps)  # the models fit under each worker's cap
+        assert sum(caps) + len(caps) * CUDA_CONTEXT <= budget + 1  # caps + contexts stay in budget
+        assert budget - (sum(caps) + len(caps) * CUDA_CONTEXT) < 1e-6 * budget  # and use it all
+
+
 def test_models_that_do_not_fit_raise_a_clear_error():
     with pytest.raises(RecipeError, match="need .* GiB per worker.*gpu_mem_fraction"):
         plan_workers(None, MODELS, gpus(3, 2), cpu_count=8)
