@@ -30,6 +30,8 @@ def _process(args) -> int:
         for i, op in enumerate(pipe.ops):
             specs = ", ".join(s.label() for s in op.model_specs())
             print(f"  op {i}: {op!r}" + (f"  [models: {specs}]" if specs else ""))
+        for note in pipe.recipe.notes():
+            print(f"  note: {note}")
         return 0
     pipe.run(restart=args.restart, progress=not args.quiet)
     return 0

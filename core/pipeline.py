@@ -133,6 +133,8 @@ class Pipeline:
             log(f"[djx] resuming: {state.records} samples already done, reading on from there")
         plan = plan or self.plan(r.np)
         log(plan.describe())
+        for note in self.recipe.notes():
+            log(f"  note: {note}")
         executor = self._executor(chain, plan, r, log)
         writer.open(manifest)
         snapshots: deque = deque()

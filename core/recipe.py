@@ -45,6 +45,7 @@ class Recipe:
     ray_address: str | None = None
     inject_faults: list[str] = field(default_factory=list)  # testing: "oom_above:N", "oom_always"
     base_dir: str = "."                       # the recipe's folder (set by the loader)
+    ignored: tuple = ()                       # Data-Juicer keys accepted and ignored: (key, why)
 
     @property
     def text_key(self) -> str:
@@ -66,17 +67,64 @@ class Recipe:
         ops = []
         for i, (name, params) in enumerate(self.process):
             where = f"process[{i}].{name}"
+            params, _ = _without_dj_op_keys(get_op_class(name), params)
             params = _resolve_path_params(get_op_class(name), params, self.base_dir)
             ops.append(build_op(name, params, where))
         return ops
 
+    def notes(self) -> list[str]:
+        """What a run should tell the user about this recipe: the Data-Juicer keys it ignores
+        (call after build_ops, which loads the plug-ins)."""
+        from .registry import get_op_class
+        out = [f"{key} ignored: {why}" for key, why in self.ignored]
+        for i, (name, params) in enumerate(self.process):
+            try:
+                _, dropped = _without_dj_op_keys(get_op_class(name), params)
+            except RecipeError:
+                continue
+            out += [f"process[{i}].{name}.{key} ignored: {DJ_OP_KEYS[key]}" for key in dropped]
+        return out
+
     def to_dict(self) -> dict:
-        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "base_dir"}
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("base_dir", "ignored")}
         d["process"] = [{name: dict(params)} for name, params in self.process]
         return d
 
 
-_FIELDS = {f.name: f for f in fields(Recipe) if f.name != "base_dir"}
+_FIELDS = {f.name: f for f in fields(Recipe) if f.name not in ("base_dir", "ignored")}
+
+# Keys a Data-Juicer recipe may carry that mean nothing to djx: accepted, ignored, and reported at
+# the start of a run (so a Data-Juicer recipe runs as it is, and nobody thinks they took effect).
+DJ_GLOBAL_KEYS = {
+    "use_cache": "djx does not cache datasets; it streams them",
+    "ds_cache_dir": "djx does not cache datasets", "cache_compress": "djx does not cache datasets",
+    "use_checkpoint": "djx always checkpoints; see checkpoint_every",
+    "temp_dir": "djx keeps its state next to export_path",
+    "open_monitor": "the summary reports per-op time and memory",
+    "open_tracer": "djx writes every dropped sample with its op and reason",
+    "op_list_to_trace": "djx writes every dropped sample", "trace_num": "djx writes every dropped sample",
+    "op_fusion": "djx runs the whole op chain per batch", "fusion_strategy": "djx runs the whole chain per batch",
+    "adaptive_batch_size": "batch_size is fixed; model forwards halve on CUDA OOM",
+    "keep_stats_in_res_ds": "djx always keeps stats in the export (the completeness check reads them)",
+    "keep_hashes_in_res_ds": "djx has no hash ops",
+    "export_shard_size": "djx writes one export file", "export_in_parallel": "djx writes one export file",
+    "export_type": "djx writes JSON Lines", "suffixes": "djx reads .jsonl, .json and .parquet",
+    "save_stats_in_one_file": "stats stay in each sample", "export_original_dataset": "see export_dropped",
+    "turbo": "not used", "debug": "not used", "auto": "not used", "auto_num": "not used",
+    "percentiles": "not used", "event_logging": "not used",
+    "audio_key": "djx has no audio ops", "video_key": "djx has no video ops",
+    "audio_special_token": "djx has no audio ops", "video_special_token": "djx has no video ops",
+}
+# Data-Juicer's per-op runtime keys, ignored unless the op itself takes them
+DJ_OP_KEYS = {
+    "num_proc": "workers come from the recipe's np", "accelerator": "devices come from the plan",
+    "mem_required": "the planner sizes workers from the models' footprint",
+    "cpu_required": "the planner sizes workers", "gpu_required": "the planner sizes workers",
+    "turbo": "not used", "skip_op_error": "see on_error", "work_dir": "not used",
+    "index_key": "not used", "auto_op_parallelism": "not used", "runtime_np": "not used",
+    "ray_execution_mode": "not used",
+}
+_EXECUTOR_TYPES = {"default": "local", "local": "local", "ray": "ray"}  # Data-Juicer's executor_type
 _HINTS = typing.get_type_hints(Recipe)
 _REQUIRED = ("dataset_path", "export_path")
 
@@ -107,7 +155,18 @@ def load_recipe(path: str, overrides: dict | None = None, custom_ops: list[str] 
 def recipe_from_dict(raw: dict, base_dir: str = ".") -> Recipe:
     raw = copy.deepcopy(raw)
     values: dict[str, Any] = {}
+    ignored = []
+    if "executor_type" in raw:  # Data-Juicer's name for `executor`
+        kind = raw.pop("executor_type")
+        if kind not in _EXECUTOR_TYPES:
+            raise RecipeError(f"executor_type: expected one of {', '.join(_EXECUTOR_TYPES)}, got {kind!r}")
+        if raw.get("executor") not in (None, _EXECUTOR_TYPES[kind]):
+            raise RecipeError(f"executor_type: {kind!r} contradicts executor: {raw['executor']!r}; keep one")
+        raw["executor"] = _EXECUTOR_TYPES[kind]
     for key, value in raw.items():
+        if key in DJ_GLOBAL_KEYS and key not in _FIELDS:
+            ignored.append((key, DJ_GLOBAL_KEYS[key]))
+            continue
         if key not in _FIELDS:
             hint = closest(str(key), _FIELDS)
             raise RecipeError(f"unknown recipe key {key!r}" + (f"; did you mean {hint!r}?" if hint else ""))
@@ -141,7 +200,7 @@ def recipe_from_dict(raw: dict, base_dir: str = ".") -> Recipe:
             raise RecipeError(f"inject_faults: unknown fault {f!r}; known: 'oom_always', 'oom_above:N'")
     if isinstance(values.get("text_keys"), list) and not values["text_keys"]:
         raise RecipeError("text_keys: must name at least one key")
-    return Recipe(**values, base_dir=base_dir)
+    return Recipe(**values, base_dir=base_dir, ignored=tuple(ignored))
 
 
 def _parse_process(value) -> tuple:
@@ -163,6 +222,14 @@ def _parse_process(value) -> tuple:
             raise RecipeError(f"process[{i}].{name}: parameters must be a mapping, got {params!r}")
         out.append((str(name), params))
     return tuple(out)
+
+
+def _without_dj_op_keys(cls, params: dict) -> tuple[dict, list[str]]:
+    """Params less the Data-Juicer runtime keys this op does not take; and those keys."""
+    from .params import describe_params
+    takes = {name for name, _, _ in describe_params(cls)}
+    dropped = [k for k in params if k in DJ_OP_KEYS and k not in takes]
+    return {k: v for k, v in params.items() if k not in dropped}, dropped
 
 
 def _abs(path: str, base_dir: str) -> str:

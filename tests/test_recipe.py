@@ -128,6 +128,31 @@ def test_a_run_from_another_folder_reads_and_writes_next_to_the_recipe(tmp_path,
     assert not (tmp_path / "out").exists()
 
 
+def test_a_data_juicer_recipe_runs_as_it_is_and_says_which_keys_it_ignores(tmp_path, write_recipe,
+                                                                           text_dataset, read_jsonl, djx_cli):
+    recipe = write_recipe(tmp_path / "dj.yaml", project_name="dj", dataset_path=str(text_dataset.path),
+                          export_path="out/kept.jsonl", np=1, executor_type="default", use_cache=False,
+                          open_tracer=True, op_fusion=False, keep_stats_in_res_ds=True,
+                          process=[{"text_length_filter": {"min_len": 4, "num_proc": 8, "mem_required": "1GB",
+                                                           "batch_size": 16}}])
+    res = djx_cli("process", recipe, "--quiet")
+    assert res.rc == 0, res.err
+    for key in ("use_cache", "open_tracer", "op_fusion", "keep_stats_in_res_ds",
+                "process[0].text_length_filter.num_proc", "process[0].text_length_filter.mem_required"):
+        assert f"note: {key} ignored: " in res.out, key
+    assert "batch_size ignored" not in res.out  # a djx op parameter too: it takes effect
+    assert [s["id"] for s in read_jsonl(tmp_path / "out" / "kept.jsonl")] == text_dataset.kept_ids(4)
+    # Data-Juicer's executor_type maps onto executor; typos are still refused
+    assert load_recipe(str(recipe)).executor == "local"
+    assert load_recipe(str(recipe), {"executor_type": "ray"}).executor == "ray"
+    with pytest.raises(RecipeError, match="executor_type: 'ray' contradicts executor: 'local'"):
+        load_recipe(str(recipe), {"executor_type": "ray", "executor": "local"})
+    with pytest.raises(RecipeError, match="unknown recipe key 'use_cahce'"):
+        load_recipe(str(recipe), {"use_cahce": True})
+    with pytest.raises(RecipeError, match="unknown parameter 'num_porc'"):
+        load_recipe(str(recipe), {"process.0.text_length_filter.num_porc": 2}).build_ops()
+
+
 # -- overrides --------------------------------------------------------------------------------------
 
 def test_set_reaches_into_an_op_parameter(tmp_path, write_recipe, text_dataset, read_jsonl, djx_cli):
