@@ -1,0 +1,76 @@
+"""The README's plug-in examples, taken from the README itself, run as a user would run them."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import torch
+from PIL import Image
+from transformers import AutoProcessor, CLIPModel
+
+from djx import Pipeline
+
+from conftest import REPO_DIR, read_jsonl_file
+
+README = (REPO_DIR / "README.md").read_text(encoding="utf-8")
+DEMO = REPO_DIR / "tests" / "assets" / "demo"
+TINY_CLIP = REPO_DIR / "tests" / "assets" / "models" / "tiny-clip"
+
+
+def readme_block(first_line: str) -> str:
+    """The README's ```python block that starts with `first_line`."""
+    blocks = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
+    found = [b for b in blocks if b.startswith(first_line + "\n")]
+    assert len(found) == 1, f"the README has no single python block starting with {first_line!r}"
+    return found[0]
+
+
+def test_the_readme_word_count_plugin_runs_from_a_recipe(tmp_path, write_recipe):
+    (tmp_path / "my_ops.py").write_text(readme_block("# my_ops.py"))
+    texts = ["one two three four", "too short", "a b c", "nul \x00 in here ok", "fine text with words"]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path="in.jsonl", export_path="out/kept.jsonl",
+                          np=2, start_method="spawn", custom_ops=["my_ops.py"],
+                          process=[{"word_count_filter": {"min_words": 3}}])
+    summary = Pipeline.from_recipe(str(recipe)).run(progress=False, log=lambda *a: None)
+    kept = read_jsonl_file(tmp_path / "out" / "kept.jsonl")
+    assert [k["text"] for k in kept] == ["one two three four", "a b c", "fine text with words"]
+    assert [k["__dj__stats__"]["num_words"] for k in kept] == [4, 3, 4]
+    rejected = read_jsonl_file(tmp_path / "out" / "kept.rejected.jsonl")
+    assert [r["record"]["text"] for r in rejected] == [texts[3]] and "NUL" in rejected[0]["reason"]
+    assert (summary["kept"], summary["dropped"], summary["rejected"]) == (3, 1, 1)
+
+
+def reference_prompt_scores(images: list[Image.Image], prompts: list[str]) -> list[float]:
+    """Plain transformers: max over prompts of the cosine between CLIP image and text features."""
+    model = CLIPModel.from_pretrained(TINY_CLIP).eval()
+    proc = AutoProcessor.from_pretrained(TINY_CLIP)
+    with torch.no_grad():
+        inputs = proc(text=prompts, images=images, return_tensors="pt", padding=True)
+        out = model(**inputs)
+        return (out.image_embeds @ out.text_embeds.T).max(dim=1).values.tolist()
+
+
+def test_the_readme_model_plugin_shares_clip_with_the_builtin_filter(tmp_path, write_recipe):
+    (tmp_path / "image_prompt_ops.py").write_text(readme_block("# image_prompt_ops.py"))
+    prompts = ["a red circle on a white background", "a blue square on a black background"]
+    recipe = write_recipe(
+        tmp_path / "r.yaml", dataset_path=str(DEMO / "demo.jsonl"), export_path="out/kept.jsonl",
+        np=2, start_method="spawn", custom_ops=["image_prompt_ops.py"],
+        process=[{"image_text_similarity_filter": {"hf_clip": str(TINY_CLIP), "min_score": -1.0}},
+                 {"image_prompt_filter": {"hf_clip": str(TINY_CLIP), "prompts": prompts, "min_score": -1.0}}])
+    summary = Pipeline.from_recipe(str(recipe)).run(progress=False, log=lambda *a: None)
+    assert summary["check"]["ok"] and summary["kept"] + summary["rejected"] == summary["input"] == 100
+    # two ops, one model: one copy per worker
+    assert summary["max_model_loads_per_process"] == 1
+    assert all(list(loads) == ["hf_clip:tiny-clip:float32"] for loads in summary["model_loads"].values())
+
+    kept = read_jsonl_file(tmp_path / "out" / "kept.jsonl")
+    multi = [k for k in kept if len(k.get("images", [])) > 1][:3]
+    single = [k for k in kept if len(k.get("images", [])) == 1][:5]
+    assert multi and single
+    for k in multi + single:
+        images = [Image.open(DEMO / ref).convert("RGB") for ref in k["images"]]
+        expected = reference_prompt_scores(images, prompts)
+        assert k["__dj__stats__"]["image_prompt_score"] == pytest.approx(expected, abs=1e-5)
