@@ -44,7 +44,7 @@ class RayExecutor:
     def __init__(self, chain: OpChain, plan: Plan, recipe: Recipe):
         self.chain, self.plan, self.recipe = chain, plan, recipe
         self.reports: dict[str, dict] = {}   # actor id -> {"pool", "peak_uss", "peak_device_bytes"}
-        self.restarts = 0                    # Ray Data replaces dead actors itself
+        self.restarts = 0                    # actor deaths (Ray Data replaces dead actors itself)
         self.groups = stage_groups(chain.ops)
         self._chain_bytes = dill.dumps(chain)  # by value, with its RunContext (tokens included)
 
@@ -192,6 +192,7 @@ class RayExecutor:
             res.op_counts[k][4] += seconds
         for k, v in meta["counters"].items():
             res.counters[k] = res.counters.get(k, 0) + v
+        self.restarts += meta["counters"].get("actor_deaths", 0)
         self.reports[meta["worker"]] = meta["report"]
 
 

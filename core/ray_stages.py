@@ -188,6 +188,7 @@ class ChainStage:
                                f"its actors keep dying on one batch outside any sample (out of "
                                f"memory?); lower batch_size or give the actors more memory")
             res, rejections = self._careful(key, items, poison)
+            res.counters["actor_deaths"] = res.counters.get("actor_deaths", 0) + tries
         if key is not None:
             self.attempts.end.remote(key)
         for s in res.kept:

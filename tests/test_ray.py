@@ -262,6 +262,8 @@ def test_samples_that_kill_their_actor_are_rejected_and_the_rest_kept(ray_addres
     (local, local_out), (summary, ray_out) = both["local"], both["ray"]
     assert (summary["input"], summary["kept"], summary["rejected"]) == (40, 37, 3)
     assert summary["check"]["ok"] and [op["rejected"] for op in summary["ops"]] == [0, 3]
+    # each poison batch: one death on the whole batch, then one per poison sample
+    assert summary["worker_restarts"] == 5 and summary["events"]["actor_deaths"] == 5
     assert ray_out["kept"] == local_out["kept"]
     assert sorted(ray_out["rejected"]) == sorted(local_out["rejected"]) == sorted(poison)
     for pos, rec in ray_out["rejected"].items():
