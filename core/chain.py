@@ -26,6 +26,7 @@ class Item:
     error: str | None = None
     raw: str | None = None
     pending: bool = False
+    file: int = 0  # index into RunContext.input_files
 
 
 def parse_pending(items: list[Item]) -> None:
@@ -96,9 +97,9 @@ class OpChain:
         for item in items:
             reason = item.error or _not_an_object(item.record)
             if reason:
-                self._reject(result, item.pos, item.line, None, reason, "bad_input", item=item)
+                self._reject(result, item.pos, item.line, None, reason, "bad_input", item=item, file=item.file)
                 continue
-            originals[item.pos] = (item.line, item.record)  # ops work on the copy below
+            originals[item.pos] = (item.line, item.record, item.file)  # ops work on the copy below
             sample = dict(item.record)
             sample[POSITION_KEY] = item.pos
             samples.append(sample)
@@ -140,17 +141,19 @@ class OpChain:
         for i, s in enumerate(samples):
             if i in rejected:
                 counts[3] += 1
-                line, original = originals[s[POSITION_KEY]]
-                self._reject(result, s[POSITION_KEY], line, op.name, *rejected[i], original=original)
+                line, original, file = originals[s[POSITION_KEY]]
+                self._reject(result, s[POSITION_KEY], line, op.name, *rejected[i], original=original,
+                             file=file)
                 continue
             if isinstance(op, Filter):
                 try:
                     verdict = op.keep(s.get(STATS_KEY, {}))
                 except Exception as e:
                     counts[3] += 1
-                    line, original = originals[s[POSITION_KEY]]
+                    line, original, file = originals[s[POSITION_KEY]]
                     self._reject(result, s[POSITION_KEY], line, op.name,
-                                 f"{op.name}.keep raised {_short_tb(e)}", "op_error", original=original)
+                                 f"{op.name}.keep raised {_short_tb(e)}", "op_error", original=original,
+                                 file=file)
                     continue
                 keep, why = verdict if isinstance(verdict, tuple) else (verdict, None)
                 if not keep:
@@ -181,8 +184,10 @@ class OpChain:
             out.update(self._call_isolated(op, [sample], [j], images, pool, text_key, image_key, counters))
         return out
 
-    def _reject(self, result, pos, line, op_name, reason, code=None, item=None, original=None) -> None:
-        rec = {POSITION_KEY: pos, "line": line, "op": op_name, "reason": reason, "code": code}
+    def _reject(self, result, pos, line, op_name, reason, code=None, item=None, original=None,
+                file=0) -> None:
+        rec = {POSITION_KEY: pos, **file_field(self.ctx, file), "line": line, "op": op_name,
+               "reason": reason, "code": code}
         if item is not None and item.error:
             rec["raw"] = item.raw
         else:
@@ -192,10 +197,17 @@ class OpChain:
         result.rejected.append(rec)
 
 
+def file_field(ctx, file: int) -> dict:
+    """{"file": name} for a record of a dataset of several files; {} for a one-file dataset."""
+    return {"file": ctx.input_files[file]} if len(ctx.input_files) > 1 else {}
+
+
 def fail_message(rec: dict) -> str:
     """What on_error: fail says about a rejected record (the same on every executor)."""
     line, op = rec.get("line"), rec.get("op")
     where = f"line {line}" if line else f"record {rec[POSITION_KEY]}"
+    if rec.get("file"):
+        where = f"{rec['file']}, {where}"
     return (f"{where}: {rec.get('reason')}" + (f" (op {op})" if op else "")
             + "; set on_error: reject to write bad samples to the rejected file and go on")
 

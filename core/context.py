@@ -26,6 +26,7 @@ class RunContext:
     torch_threads: int = 0  # 0: decided by the executor from cores / workers
     oom_min_batch: int = 1
     fault: tuple[str, ...] = field(default=())  # injected faults (recipe inject_faults), e.g. ("oom_above:2",)
+    input_files: tuple[str, ...] = ()  # a dataset of several files: their names (Item.file indexes)
 
     def with_(self, **changes) -> "RunContext":
         return replace(self, **changes)

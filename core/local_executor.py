@@ -19,7 +19,7 @@ import dill
 import multiprocess as mp
 from multiprocess.connection import wait
 
-from .chain import BatchResult, FailFast, Item, OpChain, parse_pending
+from .chain import BatchResult, FailFast, Item, OpChain, file_field, parse_pending
 from .context import POSITION_KEY
 from .errors import DjxError
 from .planner import Plan
@@ -245,7 +245,8 @@ class LocalExecutor:
                 if item.pending:  # the worker parsed it; here we only had the line
                     parse_pending([item])
                 res = BatchResult(op_counts=[[0, 0, 0, 0, 0.0] for _ in self.chain.ops])
-                res.rejected.append({POSITION_KEY: item.pos, "line": item.line, "op": op,
+                res.rejected.append({POSITION_KEY: item.pos, **file_field(self.chain.ctx, item.file),
+                                     "line": item.line, "op": op,
                                      "reason": f"worker died while running {op} ({how})", "code": "worker_died",
                                      "record": item.record if item.error is None else None,
                                      **({"raw": item.raw} if item.error else {})})

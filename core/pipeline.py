@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import itertools
 import json
@@ -24,7 +25,7 @@ from .model_pool import estimate_bytes, process_pool
 from .outputs import OutputPaths, OutputWriter
 from .planner import Plan, cuda_inventory, plan_workers
 from .progress import Progress
-from .reader import ReadState, read_items
+from .reader import ReadState, read_files, dataset_files, dataset_root
 from .recipe import Recipe, load_recipe, recipe_from_dict
 from .resources import cpu_count, peak_rss_bytes, uss_bytes
 from .summary import format_summary
@@ -114,13 +115,15 @@ class Pipeline:
                                   "dataset_path": os.path.abspath(dataset_path or r.dataset_path),
                                   "export_path": os.path.abspath(export_path or r.export_path)},
                                  base_dir=r.base_dir)
-        if not os.path.isfile(r.dataset_path):
-            raise DjxError(f"dataset not found: {r.dataset_path}")
-        t0 = time.monotonic()
-        chain = OpChain(self.ops, r.run_context())
+        files = dataset_files(r.dataset_path)
         paths = OutputPaths.for_export(r.export_path)
+        _refuse_outputs_inside_input(r.dataset_path, paths)
+        t0 = time.monotonic()
+        root = dataset_root(r.dataset_path)
+        names = tuple(os.path.relpath(f, root) for f in files) if len(files) > 1 else ()
+        chain = OpChain(self.ops, r.run_context(input_files=names))
         writer = OutputWriter(paths, r.export_dropped)
-        fingerprint = _fingerprint(r, self.ops)
+        fingerprint = _fingerprint(r, self.ops, files, root)
         manifest = None if restart else writer.load_manifest()
         if manifest is not None and manifest.get("fingerprint") != fingerprint:
             raise ResumeError(f"{paths.state_dir} holds an unfinished run of a different recipe or input "
@@ -140,7 +143,7 @@ class Pipeline:
         snapshots: deque = deque()
 
         def batches():
-            items = read_items(r.dataset_path, state, parse=False)  # workers parse the lines
+            items = read_files(files, state, parse=False)  # workers parse the lines
             while True:
                 block = list(itertools.islice(items, r.batch_size))
                 if not block:
@@ -152,7 +155,7 @@ class Pipeline:
         done_batches = 0
         early = [0, 0] if not manifest else None  # [samples seen, token mismatches]
         try:
-            results = (executor.run_dataset(r.dataset_path, state, snapshots) if r.executor == "ray"
+            results = (executor.run_dataset(files, state, snapshots) if r.executor == "ray"
                        else executor.run(batches()))
             it, read_at, saved = iter(results), None, 0
             while True:
@@ -278,11 +281,34 @@ class Pipeline:
         }
 
 
-def _fingerprint(r: Recipe, ops: list) -> dict:
+def _fingerprint(r: Recipe, ops: list, files: list[str], root: str) -> dict:
     settings = {k: v for k, v in r.to_dict().items() if k not in _VOLATILE and k != "process"}
     op_desc = [[op.name, op.params()] for op in ops]
     text = json.dumps([settings, op_desc], sort_keys=True, default=str)
-    return {"recipe": hashlib.sha256(text.encode()).hexdigest()[:16], "input": _file_hash(r.dataset_path)}
+    if len(files) == 1:
+        data = _file_hash(files[0])
+    else:  # which files, in which order, with which content
+        h = hashlib.sha256()
+        for f in files:
+            h.update(f"{os.path.relpath(f, root)}\0{_file_hash(f)}\n".encode())
+        data = h.hexdigest()[:16]
+    return {"recipe": hashlib.sha256(text.encode()).hexdigest()[:16], "input": data}
+
+
+def _refuse_outputs_inside_input(dataset_path: str, paths: OutputPaths) -> None:
+    """A folder or glob dataset must not hold the run's own outputs: the next run would read them."""
+    if os.path.isfile(dataset_path):
+        return
+    outs = [paths.export, paths.dropped, paths.rejected]
+    if os.path.isdir(dataset_path):
+        root = os.path.abspath(dataset_path) + os.sep
+        inside = [o for o in outs if os.path.abspath(o).startswith(root)
+                  and not any(part.startswith(".") for part in os.path.relpath(o, root).split(os.sep))]
+    else:
+        inside = [o for o in outs if fnmatch.fnmatch(os.path.abspath(o), os.path.abspath(dataset_path))]
+    if inside:
+        raise DjxError(f"export_path: {inside[0]} would be part of the dataset {dataset_path} (the next run "
+                       f"would read it as input); write the outputs outside the dataset")
 
 
 def _file_hash(path: str) -> str:

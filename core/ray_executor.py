@@ -28,7 +28,7 @@ from .context import POSITION_KEY
 from .errors import DjxError
 from .planner import Plan
 from .recipe import Recipe
-from .ray_stages import Attempts, ChainStage, JsonLines, parse_lines, parse_rows
+from .ray_stages import Attempts, ChainStage, JsonLines, file_index, parse_lines, parse_rows
 from .resources import cpu_count
 
 MiB = 1 << 20
@@ -48,9 +48,10 @@ class RayExecutor:
         self.groups = stage_groups(chain.ops)
         self._chain_bytes = dill.dumps(chain)  # by value, with its RunContext (tokens included)
 
-    def run_dataset(self, path: str, state, snapshots) -> Iterator[BatchResult]:
-        """Yield BatchResults in input order; keep `state` current and append a copy of it to
-        `snapshots` before each result."""
+    def run_dataset(self, files: list[str], state, snapshots) -> Iterator[BatchResult]:
+        """Yield BatchResults in input order over the dataset's files (all of one format); keep
+        `state` current and append a copy of it to `snapshots` before each result."""
+        path = files[0]
         if path.lower().endswith(".json"):
             raise DjxError(f"{path}: the ray executor reads JSON Lines (.jsonl) or parquet; convert the "
                            f".json array to .jsonl (one object per line) or use executor: local")
@@ -58,6 +59,11 @@ class RayExecutor:
         if parquet and state.records:
             raise DjxError(f"{path}: the ray executor resumes JSON Lines inputs, not parquet; finish this "
                            f"run with executor: local (it resumes it), or start over with --restart")
+        if parquet and len(files) > 1:
+            import pyarrow.parquet as pq
+            if "path" in pq.read_schema(path).names:
+                raise DjxError(f"{path}: a column named 'path' collides with the file names Ray adds to "
+                               f"rows of a many-file parquet dataset; use executor: local")
         import ray
         ours = not ray.is_initialized()  # else: the Ray this process is connected to already
         if ours:
@@ -75,7 +81,7 @@ class RayExecutor:
         try:
             if self.groups:
                 self._attempts = ray.remote(num_cpus=0)(Attempts).remote()
-            yield from self._collect(self._dataset(ray, path, parquet, state.offset), state, snapshots,
+            yield from self._collect(self._dataset(ray, files, parquet, state), state, snapshots,
                                      not parquet)
         except ray.exceptions.RayError as e:
             raise DjxError(f"ray executor: {_explain(e)}") from None
@@ -87,7 +93,7 @@ class RayExecutor:
                 ray.shutdown()
 
     # -- the dataset ------------------------------------------------------------------------
-    def _dataset(self, ray, path: str, parquet: bool, start: int = 0):
+    def _dataset(self, ray, files: list[str], parquet: bool, state):
         from ray.data import ActorPoolStrategy, DataContext
 
         with warnings.catch_warnings():  # Ray sets and copies its own deprecated context fields
@@ -110,8 +116,13 @@ class RayExecutor:
                 actor_cpus = max(0.001, min(1.0, int((cpus - 2 * io_cpus) * 9000 / n_actors) / 10000))
                 parse = {"ctx": self.chain.ctx.with_(on_error="reject"),  # the driver enforces "fail"
                          "keep_orig": bool(self.groups)}
-                ds = (ray.data.read_parquet(path, partitioning=None, num_cpus=io_cpus) if parquet
-                      else ray.data.read_datasource(JsonLines(path, start), num_cpus=io_cpus))
+                if parquet:
+                    many = len(files) > 1
+                    ds = ray.data.read_parquet(files, partitioning=None, num_cpus=io_cpus, include_paths=many)
+                    parse["index"] = file_index(files) if many else None
+                else:  # a resumed run starts in its current file, at its offset
+                    ds = ray.data.read_datasource(JsonLines(files[state.file:], state.offset, state.file),
+                                                  num_cpus=io_cpus)
                 ds = ds.map_batches(parse_rows if parquet else parse_lines, fn_kwargs=parse,
                                     batch_size=None, batch_format="pyarrow", num_cpus=io_cpus)
                 mem = max((n.get("Resources", {}).get("memory", 0) for n in ray.nodes() if n.get("Alive")),
@@ -151,10 +162,17 @@ class RayExecutor:
     # -- the driver: number the rows, rebuild BatchResults ----------------------------------
     def _collect(self, ds, state, snapshots, lines: bool) -> Iterator[BatchResult]:
         n_ops, fail = len(self.chain.ops), self.recipe.on_error == "fail"
+        names = self.chain.ctx.input_files
         for table in ds.iter_batches(batch_size=self.recipe.batch_size, batch_format="pyarrow"):
             res = BatchResult(op_counts=[[0, 0, 0, 0, 0.0] for _ in range(n_ops)])
             col = {name: table.column(name).to_pylist() for name in table.column_names}
             for i, kind in enumerate(col["kind"]):
+                file = col["file"][i]
+                if file != state.file:
+                    if file < state.file:
+                        raise DjxError(f"djx bug: Ray returned file {file} after file {state.file}")
+                    while state.file < file:  # the files between held no rows
+                        state.next_file()
                 if lines:
                     state.lines += 1
                     state.offset += col["nbytes"][i]
@@ -177,6 +195,8 @@ class RayExecutor:
                     res.dropped.append(rec)
                 else:
                     rec["line"] = state.lines if lines else None
+                    if names:
+                        rec["file"] = names[state.file]
                     if fail:
                         raise FailFast(fail_message(rec))
                     res.rejected.append(rec)

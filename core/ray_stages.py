@@ -33,18 +33,22 @@ class JsonLines(_file_datasource()):
     what the local reader sees. (read_text splits with str.splitlines, which also breaks lines at
     \\r, U+0085 and U+2028, all valid inside a JSON line, and fails the whole file on bad UTF-8.)"""
 
-    def __init__(self, path: str, start: int = 0, **kwargs):
-        super().__init__(path, **kwargs)
-        self.start = start  # a resumed run's read offset (a line start): skipped, never parsed
+    def __init__(self, files: list[str], start: int = 0, first: int = 0, **kwargs):
+        super().__init__(files, **kwargs)
+        self.start = start  # a resumed run's read offset (a line start) in its first file
+        self.first = first  # the dataset index of files[0] (a resumed run skips finished files)
+        self.index = file_index(files, first)
 
     def _read_stream(self, f, path: str):
-        skip = self.start
+        file = lookup_file(self.index, path)
+        skip = self.start if file == self.first else 0
+        at = skip
         while skip > 0:  # a sequential stream: read past the part already done
             got = len(f.read(min(skip, 4 * MiB)))
             if not got:
                 return
             skip -= got
-        tail, lines, starts, size, at = b"", [], [], 0, self.start
+        tail, lines, starts, size = b"", [], [], 0
         while chunk := f.read(4 * MiB):
             *complete, tail = (tail + chunk).split(b"\n")
             for line in complete:
@@ -53,34 +57,58 @@ class JsonLines(_file_datasource()):
                 at += len(line) + 1
                 size += len(line) + 1
                 if len(lines) >= BLOCK_LINES or size >= BLOCK_BYTES:
-                    yield _lines_table(lines, starts)
+                    yield _lines_table(lines, starts, file)
                     lines, starts, size = [], [], 0
         if tail:
             lines.append(tail)
             starts.append(at)
         if lines:
-            yield _lines_table(lines, starts)
+            yield _lines_table(lines, starts, file)
 
 
-def _lines_table(lines: list, starts: list) -> pa.Table:
-    return pa.table({"raw": pa.array(lines, pa.binary()), "at": pa.array(starts, pa.int64())})
+def file_index(files: list[str], first: int = 0) -> dict:
+    return {os.path.normpath(os.path.abspath(f)): first + i for i, f in enumerate(files)}
+
+
+def lookup_file(index: dict, path: str) -> int:
+    """The dataset index of a file as Ray names it (with or without a scheme or leading slash)."""
+    for prefix in ("file://", "local://"):
+        if path.startswith(prefix):
+            path = path[len(prefix):]
+    key = os.path.normpath(path if path.startswith("/") else "/" + path)
+    if key not in index:
+        raise RuntimeError(f"djx bug: Ray read {path!r}, which is not one of the dataset's files")
+    return index[key]
+
+
+def _lines_table(lines: list, starts: list, file: int) -> pa.Table:
+    return pa.table({"raw": pa.array(lines, pa.binary()), "at": pa.array(starts, pa.int64()),
+                     "file": pa.array([file] * len(lines), pa.int32())})
 
 
 def parse_lines(table: pa.Table, ctx, keep_orig: bool) -> pa.Table:
     """Lines -> rows. Items are made as core.reader makes them for local workers (raw text,
     `pending`) and parsed by the chain itself, so a bad line is rejected with the same reason."""
     raws = table.column("raw").to_pylist()
+    files = table.column("file").to_pylist()
     rows = [i for i, raw in enumerate(raws) if raw.strip()]
-    items = [Item(j, raw=raws[i].decode("utf-8", "replace").rstrip("\r\n"), pending=True)
+    items = [Item(j, raw=raws[i].decode("utf-8", "replace").rstrip("\r\n"), pending=True, file=files[i])
              for j, i in enumerate(rows)]
     out = _first_rows(items, rows, len(raws), ctx, keep_orig, [len(r) for r in raws])
-    return out.append_column("at", table.column("at"))
+    return out.append_column("at", table.column("at")).append_column("file", table.column("file"))
 
 
-def parse_rows(table: pa.Table, ctx, keep_orig: bool) -> pa.Table:
-    """Parquet rows -> rows (records are the rows as dicts, as core.reader reads them)."""
-    items = [Item(i, record=r) for i, r in enumerate(table.to_pylist())]
-    return _first_rows(items, list(range(len(items))), len(items), ctx, keep_orig, [0] * len(items))
+def parse_rows(table: pa.Table, ctx, keep_orig: bool, index: dict | None) -> pa.Table:
+    """Parquet rows -> rows: records are the rows as dicts, as core.reader reads them. With
+    several files (`index`), Ray's "path" column (include_paths) tells each row's file."""
+    if index is None:
+        files = [0] * table.num_rows
+    else:
+        files = [lookup_file(index, p) for p in table.column("path").to_pylist()]
+        table = table.drop_columns(["path"])
+    items = [Item(i, record=r, file=files[i]) for i, r in enumerate(table.to_pylist())]
+    out = _first_rows(items, list(range(len(items))), len(items), ctx, keep_orig, [0] * len(items))
+    return out.append_column("file", pa.array(files, pa.int32()))
 
 
 def _first_rows(items: list, rows: list, n: int, ctx, keep_orig: bool, nbytes: list) -> pa.Table:
@@ -221,7 +249,8 @@ class ChainStage:
         if self.attempts is None or not live:
             return None
         if "at" in table.column_names:
-            return (self.stage, table.column("at")[0].as_py(), table.num_rows)
+            return (self.stage, table.column("file")[0].as_py(), table.column("at")[0].as_py(),
+                    table.num_rows)
         return (self.stage, hashlib.sha256(b"".join(data)).hexdigest(), table.num_rows)
 
     def _careful(self, key, items: list, poison: dict) -> tuple[BatchResult, list]:

@@ -17,6 +17,7 @@ import yaml
 from .context import RunContext
 from .errors import RecipeError
 from .params import coerce, _type_name
+from .reader import dataset_root
 from .suggest import closest
 
 
@@ -55,7 +56,7 @@ class Recipe:
         return RunContext(text_key=self.text_key, image_key=self.image_key,
                           image_special_token=self.image_special_token,
                           eoc_special_token=self.eoc_special_token,
-                          dataset_dir=os.path.dirname(os.path.abspath(self.dataset_path)),
+                          dataset_dir=dataset_root(self.dataset_path),
                           max_image_pixels=self.max_image_pixels, on_error=self.on_error,
                           devices=tuple(self.devices), fault=tuple(self.inject_faults), **extra)
 
