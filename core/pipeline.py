@@ -295,6 +295,19 @@ def _fingerprint(r: Recipe, ops: list, files: list[str], root: str) -> dict:
     return {"recipe": hashlib.sha256(text.encode()).hexdigest()[:16], "input": data}
 
 
+def _glob_matches(path: str, pattern: str) -> bool:
+    """Whether glob.glob(pattern, recursive=True) would list `path` (component by component;
+    `**` spans any number of folders)."""
+    xs, ps = path.split(os.sep), pattern.split(os.sep)
+    if "**" not in ps:
+        return len(xs) == len(ps) and all(fnmatch.fnmatchcase(x, p) for x, p in zip(xs, ps))
+    i = ps.index("**")
+    head, tail = ps[:i], ps[i + 1:]
+    return (len(xs) >= len(head) + len(tail)
+            and all(fnmatch.fnmatchcase(x, p) for x, p in zip(xs[:len(head)], head))
+            and all(fnmatch.fnmatchcase(x, p) for x, p in zip(xs[len(xs) - len(tail):], tail)))
+
+
 def _refuse_outputs_inside_input(dataset_path: str, paths: OutputPaths) -> None:
     """A folder or glob dataset must not hold the run's own outputs: the next run would read them."""
     if os.path.isfile(dataset_path):
@@ -305,7 +318,7 @@ def _refuse_outputs_inside_input(dataset_path: str, paths: OutputPaths) -> None:
         inside = [o for o in outs if os.path.abspath(o).startswith(root)
                   and not any(part.startswith(".") for part in os.path.relpath(o, root).split(os.sep))]
     else:
-        inside = [o for o in outs if fnmatch.fnmatch(os.path.abspath(o), os.path.abspath(dataset_path))]
+        inside = [o for o in outs if _glob_matches(os.path.abspath(o), os.path.abspath(dataset_path))]
     if inside:
         raise DjxError(f"export_path: {inside[0]} would be part of the dataset {dataset_path} (the next run "
                        f"would read it as input); write the outputs outside the dataset")

@@ -116,6 +116,7 @@ class RayExecutor:
                 actor_cpus = max(0.001, min(1.0, int((cpus - 2 * io_cpus) * 9000 / n_actors) / 10000))
                 parse = {"ctx": self.chain.ctx.with_(on_error="reject"),  # the driver enforces "fail"
                          "keep_orig": bool(self.groups)}
+                _settle_fsspec_http()
                 if parquet:
                     many = len(files) > 1
                     ds = ray.data.read_parquet(files, partitioning=None, num_cpus=io_cpus, include_paths=many)
@@ -214,6 +215,20 @@ class RayExecutor:
             res.counters[k] = res.counters.get(k, 0) + v
         self.restarts += meta["counters"].get("actor_deaths", 0)
         self.reports[meta["worker"]] = meta["report"]
+
+
+def _settle_fsspec_http() -> None:
+    """Ray lists input files on several threads, and each asks whether the filesystem is
+    fsspec's HTTP one by importing fsspec.implementations.http, catching ModuleNotFoundError when
+    its aiohttp is missing. Threads importing it at once see a half-imported module and raise a
+    plain ImportError instead, which fails the read. When the module cannot be imported anyway,
+    record that once (a None entry makes every later import raise ModuleNotFoundError)."""
+    import importlib.util
+    name = "fsspec.implementations.http"
+    if name in sys.modules or importlib.util.find_spec("fsspec") is None:
+        return
+    if importlib.util.find_spec("aiohttp") is None:
+        sys.modules[name] = None
 
 
 def stage_groups(ops: list) -> list[tuple[int, int, frozenset]]:

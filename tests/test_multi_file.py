@@ -86,6 +86,12 @@ def test_folder_datasets_refuse_what_would_go_wrong(tmp_path, shards, mm_process
     ds, _, _ = shards
     with pytest.raises(DjxError, match="would be part of the dataset"):
         run(ds, ds / "out" / "kept.jsonl", mm_process)
+    with pytest.raises(DjxError, match="would be part of the dataset"):
+        run(ds / "*.jsonl", ds / "kept.jsonl", mm_process)
+    with pytest.raises(DjxError, match="would be part of the dataset"):
+        run(ds / "**" / "*.jsonl", ds / "out" / "kept.jsonl", mm_process)
+    # a glob that cannot match the outputs is fine
+    assert run(ds / "*.jsonl", ds / "out" / "kept.jsonl", mm_process)["check"]["ok"]
     (tmp_path / "empty").mkdir()
     with pytest.raises(DjxError, match="holds no .jsonl, .json or .parquet file"):
         run(tmp_path / "empty", tmp_path / "o/kept.jsonl", mm_process)
