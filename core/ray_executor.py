@@ -52,6 +52,8 @@ class RayExecutor:
         """Yield BatchResults in input order over the dataset's files (all of one format); keep
         `state` current and append a copy of it to `snapshots` before each result."""
         path = files[0]
+        if state.file >= len(files):  # resumed after everything was read: nothing left for Ray
+            return
         if path.lower().endswith(".json"):
             raise DjxError(f"{path}: the ray executor reads JSON Lines (.jsonl) or parquet; convert the "
                            f".json array to .jsonl (one object per line) or use executor: local")
