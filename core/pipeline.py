@@ -105,7 +105,7 @@ class Pipeline:
     # -- files ------------------------------------------------------------------------------
     def run(self, dataset_path: str | None = None, export_path: str | None = None, *,
             restart: bool = False, progress: bool = True, log=print, plan: Plan | None = None) -> dict:
-        """Process a dataset file into the export files; return the summary (also written as JSON).
+        """Process a dataset (a file, a folder of files or a glob) into the export files; return the summary (also written as JSON).
 
         Resumes an interrupted run of the same recipe and input unless `restart`. Raises
         CheckError (after writing the outputs) when the stats or the counts do not add up."""
