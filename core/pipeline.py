@@ -118,6 +118,7 @@ class Pipeline:
         files = dataset_files(r.dataset_path)
         paths = OutputPaths.for_export(r.export_path)
         _refuse_outputs_inside_input(r.dataset_path, paths)
+        _check_writable(os.path.dirname(os.path.abspath(paths.export)))
         t0 = time.monotonic()
         root = dataset_root(r.dataset_path)
         names = tuple(os.path.relpath(f, root) for f in files) if len(files) > 1 else ()
@@ -293,6 +294,17 @@ def _fingerprint(r: Recipe, ops: list, files: list[str], root: str) -> dict:
             h.update(f"{os.path.relpath(f, root)}\0{_file_hash(f)}\n".encode())
         data = h.hexdigest()[:16]
     return {"recipe": hashlib.sha256(text.encode()).hexdigest()[:16], "input": data}
+
+
+def _check_writable(folder: str) -> None:
+    """The export folder exists or can be made, and is writable: say so now, not mid-run."""
+    existing = folder
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise DjxError(f"export_path: cannot write under {folder}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise DjxError(f"export_path: cannot write under {folder}: {existing} is not writable")
 
 
 def _glob_matches(path: str, pattern: str) -> bool:

@@ -153,3 +153,13 @@ def test_a_script_piped_to_python_runs_spawn_workers(tmp_path, text_dataset):
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [str(text_dataset.records), str(len(text_dataset.kept_ids(4))), "True"]
+
+
+def test_an_export_path_under_a_file_is_a_clear_error_before_any_work(tmp_path, text_dataset, write_recipe,
+                                                                     djx_cli):
+    (tmp_path / "afile").write_text("not a folder")
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(text_dataset.path),
+                          export_path="afile/out/kept.jsonl", process=[{"text_length_filter": {}}])
+    res = djx_cli("process", recipe, "--quiet")
+    assert res.rc == 1 and "Traceback" not in res.err
+    assert "export_path: cannot write under" in res.err and "afile is a file, not a folder" in res.err
