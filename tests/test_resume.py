@@ -136,3 +136,27 @@ def test_a_run_that_stops_on_an_error_keeps_its_finished_batches_for_the_resume(
     assert (summary["input"], summary["kept"], summary["rejected"]) == (ref["input"], 59, 1)
     assert outputs(tmp_path) == outputs(tmp_path / "ref")
     assert read_jsonl_file(tmp_path / "out/o.rejected.jsonl")[0]["line"] == 53
+
+
+def test_ctrl_c_saves_the_finished_batches_and_the_same_command_resumes(tmp_path):
+    ref_dir = tmp_path / "ref"
+    ref_dir.mkdir()
+    assert djx("process", str(setup(ref_dir, seconds=0)), "--quiet").wait() == 0
+    recipe = setup(tmp_path, seconds=0.02, checkpoint_every=1000)  # no periodic checkpoint in reach
+    proc = djx("process", str(recipe), "--quiet")
+    parts = tmp_path / "out/.o.djx-state"
+    deadline = time.monotonic() + 60
+    while not any(p.stat().st_size for p in parts.glob("*.jsonl*")):  # some batches are written
+        assert time.monotonic() < deadline and proc.poll() is None, "the run wrote nothing"
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted; run the same command again to resume" in err
+    assert "Traceback" not in err
+    done = manifest_records(tmp_path)
+    assert 0 < done < N and f"stopped after {done} samples" in out
+    final = djx("process", str(recipe), "--quiet")
+    out, err = final.communicate()
+    assert final.returncode == 0, err
+    assert f"resuming: {done} samples already done" in out + err
+    assert outputs(tmp_path) == outputs(ref_dir)
