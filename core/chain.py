@@ -178,7 +178,7 @@ class OpChain:
             return {idx[j]: (r, batch.codes.get(j)) for j, r in batch.rejected.items()}
         except Exception as e:
             if len(group) == 1:
-                return {idx[0]: (_reason(op, e), None if isinstance(e, SampleError) else "op_error")}
+                return {idx[0]: (_reason(op, e), e.code if isinstance(e, SampleError) else "op_error")}
         out = {}
         for j, sample in zip(idx, group):
             out.update(self._call_isolated(op, [sample], [j], images, pool, text_key, image_key, counters))

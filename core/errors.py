@@ -14,7 +14,12 @@ class OpNotFoundError(RecipeError):
 
 
 class SampleError(DjxError):
-    """One sample cannot be processed; it is rejected with this message as its reason."""
+    """One sample cannot be processed; it is rejected with this message as its reason, and
+    `code` (e.g. "bad_image") as its rejection code."""
+
+    def __init__(self, message: str, code: str | None = None):
+        super().__init__(message)
+        self.code = code
 
 
 class CheckError(DjxError):

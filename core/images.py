@@ -12,6 +12,8 @@ from PIL import Image, UnidentifiedImageError
 
 from .errors import SampleError
 
+BAD_IMAGE = "bad_image"  # rejection code of an image that cannot be read
+
 
 class BatchImages:
     """Opens each image at most once per batch; `close()` releases everything."""
@@ -29,7 +31,7 @@ class BatchImages:
         try:
             return os.path.getsize(self.path(ref))
         except OSError as e:
-            raise SampleError(f"image {ref!r}: {e.strerror or e}") from None
+            raise SampleError(f"image {ref!r}: {e.strerror or e}", code=BAD_IMAGE) from None
 
     def size(self, ref: str) -> tuple[int, int]:
         """(width, height) from the file header, without decoding pixels."""
@@ -51,33 +53,38 @@ class BatchImages:
             except SampleError:
                 raise
             except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
-                raise SampleError(f"image {ref!r}: cannot decode ({e})") from None
+                raise SampleError(f"image {ref!r}: cannot decode ({e})", code=BAD_IMAGE) from None
             finally:
                 img.close()
         return self._decoded[key]
 
     def _open(self, ref: str) -> Image.Image:
         if not isinstance(ref, str):
-            raise SampleError(f"image reference {ref!r} is not a string")
+            raise SampleError(f"image reference {ref!r} is not a string", code=BAD_IMAGE)
+        if not ref.strip():
+            raise SampleError("image '': an empty path", code=BAD_IMAGE)
+        if "://" in ref:
+            raise SampleError(f"image {ref!r}: a URL; djx reads local files (download the images and "
+                              f"use their paths)", code=BAD_IMAGE)
         path = self.path(ref)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", Image.DecompressionBombWarning)
                 img = Image.open(path)
         except FileNotFoundError:
-            raise SampleError(f"image {ref!r}: file not found ({path})") from None
+            raise SampleError(f"image {ref!r}: file not found ({path})", code=BAD_IMAGE) from None
         except UnidentifiedImageError:
-            raise SampleError(f"image {ref!r}: not a readable image file") from None
+            raise SampleError(f"image {ref!r}: not a readable image file", code=BAD_IMAGE) from None
         except Image.DecompressionBombError as e:
-            raise SampleError(f"image {ref!r}: decompression bomb ({e})") from None
+            raise SampleError(f"image {ref!r}: decompression bomb ({e})", code=BAD_IMAGE) from None
         except OSError as e:
-            raise SampleError(f"image {ref!r}: cannot open ({e.strerror or e})") from None
+            raise SampleError(f"image {ref!r}: cannot open ({e.strerror or e})", code=BAD_IMAGE) from None
         w, h = img.size
         if w * h > self.max_pixels:
             img.close()
             raise SampleError(f"image {ref!r}: {w}x{h} = {w * h} pixels exceeds the limit of "
                               f"{self.max_pixels} (decompression-bomb guard; raise max_image_pixels "
-                              f"in the recipe if this image is legitimate)")
+                              f"in the recipe if this image is legitimate)", code=BAD_IMAGE)
         return img
 
     def close(self) -> None:

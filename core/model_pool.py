@@ -50,6 +50,7 @@ class ModelPool:
 
     def __init__(self, device: str = "cpu"):
         self.device = device
+        self.pid = os.getpid()
         self._models: dict[tuple[ModelSpec, str], Any] = {}
         self.loads: dict[str, int] = {}          # spec label -> loads in this process
         self.load_seconds: dict[str, float] = {}
@@ -105,7 +106,9 @@ _PROCESS_POOL: ModelPool | None = None
 def process_pool(device: str | None = None) -> ModelPool:
     """The pool of this process, created on first use (bound to `device`, default cpu)."""
     global _PROCESS_POOL
-    if _PROCESS_POOL is None:
+    # a forked worker starts its own pool: models loaded by the parent are not its loads, and a
+    # torch model used across fork can hang
+    if _PROCESS_POOL is None or _PROCESS_POOL.pid != os.getpid():
         _PROCESS_POOL = ModelPool(device or "cpu")
     elif device is not None and device != _PROCESS_POOL.device:
         _PROCESS_POOL.device = device

@@ -261,3 +261,15 @@ def test_the_demo_recipe_runs_and_each_filter_drops_something(tmp_path):
     assert 0 < summary["kept"] < 100
     for op in summary["ops"]:
         assert op["dropped"] > 0, op
+
+
+def test_forked_workers_report_their_own_model_loads_not_the_parents(tmp_path):
+    op = ImageTextSimilarityFilter(hf_clip=CLIP, min_score=-1.0)
+    list(Pipeline(ops=[op]).process([{"text": "no images here"}]))  # loads CLIP in this process
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"text": f"sample {i} with words"}) + "\n" for i in range(40)))
+    summary = Pipeline(process=[{"text_length_filter": {"min_len": 3}}], np=2, batch_size=8,
+                       start_method="fork").run(str(data), str(tmp_path / "out/k.jsonl"), progress=False,
+                                                log=lambda *a: None)
+    assert summary["model_loads"] and all(loads == {} for loads in summary["model_loads"].values())
+    assert summary["max_model_loads_per_process"] == 0

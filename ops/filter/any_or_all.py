@@ -16,6 +16,6 @@ def image_sizes(batch):
         try:
             sizes = [batch.images.size(ref) for ref in batch.image_refs(sample)]
         except SampleError as e:
-            batch.reject(i, str(e))
+            batch.reject(i, str(e), e.code)
             continue
         yield sample, sizes

@@ -43,7 +43,7 @@ class ImageSizeFilter(Filter):
                 batch.stats(sample)["image_sizes"] = [batch.images.file_bytes(ref)
                                                       for ref in batch.image_refs(sample)]
             except SampleError as e:
-                batch.reject(i, str(e))
+                batch.reject(i, str(e), e.code)
 
     def keep(self, stats: dict) -> bool:
         return keep_images(stats["image_sizes"], self.min_bytes, self.max_bytes, self.any_or_all)

@@ -28,7 +28,7 @@ def split_chunks(text: str, n_images: int, image_token: str, eoc_token: str) -> 
     n_tokens = text.count(image_token)
     if n_tokens != n_images:
         raise SampleError(f"{n_images} image(s) but {n_tokens} image token(s) {image_token!r} in the "
-                          f"text; check image_special_token (this run uses {image_token!r})")
+                          f"text; check image_special_token (this run uses {image_token!r})", TOKEN_MISMATCH)
     chunks, offset = [], 0
     for chunk in text.split(eoc_token):
         count = chunk.count(image_token)
@@ -91,7 +91,7 @@ class ImageTextModelFilter(Filter):
                         image_ids[ref] = len(images)
                         images.append(self._prepare(batch.images.rgb(ref, target)))
             except SampleError as e:
-                batch.reject(i, str(e), TOKEN_MISMATCH if "image token" in str(e) else None)
+                batch.reject(i, str(e), e.code)
                 plan.append(None)
                 continue
             sample_chunks = []
@@ -118,7 +118,7 @@ class ImageTextModelFilter(Filter):
                 chunk_scores = [scores[p] for p in idx]
                 if any(s is None for s in chunk_scores):
                     from djx.core.oom import OOM_REASON
-                    batch.reject(i, OOM_REASON)
+                    batch.reject(i, OOM_REASON, "oom")
                     break
                 values.append(_reduce(chunk_scores, self.reduce_mode))
             else:
