@@ -64,9 +64,11 @@ def test_each_kind_of_bad_input_is_rejected_with_a_reason(tmp_path, images):
         json.dumps({"text": "bomb", "images": ["img/huge.png"]}),            # 11
         "",                                                          # blank: skipped, counted
         good,                                                        # 12 kept
+        json.dumps({"text": "a url", "images": ["https://example.com/a.jpg"]}),  # 13
+        json.dumps({"text": "empty path", "images": [""]}),                      # 14
     ]
     summary, rej = run(tmp_path, lines, [TEXT, SHAPE, {"poison_filter": {}}], max_image_pixels=10_000_000)
-    assert_accounted(summary, 13)
+    assert_accounted(summary, 15)
     # the truncated JPEG's header is intact: header-only filters keep it (decoding ops reject it)
     assert summary["blank_lines"] == 1 and summary["kept"] == 3
     assert "not valid JSON" in rej[1]["reason"] and rej[1]["raw"] == "{not json" and rej[1]["line"] == 2
@@ -79,7 +81,11 @@ def test_each_kind_of_bad_input_is_rejected_with_a_reason(tmp_path, images):
         assert name in rej[pos]["reason"]
         assert any(w in rej[pos]["reason"] for w in ("not a readable image", "cannot open"))
     assert "exceeds the limit of 10000000" in rej[11]["reason"]
-    assert set(rej) == {1, 2, 3, 4, 5, 6, 7, 9, 10, 11}
+    assert "a URL; djx reads local files" in rej[13]["reason"] and "an empty path" in rej[14]["reason"]
+    assert set(rej) == {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 13, 14}
+    assert {pos: r["code"] for pos, r in rej.items()} == {
+        1: "bad_input", 2: "bad_input", 3: "bad_input", 4: "bad_input", 5: "bad_input", 6: "bad_input",
+        7: "bad_image", 9: "bad_image", 10: "bad_image", 11: "bad_image", 13: "bad_image", 14: "bad_image"}
     for r in rej.values():
         assert r["reason"] and ("record" in r or "raw" in r)
 
