@@ -71,8 +71,9 @@ class Pipeline:
         if self._inventory is None:
             self._inventory = cuda_inventory() if specs and not wants_cpu else []
         # estimating builds each model on the meta device (transformers in this process): only
-        # worth it where memory decides the plan, or when asked for (dry runs)
-        want = estimate or bool(self._inventory)
+        # worth it where memory decides the plan (GPUs; Ray actors declare their memory from it),
+        # or when asked for (dry runs)
+        want = estimate or bool(self._inventory) or self.recipe.executor == "ray"
         estimated = {s.label(): estimate_bytes(s) if want else 0 for s in specs}
         return plan_workers(np or self.recipe.np, {**estimated, **(model_bytes or {})}, self._inventory,
                             self.recipe.gpu_mem_fraction, cpu_count(), listed)

@@ -314,3 +314,5 @@ def test_demo_recipe_gives_the_same_samples_and_stats_on_ray(ray_address, tmp_pa
     summary = assert_same_run(both)
     assert summary["kept"] > 0 and summary["dropped"] > 0
     assert summary["max_model_loads_per_process"] == 1
+    # the actors' declared memory counts the models: their footprints are estimated for Ray
+    assert all(b > 0 for b in summary["plan"]["model_bytes"].values())
