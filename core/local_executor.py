@@ -123,10 +123,11 @@ class LocalExecutor:
             measured = self.reports[0]["pool"].get("measured_bytes") or {}
             if measured:
                 revised = self.replan(measured)
-                if revised.workers < self.plan.workers:
+                # rank 0 already runs on its device: a revision must keep it there
+                if revised.workers < self.plan.workers and revised.devices[0] == self.plan.devices[0]:
                     self.log(f"plan revised with the measured model footprint: {revised.workers} "
                              f"worker(s) instead of {self.plan.workers}\n{revised.describe()}")
-                self.plan = revised if revised.workers <= self.plan.workers else self.plan
+                    self.plan = revised
                 self.max_in_flight = min(self.max_in_flight, 2 * self.plan.workers)
         workers = [first] + [self._spawn(r, warm) for r in range(1, self.plan.workers)]
         for w in workers[1:]:

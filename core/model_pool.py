@@ -86,6 +86,8 @@ class ModelPool:
 def _param_bytes(model) -> int:
     total = 0
     for part in (model if isinstance(model, (tuple, list)) else (model,)):
+        if not hasattr(part, "parameters") and hasattr(part, "model"):
+            part = part.model  # a loader's result that carries the module (e.g. LoadedModel)
         for t in getattr(part, "parameters", lambda: ())():
             total += t.numel() * t.element_size()
         for t in getattr(part, "buffers", lambda: ())():
