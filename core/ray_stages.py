@@ -254,6 +254,9 @@ class ChainStage:
         return (self.stage, hashlib.sha256(b"".join(data)).hexdigest(), table.num_rows)
 
     def _careful(self, key, items: list, poison: dict) -> tuple[BatchResult, list]:
+        """The batch one sample at a time, the registry told where each one is; the samples known
+        to kill are rejected unrun. (Per-op counts come from the rows' kinds at the driver; only
+        op seconds and counters travel in the result.)"""
         ops = self.chain.ops
         res = BatchResult(op_counts=[[0, 0, 0, 0, 0.0] for _ in ops])
         rejections = []
@@ -264,11 +267,6 @@ class ChainStage:
                 rejections.append((k, {POSITION_KEY: j, "op": ops[k].name, "code": "worker_died",
                                        "reason": f"worker died while running {ops[k].name} "
                                                  f"(its Ray actor process died)"}))
-                res.op_counts[k][0] += 1
-                res.op_counts[k][3] += 1
-                for c in res.op_counts[:k]:
-                    c[0] += 1
-                    c[1] += 1
                 continue
             one = self.chain.run([item], self.pool,
                                  on_op=lambda k: self._ray.get(self.attempts.at.remote(key, (j, k))))
@@ -277,8 +275,7 @@ class ChainStage:
             res.dropped += one.dropped
             rejections += self._rejections(one)
             for acc, c in zip(res.op_counts, one.op_counts):
-                for n in range(5):
-                    acc[n] += c[n]
+                acc[4] += c[4]
             for name, v in one.counters.items():
                 res.counters[name] = res.counters.get(name, 0) + v
         return res, rejections

@@ -48,6 +48,18 @@ def outputs(folder: Path) -> dict:
             (("kept", "kept.jsonl"), ("dropped", "kept.dropped.jsonl"), ("rejected", "kept.rejected.jsonl"))}
 
 
+def write_parquet_shards(tmp_path, records) -> tuple[Path, list[dict]]:
+    """pq/part-{0,1,2}.parquet (with their own images/) holding the records; returns the folder
+    and the rows (text made a string: one type per parquet column)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    shutil.copytree(tmp_path / "images", tmp_path / "pq" / "images")
+    rows = [dict(r, text=str(r["text"])) for r in records]
+    for i, part in enumerate((rows[:7], rows[7:20], rows[20:])):
+        pq.write_table(pa.Table.from_pylist(part), tmp_path / "pq" / f"part-{i}.parquet")
+    return tmp_path / "pq", rows
+
+
 def run(dataset, export, process, **keys):
     pipe = Pipeline(dataset_path=str(dataset), export_path=str(export), process=process, batch_size=4,
                     np=2, start_method="fork", **keys)
@@ -122,14 +134,11 @@ def test_a_run_stopped_in_the_second_file_resumes_there(tmp_path, shards, mm_rec
 
 
 def test_parquet_shards_read_like_one_parquet_file(tmp_path, mm_records, mm_process):
-    pq = pytest.importorskip("pyarrow.parquet")
     import pyarrow as pa
-    shutil.copytree(tmp_path / "images", tmp_path / "pq" / "images")
-    rows = [dict(r, text=str(r["text"])) for r in mm_records]  # one type per column
-    for i, part in enumerate((rows[:7], rows[7:20], rows[20:])):
-        pq.write_table(pa.Table.from_pylist(part), tmp_path / "pq" / f"part-{i}.parquet")
+    import pyarrow.parquet as pq
+    folder, rows = write_parquet_shards(tmp_path, mm_records)
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "one.parquet")
-    many = run(tmp_path / "pq", tmp_path / "out-many/kept.jsonl", mm_process)
+    many = run(folder, tmp_path / "out-many/kept.jsonl", mm_process)
     one = run(tmp_path / "one.parquet", tmp_path / "out-one/kept.jsonl", mm_process)
     assert many["input"] == one["input"] == len(rows) and many["check"]["ok"]
     got, want = outputs(tmp_path / "out-many"), outputs(tmp_path / "out-one")
@@ -142,33 +151,28 @@ from test_ray import assert_same_run, ray_address  # noqa: E402,F401  (a module-
 from test_ray import outputs as ray_outputs  # noqa: E402
 
 
-def test_ray_reads_a_folder_of_shards_like_the_local_executor(ray_address, tmp_path, shards, mm_process):  # noqa: F811
-    ds, _, _ = shards
+def run_both(dataset, tmp_path, process, address) -> dict:
+    """{executor: (summary, outputs by position)} for the local and the Ray executor."""
     both = {}
     for executor in ("local", "ray"):
-        summary = Pipeline(dataset_path=str(ds), export_path=str(tmp_path / executor / "kept.jsonl"),
-                           process=mm_process, batch_size=4, np=2, start_method="fork", executor=executor,
-                           ray_address=ray_address).run(**QUIET)
+        summary = Pipeline(dataset_path=str(dataset), export_path=str(tmp_path / executor / "kept.jsonl"),
+                           process=process, batch_size=4, np=2, start_method="fork", executor=executor,
+                           ray_address=address).run(**QUIET)
         both[executor] = (summary, ray_outputs(tmp_path / executor))
-    summary = assert_same_run(both)  # same records, stats, files and lines of rejected samples
+    return both
+
+
+def test_ray_reads_a_folder_of_shards_like_the_local_executor(ray_address, tmp_path, shards, mm_process):  # noqa: F811
+    ds, _, _ = shards
+    both = run_both(ds, tmp_path, mm_process, ray_address)
+    assert_same_run(both)  # same records, stats, files and lines of rejected samples
     assert {r["file"] for r in both["ray"][1]["rejected"].values()} == \
         {"part-0.jsonl", "part-1.jsonl", "sub/part-2.jsonl"}
 
 
 def test_ray_reads_parquet_shards_like_the_local_executor(ray_address, tmp_path, mm_records, mm_process):  # noqa: F811
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    shutil.copytree(tmp_path / "images", tmp_path / "pq" / "images")
-    rows = [dict(r, text=str(r["text"])) for r in mm_records]
-    for i, part in enumerate((rows[:7], rows[7:20], rows[20:])):
-        pq.write_table(pa.Table.from_pylist(part), tmp_path / "pq" / f"part-{i}.parquet")
-    both = {}
-    for executor in ("local", "ray"):
-        summary = Pipeline(dataset_path=str(tmp_path / "pq"), export_path=str(tmp_path / executor / "kept.jsonl"),
-                           process=mm_process, batch_size=4, np=2, start_method="fork", executor=executor,
-                           ray_address=ray_address).run(**QUIET)
-        both[executor] = (summary, ray_outputs(tmp_path / executor))
-    assert_same_run(both)
+    folder, _ = write_parquet_shards(tmp_path, mm_records)
+    assert_same_run(run_both(folder, tmp_path, mm_process, ray_address))
 
 
 def test_a_killed_ray_run_over_shards_resumes_in_the_right_file(ray_address, tmp_path):  # noqa: F811

@@ -259,7 +259,7 @@ def test_samples_that_kill_their_actor_are_rejected_and_the_rest_kept(ray_addres
                               process=[{"text_length_filter": {"min_len": 5}}, {"poison_filter": {}}])
         summary = Pipeline.from_recipe(str(recipe)).run(progress=False, log=lambda *a: None)
         both[executor] = (summary, outputs(tmp_path / executor))
-    (local, local_out), (summary, ray_out) = both["local"], both["ray"]
+    (_, local_out), (summary, ray_out) = both["local"], both["ray"]
     assert (summary["input"], summary["kept"], summary["rejected"]) == (40, 37, 3)
     assert summary["check"]["ok"] and [op["rejected"] for op in summary["ops"]] == [0, 3]
     # each poison batch: one death on the whole batch, then one per poison sample

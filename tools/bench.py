@@ -207,9 +207,9 @@ def bench_model_memory(work: Path, quick: bool) -> list[tuple]:
             dt = time.perf_counter() - t0
         assert summary["kept"] == n, summary
         peaks[n] = (s.peak_total, n / dt)
-    (a, ra), (b, rb) = peaks[sizes[0]], peaks[sizes[1]]
-    return [(f"peak USS, all processes, tiny CLIP np=1", f"{mb(a)} @{sizes[0] // 1000}k",
-             f"{mb(b)} @{sizes[1] // 1000}k", f"x{b / a:.2f} for x10 data ({rb:,.0f} samples/s)")]
+    (a, _), (b, rate) = peaks[sizes[0]], peaks[sizes[1]]
+    return [("peak USS, all processes, tiny CLIP np=1", f"{mb(a)} @{sizes[0] // 1000}k",
+             f"{mb(b)} @{sizes[1] // 1000}k", f"x{b / a:.2f} for x10 data ({rate:,.0f} samples/s)")]
 
 
 def bench_shared_model(work: Path) -> tuple:

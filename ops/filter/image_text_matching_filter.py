@@ -1,4 +1,3 @@
-from djx.core.oom import forward_with_backoff
 from djx.core.registry import register_op
 
 from .image_text_model_filter import ImageTextModelFilter, max_text_len
@@ -14,7 +13,6 @@ class ImageTextMatchingFilter(ImageTextModelFilter):
     """
 
     stats_keys = ("image_text_matching_score",)
-    stat = "image_text_matching_score"
     model_kind = "hf_blip_itm"
     path_params = ("hf_blip",)
 
@@ -27,14 +25,11 @@ class ImageTextMatchingFilter(ImageTextModelFilter):
         import torch
 
         model, proc, device = loaded.model, loaded.processor, loaded.device
-        ctx, runs = batch.ctx, batch.counters
 
         def encode_images(chunk):
-            pixels = proc.image_processor(chunk, return_tensors="pt")["pixel_values"]
-            return list(model.vision_model(pixel_values=pixels.to(device, loaded.dtype)).last_hidden_state)
+            return list(model.vision_model(pixel_values=self.pixels(loaded, chunk)).last_hidden_state)
 
-        vision = forward_with_backoff(encode_images, images, self.forward_batch_size, device,
-                                      ctx.fault, runs)
+        vision = self.forward(encode_images, images, loaded, batch)
 
         def match(chunk):
             tok = proc.tokenizer([texts[t] for t, _ in chunk], padding=True, truncation=True,
@@ -48,6 +43,5 @@ class ImageTextMatchingFilter(ImageTextModelFilter):
             return probs.tolist()
 
         usable = [p for p in pairs if vision[p[1]] is not None]
-        scored = dict(zip(usable, forward_with_backoff(match, usable, self.forward_batch_size, device,
-                                                       ctx.fault, runs)))
+        scored = dict(zip(usable, self.forward(match, usable, loaded, batch)))
         return [scored.get(p) for p in pairs]

@@ -16,6 +16,7 @@ from PIL import ImageOps
 from djx.core.context import TOKEN_MISMATCH
 from djx.core.errors import RecipeError, SampleError
 from djx.core.model_pool import ModelSpec
+from djx.core.oom import OOM_REASON, forward_with_backoff
 from djx.core.op import Batch, Filter
 
 from .any_or_all import keep_images
@@ -45,7 +46,6 @@ class ImageTextModelFilter(Filter):
     uses_images = True
     path_params = ()
     model_kind = ""
-    stat = ""
 
     def __init__(self, min_score: float, max_score: float = 1.0,
                  trust_remote_code: bool = False, horizontal_flip: bool = False,
@@ -68,7 +68,23 @@ class ImageTextModelFilter(Filter):
     def model_specs(self) -> list[ModelSpec]:
         return [self.spec]
 
-    # -- subclasses -------------------------------------------------------------------------
+    @property
+    def stat(self) -> str:
+        return self.stats_keys[0]
+
+    # -- for subclasses ---------------------------------------------------------------------
+    def forward(self, fn, items: list, loaded, batch: Batch) -> list:
+        """`fn` over `items` in `forward_batch_size` chunks, halved on CUDA OOM; one output per
+        item (None where even a single item ran out of memory)."""
+        return forward_with_backoff(fn, items, self.forward_batch_size, loaded.device, batch.ctx.fault,
+                                    batch.counters)
+
+    @staticmethod
+    def pixels(loaded, images: list):
+        """The processor's pixel tensor for `images`, on the model's device and dtype."""
+        pixels = loaded.processor.image_processor(images, return_tensors="pt")["pixel_values"]
+        return pixels.to(loaded.device, loaded.dtype)
+
     def score_pairs(self, loaded, batch: Batch, texts: list[str], images: list, pairs: list) -> list:
         """Scores for (text index, image index) pairs; None where a forward failed even alone."""
         raise NotImplementedError
@@ -117,7 +133,6 @@ class ImageTextModelFilter(Filter):
             for idx in sample_chunks:
                 chunk_scores = [scores[p] for p in idx]
                 if any(s is None for s in chunk_scores):
-                    from djx.core.oom import OOM_REASON
                     batch.reject(i, OOM_REASON, "oom")
                     break
                 values.append(_reduce(chunk_scores, self.reduce_mode))

@@ -1,4 +1,3 @@
-from djx.core.oom import forward_with_backoff
 from djx.core.registry import register_op
 
 from .image_text_model_filter import ImageTextModelFilter, max_text_len
@@ -14,7 +13,6 @@ class ImageTextSimilarityFilter(ImageTextModelFilter):
     """
 
     stats_keys = ("image_text_similarity",)
-    stat = "image_text_similarity"
     model_kind = "hf_clip"
     path_params = ("hf_clip",)
 
@@ -25,11 +23,9 @@ class ImageTextSimilarityFilter(ImageTextModelFilter):
 
     def score_pairs(self, loaded, batch, texts, images, pairs):
         model, proc, device = loaded.model, loaded.processor, loaded.device
-        ctx, runs = batch.ctx, batch.counters
 
         def encode_images(chunk):
-            pixels = proc.image_processor(chunk, return_tensors="pt")["pixel_values"]
-            out = model.vision_model(pixel_values=pixels.to(device, loaded.dtype))
+            out = model.vision_model(pixel_values=self.pixels(loaded, chunk))
             feats = model.visual_projection(out.pooler_output).float()
             return list((feats / feats.norm(dim=-1, keepdim=True)).cpu())  # one copy per chunk
 
@@ -40,8 +36,8 @@ class ImageTextSimilarityFilter(ImageTextModelFilter):
             feats = model.text_projection(out.pooler_output).float()
             return list((feats / feats.norm(dim=-1, keepdim=True)).cpu())  # one copy per chunk
 
-        img = forward_with_backoff(encode_images, images, self.forward_batch_size, device, ctx.fault, runs)
-        txt = forward_with_backoff(encode_texts, texts, self.forward_batch_size, device, ctx.fault, runs)
+        img = self.forward(encode_images, images, loaded, batch)
+        txt = self.forward(encode_texts, texts, loaded, batch)
         scale = float(model.logit_scale.exp()) / 100.0
         # per-pair dot products on the host: no device sync per pair
         return [None if img[i] is None or txt[t] is None else float(txt[t] @ img[i]) * scale
