@@ -97,7 +97,7 @@ class OpChain:
         for item in items:
             reason = item.error or _not_an_object(item.record)
             if reason:
-                self._reject(result, item.pos, item.line, None, reason, "bad_input", item=item, file=item.file)
+                self.reject(result, item.pos, item.line, None, reason, "bad_input", item=item, file=item.file)
                 continue
             originals[item.pos] = (item.line, item.record, item.file)  # ops work on the copy below
             sample = dict(item.record)
@@ -142,7 +142,7 @@ class OpChain:
             if i in rejected:
                 counts[3] += 1
                 line, original, file = originals[s[POSITION_KEY]]
-                self._reject(result, s[POSITION_KEY], line, op.name, *rejected[i], original=original,
+                self.reject(result, s[POSITION_KEY], line, op.name, *rejected[i], original=original,
                              file=file)
                 continue
             if isinstance(op, Filter):
@@ -151,7 +151,7 @@ class OpChain:
                 except Exception as e:
                     counts[3] += 1
                     line, original, file = originals[s[POSITION_KEY]]
-                    self._reject(result, s[POSITION_KEY], line, op.name,
+                    self.reject(result, s[POSITION_KEY], line, op.name,
                                  f"{op.name}.keep raised {_short_tb(e)}", "op_error", original=original,
                                  file=file)
                     continue
@@ -184,7 +184,7 @@ class OpChain:
             out.update(self._call_isolated(op, [sample], [j], images, pool, text_key, image_key, counters))
         return out
 
-    def _reject(self, result, pos, line, op_name, reason, code=None, item=None, original=None,
+    def reject(self, result, pos, line, op_name, reason, code=None, item=None, original=None,
                 file=0) -> None:
         rec = {POSITION_KEY: pos, **file_field(self.ctx, file), "line": line, "op": op_name,
                "reason": reason, "code": code}

@@ -19,8 +19,7 @@ import dill
 import multiprocess as mp
 from multiprocess.connection import wait
 
-from .chain import BatchResult, FailFast, Item, OpChain, file_field, parse_pending
-from .context import POSITION_KEY
+from .chain import BatchResult, FailFast, Item, OpChain, parse_pending
 from .errors import DjxError
 from .planner import Plan
 from .worker import recv, send, worker_main
@@ -246,13 +245,9 @@ class LocalExecutor:
                 if item.pending:  # the worker parsed it; here we only had the line
                     parse_pending([item])
                 res = BatchResult(op_counts=[[0, 0, 0, 0, 0.0] for _ in self.chain.ops])
-                res.rejected.append({POSITION_KEY: item.pos, **file_field(self.chain.ctx, item.file),
-                                     "line": item.line, "op": op,
-                                     "reason": f"worker died while running {op} ({how})", "code": "worker_died",
-                                     "record": item.record if item.error is None else None,
-                                     **({"raw": item.raw} if item.error else {})})
-                if self.chain.ctx.on_error == "fail":
-                    raise FailFast(f"record {item.pos}: worker died while running {op} ({how})")
+                # the record every rejection gets (raises FailFast under on_error: fail)
+                self.chain.reject(res, item.pos, item.line, op, f"worker died while running {op} ({how})",
+                                  "worker_died", item=item, file=item.file)
                 parts[running.batch_no].append((item.pos, res))
                 remaining[running.batch_no] -= 1
             elif running.deaths >= 2 or running.bisected:

@@ -264,9 +264,9 @@ class ChainStage:
             j = item.pos
             if j in poison:
                 k = max(poison[j], 0)
-                rejections.append((k, {POSITION_KEY: j, "op": ops[k].name, "code": "worker_died",
-                                       "reason": f"worker died while running {ops[k].name} "
-                                                 f"(its Ray actor process died)"}))
+                self.chain.reject(res, j, None, ops[k].name, f"worker died while running {ops[k].name} "
+                                  f"(its Ray actor process died)", "worker_died", item=item)
+                rejections.append((k, res.rejected.pop()))  # line and file: the driver's
                 continue
             one = self.chain.run([item], self.pool,
                                  on_op=lambda k: self._ray.get(self.attempts.at.remote(key, (j, k))))
