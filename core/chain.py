@@ -104,7 +104,8 @@ class OpChain:
             sample[POSITION_KEY] = item.pos
             samples.append(sample)
 
-        images = BatchImages(self.ctx.dataset_dir, self.ctx.max_image_pixels)
+        images = BatchImages(self.ctx.dataset_dir, self.ctx.max_image_pixels,
+                             load_truncated_images=self.ctx.load_truncated_images)
         try:
             for k, op in enumerate(self.ops):
                 if not samples:

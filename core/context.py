@@ -21,6 +21,7 @@ class RunContext:
     eoc_special_token: str = "<|__dj__eoc|>"
     dataset_dir: str = "."  # relative image paths resolve against it
     max_image_pixels: int = 178_956_970  # decompression-bomb guard (PIL's default x 2)
+    load_truncated_images: bool = False  # True: keep what a truncated image decodes to (Data-Juicer)
     on_error: str = "reject"  # or "fail"
     devices: tuple[str, ...] = ()  # empty: cuda:(rank % gpus) when CUDA is visible, else cpu
     torch_threads: int = 0  # 0: decided by the executor from cores / workers

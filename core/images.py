@@ -1,26 +1,45 @@
 """Image access for one batch: header-only sizes, decoded RGB on demand, shared by the batch's ops.
 
-Every failure (missing file, corrupt or truncated data, decompression bomb) becomes a SampleError
-whose message names the file, so the sample is rejected with a reason instead of crashing a worker.
+Pixels are Data-Juicer's: it decodes through HF `datasets` (open, load the first frame, apply the
+EXIF orientation when the file has one, then `convert("RGB")`), and so does `rgb()`. Every failure
+(missing file, corrupt or truncated data, decompression bomb) becomes a SampleError whose message
+names the file, so the sample is rejected with a reason instead of crashing a worker.
 """
 from __future__ import annotations
 
 import os
+import struct
+import threading
 import warnings
+from contextlib import contextmanager
+from typing import Callable, TypeVar
 
-from PIL import Image, UnidentifiedImageError
+from PIL import ExifTags, Image, ImageFile, ImageOps, UnidentifiedImageError
+from PIL.JpegImagePlugin import JpegImageFile
 
 from .errors import SampleError
 
 BAD_IMAGE = "bad_image"  # rejection code of an image that cannot be read
 
+# what Pillow raises on corrupt, truncated or otherwise undecodable data
+_DECODE_ERRORS = (OSError, ValueError, SyntaxError, EOFError, struct.error)
+_ORIENTATION = ExifTags.Base.Orientation
+_SIDEWAYS = (5, 6, 7, 8)  # EXIF orientations whose upright image swaps width and height
+_TRUNCATION_LOCK = threading.Lock()
+T = TypeVar("T")
+
 
 class BatchImages:
-    """Opens each image at most once per batch; `close()` releases everything."""
+    """Opens each image at most once per batch; `close()` releases everything.
 
-    def __init__(self, base_dir: str, max_pixels: int):
+    `load_truncated_images` is the run's choice (recipe key): False rejects a truncated or
+    corrupt file as bad_image; True keeps what decodes, as Data-Juicer does.
+    """
+
+    def __init__(self, base_dir: str, max_pixels: int, load_truncated_images: bool = False):
         self.base_dir = base_dir
         self.max_pixels = max_pixels
+        self.load_truncated_images = load_truncated_images
         self._sizes: dict[str, tuple[int, int]] = {}
         self._decoded: dict[tuple[str, int], Image.Image] = {}
 
@@ -34,29 +53,64 @@ class BatchImages:
             raise SampleError(f"image {ref!r}: {e.strerror or e}", code=BAD_IMAGE) from None
 
     def size(self, ref: str) -> tuple[int, int]:
-        """(width, height) from the file header, without decoding pixels."""
+        """(width, height) of the upright image (what `rgb()` gives), from the file header only."""
         if ref not in self._sizes:
-            with self._open(ref) as img:
-                self._sizes[ref] = img.size
+            self._sizes[ref] = self._attempt(ref, "cannot read", lambda: self._header_size(ref))
         return self._sizes[ref]
 
     def rgb(self, ref: str, target: int = 0) -> Image.Image:
-        """Decoded RGB image. With `target`, JPEG draft mode may decode at a reduced scale >= target."""
+        """Decoded RGB image. With `target`, JPEG draft mode may decode at a reduced scale >= target
+        (faster, but no longer Data-Juicer's pixels: the ops' `draft_decode` opt-in)."""
         key = (ref, target)
         if key not in self._decoded:
-            img = self._open(ref)
-            try:
-                if target and img.format == "JPEG":
-                    img.draft("RGB", (target, target))
-                img.load()
-                self._decoded[key] = img.convert("RGB")
-            except SampleError:
-                raise
-            except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
-                raise SampleError(f"image {ref!r}: cannot decode ({e})", code=BAD_IMAGE) from None
-            finally:
-                img.close()
+            self._decoded[key] = self._attempt(ref, "cannot decode", lambda: self._decode(ref, target))
         return self._decoded[key]
+
+    def close(self) -> None:
+        for img in self._decoded.values():
+            img.close()
+        self._decoded.clear()
+        self._sizes.clear()
+
+    # -- reading one file ---------------------------------------------------------------------
+    def _header_size(self, ref: str) -> tuple[int, int]:
+        with self._open(ref) as img:
+            w, h = img.size
+            # the base reader looks only at what the header holds; PNG's own would decode the
+            # pixels to look for an eXIf chunk after the image data
+            orientation = Image.Image.getexif(img).get(_ORIENTATION)
+        return (h, w) if orientation in _SIDEWAYS else (w, h)
+
+    def _decode(self, ref: str, target: int) -> Image.Image:
+        """HF `datasets`' Image.decode_example, then convert("RGB"): Data-Juicer's pixels."""
+        img = self._open(ref)
+        try:
+            if target and isinstance(img, JpegImageFile):  # JPEG and MPO
+                img.draft("RGB", (target, target))
+            img.load()  # a multi-frame file (GIF, WebP, TIFF, MPO) gives its first frame
+            upright = img
+            if img.getexif().get(_ORIENTATION) is not None:
+                upright = ImageOps.exif_transpose(img)  # orientation 1 or unknown: an unchanged copy
+            return upright.convert("RGB")  # alpha is dropped, 16-bit values clip at 255, no ICC
+        finally:
+            img.close()
+
+    def _attempt(self, ref: str, what: str, read: Callable[[], T]) -> T:
+        """`read()` with truncated files refused; on a decode error, again with them allowed
+        when the run says so (a complete file decodes the same either way)."""
+        try:
+            with _truncated_images_allowed(False):
+                return read()
+        except _DECODE_ERRORS as e:
+            if not self.load_truncated_images:
+                hint = "" if isinstance(e, UnidentifiedImageError) else \
+                    "; a truncated or corrupt file (load_truncated_images: true keeps what decodes)"
+                raise _unreadable(ref, what, e, hint) from None
+        try:
+            with _truncated_images_allowed(True):
+                return read()
+        except _DECODE_ERRORS as e:
+            raise _unreadable(ref, what, e, ", even with load_truncated_images") from None
 
     def _open(self, ref: str) -> Image.Image:
         if not isinstance(ref, str):
@@ -74,7 +128,7 @@ class BatchImages:
         except FileNotFoundError:
             raise SampleError(f"image {ref!r}: file not found ({path})", code=BAD_IMAGE) from None
         except UnidentifiedImageError:
-            raise SampleError(f"image {ref!r}: not a readable image file", code=BAD_IMAGE) from None
+            raise  # maybe a damaged chunk that load_truncated_images lets through: see _attempt
         except Image.DecompressionBombError as e:
             raise SampleError(f"image {ref!r}: decompression bomb ({e})", code=BAD_IMAGE) from None
         except OSError as e:
@@ -87,8 +141,24 @@ class BatchImages:
                               f"in the recipe if this image is legitimate)", code=BAD_IMAGE)
         return img
 
-    def close(self) -> None:
-        for img in self._decoded.values():
-            img.close()
-        self._decoded.clear()
-        self._sizes.clear()
+
+def _unreadable(ref: str, what: str, e: Exception, hint: str) -> SampleError:
+    if isinstance(e, UnidentifiedImageError):
+        return SampleError(f"image {ref!r}: not a readable image file{hint}", code=BAD_IMAGE)
+    return SampleError(f"image {ref!r}: {what} ({e}){hint}", code=BAD_IMAGE)
+
+
+@contextmanager
+def _truncated_images_allowed(allowed: bool):
+    """Pillow reads LOAD_TRUNCATED_IMAGES as a module global, never per image: set it to the run's
+    choice only around one read, under a lock, and put back what was there (usually nothing to do)."""
+    if ImageFile.LOAD_TRUNCATED_IMAGES == allowed:
+        yield
+        return
+    with _TRUNCATION_LOCK:
+        saved = ImageFile.LOAD_TRUNCATED_IMAGES
+        ImageFile.LOAD_TRUNCATED_IMAGES = allowed
+        try:
+            yield
+        finally:
+            ImageFile.LOAD_TRUNCATED_IMAGES = saved

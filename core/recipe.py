@@ -41,6 +41,7 @@ class Recipe:
     devices: list[str] = field(default_factory=list)
     gpu_mem_fraction: float = 0.9
     max_image_pixels: int = 178_956_970
+    load_truncated_images: bool = False     # True: decode what a truncated file holds (Data-Juicer)
     max_in_flight: int | None = None          # batches dispatched ahead; None: 2 x workers
     checkpoint_every: int = 10                # batches between resume checkpoints
     ray_address: str | None = None
@@ -58,6 +59,7 @@ class Recipe:
                           eoc_special_token=self.eoc_special_token,
                           dataset_dir=dataset_root(self.dataset_path),
                           max_image_pixels=self.max_image_pixels, on_error=self.on_error,
+                          load_truncated_images=self.load_truncated_images,
                           devices=tuple(self.devices), fault=tuple(self.inject_faults), **extra)
 
     def build_ops(self) -> list:
