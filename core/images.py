@@ -16,6 +16,7 @@ from typing import Callable, TypeVar
 
 from PIL import ExifTags, Image, ImageFile, ImageOps, UnidentifiedImageError
 from PIL.JpegImagePlugin import JpegImageFile
+from PIL.TiffImagePlugin import IMAGELENGTH, IMAGEWIDTH, TiffImageFile
 
 from .errors import SampleError
 
@@ -76,6 +77,8 @@ class BatchImages:
     def _header_size(self, ref: str) -> tuple[int, int]:
         with self._open(ref) as img:
             w, h = img.size
+            if isinstance(img, TiffImageFile):  # newer Pillow reports a TIFF's upright size (10.0 did not)
+                w, h = img.tag_v2[IMAGEWIDTH], img.tag_v2[IMAGELENGTH]
             # the base reader looks only at what the header holds; PNG's own would decode the
             # pixels to look for an eXIf chunk after the image data
             orientation = Image.Image.getexif(img).get(_ORIENTATION)
