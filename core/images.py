@@ -18,7 +18,7 @@ from PIL import ExifTags, Image, ImageFile, ImageOps, UnidentifiedImageError
 from PIL.JpegImagePlugin import JpegImageFile
 from PIL.TiffImagePlugin import IMAGELENGTH, IMAGEWIDTH, TiffImageFile
 
-from .errors import SampleError
+from djx.core.errors import SampleError
 
 BAD_IMAGE = "bad_image"  # rejection code of an image that cannot be read
 
@@ -26,7 +26,7 @@ BAD_IMAGE = "bad_image"  # rejection code of an image that cannot be read
 _DECODE_ERRORS = (OSError, ValueError, SyntaxError, EOFError, struct.error)
 _ORIENTATION = ExifTags.Base.Orientation
 _SIDEWAYS = (5, 6, 7, 8)  # EXIF orientations whose upright image swaps width and height
-_TRUNCATION_LOCK = threading.Lock()
+_SETTING_LOCK = threading.RLock()  # one read at a time changes a Pillow global
 T = TypeVar("T")
 
 
@@ -102,16 +102,14 @@ class BatchImages:
         """`read()` with truncated files refused; on a decode error, again with them allowed
         when the run says so (a complete file decodes the same either way)."""
         try:
-            with _truncated_images_allowed(False):
-                return read()
+            return _read(read, load_truncated=False)
         except _DECODE_ERRORS as e:
             if not self.load_truncated_images:
                 hint = "" if isinstance(e, UnidentifiedImageError) else \
                     "; a truncated or corrupt file (load_truncated_images: true keeps what decodes)"
                 raise _unreadable(ref, what, e, hint) from None
         try:
-            with _truncated_images_allowed(True):
-                return read()
+            return _read(read, load_truncated=True)
         except _DECODE_ERRORS as e:
             raise _unreadable(ref, what, e, ", even with load_truncated_images") from None
 
@@ -132,8 +130,6 @@ class BatchImages:
             raise SampleError(f"image {ref!r}: file not found ({path})", code=BAD_IMAGE) from None
         except UnidentifiedImageError:
             raise  # maybe a damaged chunk that load_truncated_images lets through: see _attempt
-        except Image.DecompressionBombError as e:
-            raise SampleError(f"image {ref!r}: decompression bomb ({e})", code=BAD_IMAGE) from None
         except OSError as e:
             raise SampleError(f"image {ref!r}: cannot open ({e.strerror or e})", code=BAD_IMAGE) from None
         w, h = img.size
@@ -145,6 +141,18 @@ class BatchImages:
         return img
 
 
+def _read(read: Callable[[], T], load_truncated: bool) -> T:
+    """`read()` under the run's Pillow settings rather than whatever the process holds."""
+    with _pillow_setting(ImageFile, "LOAD_TRUNCATED_IMAGES", load_truncated):
+        try:
+            return read()
+        except Image.DecompressionBombError:
+            # Pillow's own guard (at open, or at load for TIFF and GIF): the run's max_image_pixels,
+            # checked in _open, decides instead, so a recipe can allow larger images
+            with _pillow_setting(Image, "MAX_IMAGE_PIXELS", None):
+                return read()
+
+
 def _unreadable(ref: str, what: str, e: Exception, hint: str) -> SampleError:
     if isinstance(e, UnidentifiedImageError):
         return SampleError(f"image {ref!r}: not a readable image file{hint}", code=BAD_IMAGE)
@@ -152,16 +160,16 @@ def _unreadable(ref: str, what: str, e: Exception, hint: str) -> SampleError:
 
 
 @contextmanager
-def _truncated_images_allowed(allowed: bool):
-    """Pillow reads LOAD_TRUNCATED_IMAGES as a module global, never per image: set it to the run's
-    choice only around one read, under a lock, and put back what was there (usually nothing to do)."""
-    if ImageFile.LOAD_TRUNCATED_IMAGES == allowed:
+def _pillow_setting(module, name: str, value):
+    """Pillow reads LOAD_TRUNCATED_IMAGES and MAX_IMAGE_PIXELS as module globals, never per image:
+    give one the run's value only around one read, under a lock, and put back what was there."""
+    if getattr(module, name) == value:
         yield
         return
-    with _TRUNCATION_LOCK:
-        saved = ImageFile.LOAD_TRUNCATED_IMAGES
-        ImageFile.LOAD_TRUNCATED_IMAGES = allowed
+    with _SETTING_LOCK:
+        saved = getattr(module, name)
+        setattr(module, name, value)
         try:
             yield
         finally:
-            ImageFile.LOAD_TRUNCATED_IMAGES = saved
+            setattr(module, name, saved)

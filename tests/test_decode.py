@@ -54,20 +54,23 @@ def exif_with(orientation: int) -> Image.Exif:
     return exif
 
 
+def write_png(path: Path, w: int, h: int, bit_depth: int, color_type: int, raw: bytes) -> None:
+    """A PNG chunk by chunk, for what PIL cannot write; `raw` is the filtered scanlines."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", w, h, bit_depth, color_type, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw))
+                     + chunk(b"IEND", b""))
+
+
 def png16(path: Path, color_type: int, w: int = 40, h: int = 24) -> None:
-    """A 16-bit-per-channel RGB (2) or RGBA (6) PNG, which PIL cannot write: chunk by chunk."""
+    """A 16-bit-per-channel RGB (2) or RGBA (6) PNG, which PIL cannot write."""
     channels = {2: 3, 6: 4}[color_type]
     x, y = np.meshgrid(np.arange(w), np.arange(h))
     planes = [x * 1601, y * 2731, (x * y * 97) % 65536, np.full_like(x, 40000)][:channels]
     rows = np.stack(planes, -1).astype(">u2")
-    raw = b"".join(b"\x00" + row.tobytes() for row in rows)
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    header = struct.pack(">IIBBBBB", w, h, 16, color_type, 0, 0, 0)
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw))
-                     + chunk(b"IEND", b""))
+    write_png(path, w, h, 16, color_type, b"".join(b"\x00" + row.tobytes() for row in rows))
 
 
 def ycck_jpeg(path: Path) -> None:
@@ -250,6 +253,19 @@ def test_draft_decode_gives_a_smaller_upright_image(tmp_path):
     assert images.rgb("big.jpg").size == (800, 600)  # without a target: full size, a separate entry
     full = np.asarray(images.rgb("big.jpg").resize((400, 300)), dtype=int)
     assert np.abs(np.asarray(images.rgb("big.jpg", target=224), dtype=int) - full).mean() < 6
+
+
+def test_max_image_pixels_is_the_runs_bomb_guard_above_and_below_pillows_own(tmp_path):
+    """Pillow refuses more than 2 x Image.MAX_IMAGE_PIXELS (178,956,970) pixels process-wide; the
+    recipe's max_image_pixels decides instead, both ways, from the header alone."""
+    write_png(tmp_path / "panorama.png", 20_000, 9_000, 1, 0, b"")  # a header claiming 180 M pixels
+    picture(400, 300).save(tmp_path / "photo.png")
+    with pytest.raises(SampleError, match="panorama.png.*exceeds the limit of 178956970.*max_image_pixels"):
+        BatchImages(str(tmp_path), 178_956_970).size("panorama.png")
+    assert BatchImages(str(tmp_path), 200_000_000).size("panorama.png") == (20_000, 9_000)
+    with pytest.raises(SampleError, match="photo.png.*exceeds the limit of 100000"):
+        BatchImages(str(tmp_path), 100_000).rgb("photo.png")
+    assert Image.MAX_IMAGE_PIXELS == 89_478_485  # Pillow's default, untouched
 
 
 # -- truncated files -----------------------------------------------------------------------------
