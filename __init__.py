@@ -2,16 +2,16 @@
 
 The public Python API. Ops are plain classes registered by name; a Pipeline runs them.
 """
-from .core.chain import OpChain
-from .core.check import check_outputs
-from .core.context import DROP_KEY, POSITION_KEY, STATS_KEY, RunContext
-from .core.errors import CheckError, DjxError, RecipeError, ResumeError, SampleError
-from .core.model_pool import ModelPool, ModelSpec, register_model_loader
-from .core.op import Batch, Filter, Mapper, Op
-from .core.pipeline import Pipeline
-from .core.planner import DeviceInfo, Plan, plan_workers
-from .core.recipe import Recipe, load_recipe
-from .core.registry import build_op, get_op_class, register_op, registered_ops
+from djx.core.chain import OpChain
+from djx.core.check import check_outputs
+from djx.core.context import DROP_KEY, POSITION_KEY, STATS_KEY, RunContext
+from djx.core.errors import CheckError, DjxError, RecipeError, ResumeError, SampleError
+from djx.core.model_pool import ModelPool, ModelSpec, register_model_loader
+from djx.core.op import Batch, Filter, Mapper, Op
+from djx.core.pipeline import Pipeline
+from djx.core.planner import DeviceInfo, Plan, plan_workers
+from djx.core.recipe import Recipe, load_recipe
+from djx.core.registry import build_op, get_op_class, register_op, registered_ops
 
 __version__ = "0.1.0"
 

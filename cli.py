@@ -6,7 +6,7 @@ import json
 import os
 import sys
 
-from .core.errors import DjxError
+from djx.core.errors import DjxError
 
 
 def _plugins(values) -> list[str]:
@@ -15,8 +15,8 @@ def _plugins(values) -> list[str]:
 
 
 def _process(args) -> int:
-    from .core.pipeline import Pipeline
-    from .core.recipe import parse_set
+    from djx.core.pipeline import Pipeline
+    from djx.core.recipe import parse_set
     overrides = parse_set(args.set)
     if args.np is not None:
         overrides["np"] = args.np
@@ -38,9 +38,9 @@ def _process(args) -> int:
 
 
 def _ops(args) -> int:
-    from .core.op import Filter
-    from .core.params import describe_params
-    from .core.registry import aliases, get_op_class, load_custom_ops, load_entry_point_ops, registered_ops
+    from djx.core.op import Filter
+    from djx.core.params import describe_params
+    from djx.core.registry import aliases, get_op_class, load_custom_ops, load_entry_point_ops, registered_ops
     load_custom_ops(_plugins(args.custom_ops), os.getcwd())
     load_entry_point_ops()
     if args.name:
@@ -67,10 +67,10 @@ def _ops(args) -> int:
 
 
 def _check(args) -> int:
-    from .core.check import check_outputs
-    from .core.chain import OpChain
-    from .core.outputs import OutputPaths
-    from .core.pipeline import Pipeline
+    from djx.core.check import check_outputs
+    from djx.core.chain import OpChain
+    from djx.core.outputs import OutputPaths
+    from djx.core.pipeline import Pipeline
     pipe = Pipeline.from_recipe(args.recipe, custom_ops=_plugins(args.custom_ops))
     paths = OutputPaths.for_export(args.output)
     if not os.path.exists(paths.export):

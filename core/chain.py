@@ -5,75 +5,13 @@ from __future__ import annotations
 import math
 import time
 import traceback
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
-import jsonlines
-
-from .context import DROP_KEY, POSITION_KEY, STATS_KEY, RunContext
-from .errors import DjxError, SampleError
-from .images import BatchImages
-from .op import Batch, Filter, Mapper, Op
-
-
-@dataclass
-class Item:
-    """One input record as the reader saw it: parsed, or the raw text and why it did not parse.
-    A `pending` item holds only its raw JSON line; the worker parses it (off the parent's path)."""
-    pos: int
-    record: Any = None
-    line: int | None = None
-    error: str | None = None
-    raw: str | None = None
-    pending: bool = False
-    file: int = 0  # index into RunContext.input_files
-
-
-def parse_pending(items: list[Item]) -> None:
-    """Parse the raw JSON lines of pending items in place, through one jsonlines reader."""
-    pending = [it for it in items if it.pending]
-    if not pending:
-        return
-    reader = jsonlines.Reader(it.raw for it in pending)
-    for it in pending:
-        try:
-            it.record = reader.read(allow_none=True)
-        except jsonlines.InvalidLineError as e:
-            it.error = f"not valid JSON ({e.__cause__})" if e.__cause__ else "not valid JSON"
-        it.pending = False
-
-
-@dataclass
-class BatchResult:
-    kept: list = field(default_factory=list)
-    dropped: list = field(default_factory=list)
-    rejected: list = field(default_factory=list)
-    op_counts: list = field(default_factory=list)  # per op: [in, kept, dropped, rejected, seconds]
-    counters: dict = field(default_factory=dict)   # ops' event counters, e.g. oom_retries
-
-    def encode(self, dumps: Callable[[Any], str]) -> "BatchResult":
-        """Turn kept and dropped samples into JSON lines (workers do this, not the parent)."""
-        self.kept = [dumps(s) for s in self.kept]
-        self.dropped = [dumps(s) for s in self.dropped]
-        return self
-
-    @staticmethod
-    def merge(parts: list["BatchResult"], n_ops: int) -> "BatchResult":
-        out = BatchResult(op_counts=[[0, 0, 0, 0, 0.0] for _ in range(n_ops)])
-        for p in parts:
-            out.kept += p.kept
-            out.dropped += p.dropped
-            out.rejected += p.rejected
-            for acc, c in zip(out.op_counts, p.op_counts):
-                for j in range(5):
-                    acc[j] += c[j]
-            for k, v in p.counters.items():
-                out.counters[k] = out.counters.get(k, 0) + v
-        return out
-
-
-class FailFast(DjxError):
-    """on_error: fail, and a sample was bad."""
+from djx.core.context import DROP_KEY, POSITION_KEY, STATS_KEY, RunContext
+from djx.core.errors import SampleError
+from djx.core.images import BatchImages
+from djx.core.op import Batch, Filter, Mapper, Op
+from djx.core.records import BatchResult, FailFast, Item, Rejection, parse_pending
 
 
 class OpChain:
@@ -90,22 +28,21 @@ class OpChain:
         return [(op.name, tuple(op.stats_keys) if isinstance(op, Filter) else ()) for op in self.ops]
 
     def run(self, items: list[Item], pool=None, on_op: Callable[[int], None] | None = None) -> BatchResult:
-        result = BatchResult(op_counts=[[0, 0, 0, 0, 0.0] for _ in self.ops])
-        originals: dict[int, Any] = {}
+        result = BatchResult.empty(len(self.ops))
+        originals: dict[int, Item] = {}  # position -> the item as read (ops work on a copy)
         samples = []
         parse_pending(items)
         for item in items:
             reason = item.error or _not_an_object(item.record)
             if reason:
-                self.reject(result, item.pos, item.line, None, reason, "bad_input", item=item, file=item.file)
+                result.rejected.append(self.reject(item, None, reason, "bad_input"))
                 continue
-            originals[item.pos] = (item.line, item.record, item.file)  # ops work on the copy below
+            originals[item.pos] = item
             sample = dict(item.record)
             sample[POSITION_KEY] = item.pos
             samples.append(sample)
 
-        images = BatchImages(self.ctx.dataset_dir, self.ctx.max_image_pixels,
-                             load_truncated_images=self.ctx.load_truncated_images)
+        images = BatchImages(self.ctx.dataset_dir, self.ctx.max_image_pixels)
         try:
             for k, op in enumerate(self.ops):
                 if not samples:
@@ -113,10 +50,9 @@ class OpChain:
                 if on_op:
                     on_op(k)
                 t0 = time.perf_counter()
-                counts = result.op_counts[k]
-                counts[0] += len(samples)
+                result.op_counts[k].seen += len(samples)
                 samples = self._run_op(k, op, samples, images, pool, result, originals)
-                counts[4] += time.perf_counter() - t0
+                result.op_counts[k].seconds += time.perf_counter() - t0
         finally:
             images.close()
         result.kept = samples
@@ -140,30 +76,24 @@ class OpChain:
                                                 text_key, image_key, result.counters))
         kept, counts = [], result.op_counts[k]
         for i, s in enumerate(samples):
-            if i in rejected:
-                counts[3] += 1
-                line, original, file = originals[s[POSITION_KEY]]
-                self.reject(result, s[POSITION_KEY], line, op.name, *rejected[i], original=original,
-                             file=file)
-                continue
-            if isinstance(op, Filter):
+            if i not in rejected and isinstance(op, Filter):
                 try:
                     verdict = op.keep(s.get(STATS_KEY, {}))
                 except Exception as e:
-                    counts[3] += 1
-                    line, original, file = originals[s[POSITION_KEY]]
-                    self.reject(result, s[POSITION_KEY], line, op.name,
-                                 f"{op.name}.keep raised {_short_tb(e)}", "op_error", original=original,
-                                 file=file)
-                    continue
+                    rejected[i] = (f"{op.name}.keep raised {_short_tb(e)}", "op_error")
+            if i in rejected:
+                counts.rejected += 1
+                result.rejected.append(self.reject(originals[s[POSITION_KEY]], k, *rejected[i]))
+                continue
+            if isinstance(op, Filter):
                 keep, why = verdict if isinstance(verdict, tuple) else (verdict, None)
                 if not keep:
-                    counts[2] += 1
+                    counts.dropped += 1
                     s[DROP_KEY] = {"op": op.name, "op_index": k,
                                    "reason": why or _default_reason(op, s.get(STATS_KEY, {}))}
                     result.dropped.append(s)
                     continue
-            counts[1] += 1
+            counts.kept += 1
             kept.append(s)
         return kept
 
@@ -185,32 +115,15 @@ class OpChain:
             out.update(self._call_isolated(op, [sample], [j], images, pool, text_key, image_key, counters))
         return out
 
-    def reject(self, result, pos, line, op_name, reason, code=None, item=None, original=None,
-                file=0) -> None:
-        rec = {POSITION_KEY: pos, **file_field(self.ctx, file), "line": line, "op": op_name,
-               "reason": reason, "code": code}
-        if item is not None and item.error:
-            rec["raw"] = item.raw
-        else:
-            rec["record"] = original if original is not None else (item.record if item else None)
+    def reject(self, item: Item, op_index: int | None, reason: str, code: str | None = None) -> Rejection:
+        """The rejection of `item` (as read) at op `op_index` (None: before any op). Every
+        rejection is made here; under on_error: fail it stops the run instead."""
+        op = self.ops[op_index].name if op_index is not None else None
+        rej = Rejection(item.pos, item.line, op, op_index, reason, code, file=item.file,
+                        record=None if item.error else item.record, raw=item.raw if item.error else None)
         if self.ctx.on_error == "fail":
-            raise FailFast(fail_message(rec))
-        result.rejected.append(rec)
-
-
-def file_field(ctx, file: int) -> dict:
-    """{"file": name} for a record of a dataset of several files; {} for a one-file dataset."""
-    return {"file": ctx.input_files[file]} if len(ctx.input_files) > 1 else {}
-
-
-def fail_message(rec: dict) -> str:
-    """What on_error: fail says about a rejected record (the same on every executor)."""
-    line, op = rec.get("line"), rec.get("op")
-    where = f"line {line}" if line else f"record {rec[POSITION_KEY]}"
-    if rec.get("file"):
-        where = f"{rec['file']}, {where}"
-    return (f"{where}: {rec.get('reason')}" + (f" (op {op})" if op else "")
-            + "; set on_error: reject to write bad samples to the rejected file and go on")
+            raise FailFast(rej.fail_message(self.ctx.input_files))
+        return rej
 
 
 def _invoke(op: Op, batch: Batch) -> None:

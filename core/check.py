@@ -12,7 +12,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from .context import DROP_KEY, POSITION_KEY, STATS_KEY
+from djx.core.context import DROP_KEY, POSITION_KEY, STATS_KEY
 
 MAX_LISTED = 10
 

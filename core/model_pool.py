@@ -7,7 +7,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .errors import RecipeError
+from djx.core.errors import RecipeError
+from djx.core.records import WorkerReport
+from djx.core.resources import peak_device_bytes
 
 _LOADERS: dict[str, Callable] = {}
 
@@ -74,13 +76,11 @@ class ModelPool:
             self._models[key] = model
         return model
 
-    def total_loads(self) -> int:
-        return sum(self.loads.values())
-
-    def report(self) -> dict:
-        return {"device": self.device, "loads": dict(self.loads),
-                "load_seconds": {k: round(v, 3) for k, v in self.load_seconds.items()},
-                "measured_bytes": dict(self.measured_bytes)}
+    def report(self, peak_uss: int = 0) -> WorkerReport:
+        """This process's report: its device, model loads and footprints, and memory peaks."""
+        return WorkerReport(self.device, dict(self.loads),
+                            {k: round(v, 3) for k, v in self.load_seconds.items()},
+                            dict(self.measured_bytes), peak_uss, peak_device_bytes(self.device))
 
 
 def _param_bytes(model) -> int:

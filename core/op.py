@@ -5,9 +5,9 @@ from __future__ import annotations
 import functools
 from typing import Any, ClassVar
 
-from .context import STATS_KEY, RunContext
-from .images import BatchImages
-from .params import validate_params
+from djx.core.context import STATS_KEY, RunContext
+from djx.core.images import BatchImages
+from djx.core.params import validate_params
 
 
 class Batch:
@@ -62,7 +62,7 @@ class Op:
     def __init__(self, text_key: str | None = None, image_key: str | None = None,
                  batch_size: int | None = None):
         if batch_size is not None and batch_size < 1:
-            from .errors import RecipeError
+            from djx.core.errors import RecipeError
             raise RecipeError(f"{self.name}.batch_size: must be >= 1, got {batch_size}")
         self.text_key = text_key
         self.image_key = image_key

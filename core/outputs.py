@@ -9,12 +9,13 @@ place: a half-written export never carries the final name.
 from __future__ import annotations
 
 import fcntl
+import fnmatch
 import json
 import os
 import shutil
 from dataclasses import dataclass
 
-from .errors import DjxError, ResumeError
+from djx.core.errors import DjxError, ResumeError
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,52 @@ class OutputWriter:
         os.replace(self.part("rejected"), self.paths.rejected)
         write_json_atomic(self.paths.summary, summary)
         shutil.rmtree(self.paths.state_dir, ignore_errors=True)
+
+
+def guard_outputs(dataset_path: str, paths: OutputPaths) -> None:
+    """Refuse, before any work, outputs that cannot be written or that the next run would read."""
+    _refuse_outputs_inside_input(dataset_path, paths)
+    _check_writable(os.path.dirname(os.path.abspath(paths.export)))
+
+
+def _check_writable(folder: str) -> None:
+    """The export folder exists or can be made, and is writable: say so now, not mid-run."""
+    existing = folder
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise DjxError(f"export_path: cannot write under {folder}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise DjxError(f"export_path: cannot write under {folder}: {existing} is not writable")
+
+
+def _glob_matches(path: str, pattern: str) -> bool:
+    """Whether glob.glob(pattern, recursive=True) would list `path` (component by component;
+    `**` spans any number of folders)."""
+    xs, ps = path.split(os.sep), pattern.split(os.sep)
+    if "**" not in ps:
+        return len(xs) == len(ps) and all(fnmatch.fnmatchcase(x, p) for x, p in zip(xs, ps))
+    i = ps.index("**")
+    head, tail = ps[:i], ps[i + 1:]
+    return (len(xs) >= len(head) + len(tail)
+            and all(fnmatch.fnmatchcase(x, p) for x, p in zip(xs[:len(head)], head))
+            and all(fnmatch.fnmatchcase(x, p) for x, p in zip(xs[len(xs) - len(tail):], tail)))
+
+
+def _refuse_outputs_inside_input(dataset_path: str, paths: OutputPaths) -> None:
+    """A folder or glob dataset must not hold the run's own outputs: the next run would read them."""
+    if os.path.isfile(dataset_path):
+        return
+    outs = [paths.export, paths.dropped, paths.rejected]
+    if os.path.isdir(dataset_path):
+        root = os.path.abspath(dataset_path) + os.sep
+        inside = [o for o in outs if os.path.abspath(o).startswith(root)
+                  and not any(part.startswith(".") for part in os.path.relpath(o, root).split(os.sep))]
+    else:
+        inside = [o for o in outs if _glob_matches(os.path.abspath(o), os.path.abspath(dataset_path))]
+    if inside:
+        raise DjxError(f"export_path: {inside[0]} would be part of the dataset {dataset_path} (the next run "
+                       f"would read it as input); write the outputs outside the dataset")
 
 
 def write_json_atomic(path: str, obj) -> None:

@@ -6,7 +6,7 @@ import types
 import typing
 from typing import Any, Literal, Union
 
-from .errors import RecipeError
+from djx.core.errors import RecipeError
 
 
 def _type_name(tp: Any) -> str:
@@ -79,7 +79,7 @@ def validate_params(cls: type, params: dict, where: str) -> dict:
     out = {}
     for key, value in params.items():
         if key not in accepted:
-            from .suggest import closest
+            from djx.core.suggest import closest
             hint = closest(key, accepted)
             raise RecipeError(f"{where}: unknown parameter {key!r}"
                               + (f"; did you mean {hint!r}?" if hint else "")

@@ -9,7 +9,7 @@ import os
 import subprocess
 from dataclasses import dataclass, field
 
-from .errors import RecipeError
+from djx.core.errors import RecipeError
 
 GiB = 1 << 30
 WORKER_OVERHEAD = 768 << 20  # CUDA context + activations per GPU worker, beyond the weights

@@ -16,8 +16,8 @@ from typing import Iterator
 
 import jsonlines
 
-from .chain import Item
-from .errors import DjxError
+from djx.core.records import Item
+from djx.core.errors import DjxError
 
 
 SUFFIXES = (".jsonl", ".json", ".parquet")

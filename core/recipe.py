@@ -14,11 +14,11 @@ from typing import Any, Literal
 
 import yaml
 
-from .context import RunContext
-from .errors import RecipeError
-from .params import coerce, _type_name
-from .reader import dataset_root
-from .suggest import closest
+from djx.core.context import RunContext
+from djx.core.errors import RecipeError
+from djx.core.params import coerce, _type_name
+from djx.core.reader import dataset_root
+from djx.core.suggest import closest
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class Recipe:
 
     def build_ops(self) -> list:
         """Instantiate the process list (loads plug-ins first); validates every op parameter."""
-        from .registry import build_op, get_op_class, load_custom_ops, load_entry_point_ops
+        from djx.core.registry import build_op, get_op_class, load_custom_ops, load_entry_point_ops
         load_custom_ops(self.custom_ops, self.base_dir)
         load_entry_point_ops()
         ops = []
@@ -78,7 +78,7 @@ class Recipe:
     def notes(self) -> list[str]:
         """What a run should tell the user about this recipe: the Data-Juicer keys it ignores
         (call after build_ops, which loads the plug-ins)."""
-        from .registry import get_op_class
+        from djx.core.registry import get_op_class
         out = [f"{key} ignored: {why}" for key, why in self.ignored]
         for i, (name, params) in enumerate(self.process):
             try:
@@ -229,7 +229,7 @@ def _parse_process(value) -> tuple:
 
 def _without_dj_op_keys(cls, params: dict) -> tuple[dict, list[str]]:
     """Params less the Data-Juicer runtime keys this op does not take; and those keys."""
-    from .params import describe_params
+    from djx.core.params import describe_params
     takes = {name for name, _, _ in describe_params(cls)}
     dropped = [k for k in params if k in DJ_OP_KEYS and k not in takes]
     return {k: v for k, v in params.items() if k not in dropped}, dropped

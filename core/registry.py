@@ -13,10 +13,10 @@ import importlib.util
 import os
 import sys
 
-from .errors import OpNotFoundError, RecipeError
-from .op import Op
-from .params import validate_params
-from .suggest import closest
+from djx.core.errors import OpNotFoundError, RecipeError
+from djx.core.op import Op
+from djx.core.params import validate_params
+from djx.core.suggest import closest
 
 _OPS: dict[str, type[Op]] = {}
 _ALIASES: dict[str, str] = {}

@@ -1,6 +1,39 @@
 """The run summary: written as <stem>.summary.json and printed as a table at the end."""
 from __future__ import annotations
 
+from djx.core.resources import peak_rss_bytes, uss_bytes
+
+
+def build_summary(r, paths, plan, executor, ops, counts, state, report, seconds: float, resumed: bool) -> dict:
+    """The summary of a finished run: counts (whole run), per-op tallies, plan, workers, memory."""
+    n = state.records
+    reports = executor.reports
+    loads = {rank: rep.loads for rank, rep in reports.items()}
+    worker_uss = {rank: rep.peak_uss for rank, rep in reports.items()}
+    return {
+        "project_name": r.project_name, "dataset_path": r.dataset_path,
+        "input": n, "kept": counts.kept, "dropped": counts.dropped,
+        "rejected": counts.rejected, "blank_lines": state.blank_lines,
+        "ops": [{"name": op.name, **c.to_dict(), "seconds": round(c.seconds, 3)} for op, c in zip(ops, counts.ops)],
+        "seconds": round(seconds, 3), "samples_per_second": round(n / max(seconds, 1e-9), 2),
+        "resumed": resumed, "executor": r.executor, "workers": plan.workers,
+        "events": counts.events,
+        "plan": {"devices": list(plan.devices), "threads_per_worker": plan.threads_per_worker,
+                 "model_bytes": plan.model_bytes, "notes": list(plan.notes)},
+        "model_loads": loads,
+        # the number that must be 1: how often any one model was loaded in any one process
+        "max_model_loads_per_process": max((n for v in loads.values() for n in v.values()), default=0),
+        "worker_restarts": executor.restarts,
+        "devices": {rank: {"device": rep.device, "peak_device_bytes": rep.peak_device_bytes}
+                    for rank, rep in reports.items()},
+        "memory": {"main_peak_rss_bytes": peak_rss_bytes(), "main_peak_uss_bytes": uss_bytes(),
+                   "worker_peak_uss_bytes": worker_uss,
+                   "worker_peak_uss_bytes_max": max(worker_uss.values(), default=0)},
+        "outputs": {"export": paths.export, "dropped": paths.dropped if r.export_dropped else None,
+                    "rejected": paths.rejected, "summary": paths.summary},
+        "check": report.to_dict(),
+    }
+
 
 def _mb(b) -> str:
     return f"{(b or 0) / (1 << 20):,.0f} MB"

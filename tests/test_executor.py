@@ -8,8 +8,9 @@ import json
 import pytest
 
 from djx import DROP_KEY, POSITION_KEY, STATS_KEY, OpChain, Pipeline, RunContext, plan_workers
-from djx.core.chain import Item
-from djx.core.local_executor import LocalExecutor
+from djx.core.records import Item
+from djx.core.executors.base import InputBatch
+from djx.core.executors.local import LocalExecutor
 from djx.ops.filter.image_aspect_ratio_filter import ImageAspectRatioFilter
 from djx.ops.filter.image_shape_filter import ImageShapeFilter
 from djx.ops.filter.image_size_filter import ImageSizeFilter
@@ -138,7 +139,7 @@ def test_the_reader_never_runs_more_than_max_in_flight_batches_ahead():
         nonlocal pulled
         for b in range(n_batches):
             pulled += 1
-            yield [Item(b * batch_size + i, record={"text": "x" * i}) for i in range(batch_size)]
+            yield InputBatch([Item(b * batch_size + i, record={"text": "x" * i}) for i in range(batch_size)])
 
     chain = OpChain([TextLengthFilter(min_len=2)], RunContext())
     plan = plan_workers(2, {}, [], cpu_count=2)

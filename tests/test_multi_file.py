@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from djx import DjxError, Pipeline
-from djx.core.chain import FailFast
+from djx.core.records import FailFast
 
 from conftest import read_jsonl_file
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from djx import POSITION_KEY, Pipeline
-from djx.core.chain import FailFast
+from djx.core.records import FailFast
 from djx.core.errors import DjxError
 
 import ray  # noqa: E402  (the test extra installs djx[ray])

@@ -13,16 +13,19 @@ import os
 import sys
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import dill
 import multiprocess as mp
 from multiprocess.connection import wait
 
-from .chain import BatchResult, FailFast, Item, OpChain, parse_pending
-from .errors import DjxError
-from .planner import Plan
-from .worker import recv, send, worker_main
+from djx.core.chain import OpChain
+from djx.core.errors import DjxError
+from djx.core.executors.base import InputBatch
+from djx.core.executors.worker import (Crashed, Done, Failed, Ready, StartFailed, Status, Task, recv, send,
+                                       worker_main)
+from djx.core.planner import Plan
+from djx.core.records import BatchResult, FailFast, WorkerReport, parse_pending
 
 PREFETCH = 2  # batches queued per worker, so it never idles between batches
 
@@ -45,10 +48,10 @@ def _main_importable():
 
 
 @dataclass
-class _Task:
-    id: int
+class _Job:
+    """Part of an input batch given to a worker: the whole batch, a retry, or a bisected half."""
+    task: Task
     batch_no: int
-    items: list
     deaths: int = 0
     bisected: bool = False
 
@@ -58,8 +61,32 @@ class _Worker:
     rank: int
     proc: object
     conn: object
-    status: object
-    tasks: deque = field(default_factory=deque)
+    status: Status
+    jobs: deque = field(default_factory=deque)  # ids of the jobs sent to it, oldest first
+
+
+@dataclass
+class _InFlight:
+    """The batches read and not yet emitted, and the jobs that will account for them."""
+    jobs: dict = field(default_factory=dict)        # job id -> _Job
+    ready: deque = field(default_factory=deque)     # jobs waiting for a worker
+    missing: dict = field(default_factory=dict)     # batch no -> items not yet accounted for
+    parts: dict = field(default_factory=dict)       # batch no -> [(first position, BatchResult)]
+    read_at: dict = field(default_factory=dict)     # batch no -> reader position after it
+
+    def add_part(self, batch_no: int, first_pos: int, result: BatchResult, n_items: int) -> None:
+        self.parts[batch_no].append((first_pos, result))
+        self.missing[batch_no] -= n_items
+
+    def pop_complete(self, batch_no: int, n_ops: int) -> BatchResult | None:
+        """Batch `batch_no` merged from its parts in input order, once every item is in."""
+        if self.missing.get(batch_no, -1) != 0:
+            return None
+        parts = sorted(self.parts.pop(batch_no), key=lambda p: p[0])
+        del self.missing[batch_no]
+        merged = sum((r for _, r in parts), BatchResult.empty(n_ops))
+        merged.read_at = self.read_at.pop(batch_no)
+        return merged
 
 
 class LocalExecutor:
@@ -74,25 +101,24 @@ class LocalExecutor:
         self.custom_ops = tuple(custom_ops)
         self.base_dir = base_dir
         self.max_in_flight = max_in_flight or 2 * plan.workers
-        self.reports: dict[int, dict] = {}   # rank -> {"pool": ..., "peak_uss": ...}
+        self.reports: dict[int, WorkerReport] = {}  # rank -> its last report
         self.restarts = 0
         self._chain_bytes = dill.dumps(chain)
         self._ids = itertools.count()
 
-    # -- public ------------------------------------------------------------------------------
-    def run(self, batches: Iterator[list[Item]]) -> Iterator[BatchResult]:
-        """Yield one BatchResult per input batch, in input order."""
+    def run(self, source: Iterable[InputBatch]) -> Iterator[BatchResult]:
+        """One BatchResult per input batch, in input order."""
         workers: list[_Worker] = []
         try:
             workers = self._start_all()
-            yield from self._loop(workers, batches)
+            yield from self._loop(workers, iter(source))
         finally:
             self._stop(workers)
 
     # -- worker lifecycle -------------------------------------------------------------------
     def _spawn(self, rank: int, warmup: bool) -> _Worker:
         parent, child = self.mp.Pipe()
-        status = self.mp.Array("q", [-1, -1], lock=False)
+        status = self.mp.Value(Status, -1, -1, lock=False)
         proc = self.mp.Process(target=worker_main, name=f"djx-worker-{rank}", daemon=True,
                                args=(rank, self.plan.devices[rank], self.plan.threads_per_worker,
                                      self.custom_ops, self.base_dir, self._chain_bytes, child,
@@ -108,18 +134,17 @@ class LocalExecutor:
             msg = recv(w.conn)
         except EOFError:
             raise DjxError(f"worker {w.rank} died while starting (exit code {w.proc.exitcode})") from None
-        if msg[0] == "init_error":
-            raise DjxError(f"worker {w.rank} failed to start: {msg[2]}")
-        if msg[0] == "init_user_error":
-            raise DjxError(msg[2])
-        self.reports[w.rank] = {"pool": msg[2], "peak_uss": 0}
+        if isinstance(msg, StartFailed):
+            raise DjxError(msg.message if msg.user_error else f"worker {w.rank} failed to start: {msg.message}")
+        assert isinstance(msg, Ready)
+        self.reports[w.rank] = msg.report
 
     def _start_all(self) -> list[_Worker]:
         warm = bool(self.chain.model_specs())
         first = self._spawn(0, warm)
         self._await_ready(first)
         if self.plan.on_gpu and self.replan is not None:
-            measured = self.reports[0]["pool"].get("measured_bytes") or {}
+            measured = self.reports[0].measured_bytes
             if measured:
                 revised = self.replan(measured)
                 # rank 0 already runs on its device: a revision must keep it there
@@ -147,37 +172,33 @@ class LocalExecutor:
             w.conn.close()
 
     # -- the dispatch loop ------------------------------------------------------------------
-    def _loop(self, workers: list[_Worker], batches: Iterator[list[Item]]) -> Iterator[BatchResult]:
+    def _loop(self, workers: list[_Worker], batches: Iterator[InputBatch]) -> Iterator[BatchResult]:
         n_ops = len(self.chain.ops)
-        ready: deque[_Task] = deque()
-        tasks: dict[int, _Task] = {}
-        remaining: dict[int, int] = {}        # batch_no -> items not yet accounted for
-        parts: dict[int, list] = {}           # batch_no -> [(first position, BatchResult)]
+        fl = _InFlight()
         next_batch, next_emit, exhausted = 0, 0, False
         while True:
-            while next_emit in remaining and remaining[next_emit] == 0:
-                done = sorted(parts.pop(next_emit), key=lambda p: p[0])
-                del remaining[next_emit]
+            while (done := fl.pop_complete(next_emit, n_ops)) is not None:
                 next_emit += 1
-                yield BatchResult.merge([p for _, p in done], n_ops)
+                yield done
             while not exhausted and next_batch - next_emit < self.max_in_flight:
-                items = next(batches, None)
-                if items is None:
+                batch = next(batches, None)
+                if batch is None:
                     exhausted = True
                     break
-                task = _Task(next(self._ids), next_batch, items)
-                tasks[task.id] = task
-                remaining[next_batch], parts[next_batch] = len(items), []
-                ready.append(task)
+                job = _Job(Task(next(self._ids), batch.items), next_batch)
+                fl.jobs[job.task.id] = job
+                fl.missing[next_batch], fl.parts[next_batch] = len(batch.items), []
+                fl.read_at[next_batch] = batch.read_at
+                fl.ready.append(job)
                 next_batch += 1
             if exhausted and next_emit == next_batch:
                 return
             for w in workers:
-                while ready and len(w.tasks) < PREFETCH:
-                    task = ready.popleft()
-                    w.tasks.append(task.id)  # a dead worker's tasks are requeued by _replace
+                while fl.ready and len(w.jobs) < PREFETCH:
+                    job = fl.ready.popleft()
+                    w.jobs.append(job.task.id)  # a dead worker's jobs are requeued by _replace
                     try:
-                        send(w.conn, (task.id, task.items))
+                        send(w.conn, job.task)
                     except OSError:
                         break  # it died: its sentinel is ready, the wait below sees it
             conns = {w.conn: w for w in workers}
@@ -189,27 +210,24 @@ class LocalExecutor:
                         msg = recv(w.conn)
                     except (EOFError, OSError):
                         continue  # the sentinel reports the death
-                    self._on_message(w, msg, tasks, remaining, parts)
+                    self._on_message(w, msg, fl)
                 elif w.proc.exitcode is not None and w in workers:
-                    self._drain(w, tasks, remaining, parts)
-                    workers[workers.index(w)] = self._replace(w, tasks, ready, remaining, parts)
+                    self._drain(w, fl)
+                    workers[workers.index(w)] = self._replace(w, fl)
                     break  # the wait list changed
 
-    def _on_message(self, w, msg, tasks, remaining, parts) -> None:
-        kind, task_id = msg[0], msg[1]
-        if kind == "ok":
-            task = tasks.pop(task_id)
-            w.tasks.remove(task_id)
-            result, report = msg[2], msg[3]
-            self.reports[w.rank] = report
-            parts[task.batch_no].append((task.items[0].pos, result))
-            remaining[task.batch_no] -= len(task.items)
-        elif kind == "fail":
-            raise FailFast(msg[2])
-        else:
-            raise DjxError(f"worker {w.rank} hit an internal error (a bug, please report it): {msg[2]}")
+    def _on_message(self, w: _Worker, msg, fl: _InFlight) -> None:
+        if isinstance(msg, Done):
+            job = fl.jobs.pop(msg.task_id)
+            w.jobs.remove(msg.task_id)
+            self.reports[w.rank] = msg.report
+            fl.add_part(job.batch_no, job.task.items[0].pos, msg.result, len(job.task.items))
+        elif isinstance(msg, Failed):
+            raise FailFast(msg.message)
+        elif isinstance(msg, Crashed):
+            raise DjxError(f"worker {w.rank} hit an internal error (a bug, please report it): {msg.message}")
 
-    def _drain(self, w, tasks, remaining, parts) -> None:
+    def _drain(self, w: _Worker, fl: _InFlight) -> None:
         """Take results the dead worker sent before it died."""
         while True:
             try:
@@ -218,48 +236,54 @@ class LocalExecutor:
                 msg = recv(w.conn)
             except (EOFError, OSError):
                 return
-            self._on_message(w, msg, tasks, remaining, parts)
+            self._on_message(w, msg, fl)
 
-    def _replace(self, dead: _Worker, tasks, ready, remaining, parts) -> _Worker:
-        """Restart a dead worker; retry, bisect or reject the batch it was running."""
+    def _replace(self, dead: _Worker, fl: _InFlight) -> _Worker:
+        """Restart a dead worker; retry, bisect or reject the job it was running."""
         self.restarts += 1
         code = dead.proc.exitcode
         how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
         dead.conn.close()
-        queued = [tasks[t] for t in dead.tasks]
-        running_id, op_index = dead.status[0], dead.status[1]
-        if queued and queued[0].id == running_id:
+        queued = [fl.jobs[j] for j in dead.jobs]
+        if queued and queued[0].task.id == dead.status.task_id:
             running, rest = queued[0], queued[1:]
-        else:  # died before it picked up its first queued task: nothing is to blame
+        else:  # died before it picked up its first queued job: nothing is to blame
             running, rest = None, queued
-        if self.restarts > 50 + 4 * len(tasks):
+        if self.restarts > 50 + 4 * len(fl.jobs):
             raise DjxError(f"workers keep dying ({self.restarts} restarts, last by {how}); stopping")
-        for t in reversed(rest):
-            ready.appendleft(t)
+        fl.ready.extendleft(reversed(rest))
         if running is not None:
-            op = self.chain.ops[op_index].name if 0 <= op_index < len(self.chain.ops) else "startup"
+            del fl.jobs[running.task.id]
             running.deaths += 1
-            del tasks[running.id]
-            if len(running.items) == 1 and (running.deaths >= 2 or running.bisected):
-                item = running.items[0]
-                if item.pending:  # the worker parsed it; here we only had the line
-                    parse_pending([item])
-                res = BatchResult(op_counts=[[0, 0, 0, 0, 0.0] for _ in self.chain.ops])
-                # the record every rejection gets (raises FailFast under on_error: fail)
-                self.chain.reject(res, item.pos, item.line, op, f"worker died while running {op} ({how})",
-                                  "worker_died", item=item, file=item.file)
-                parts[running.batch_no].append((item.pos, res))
-                remaining[running.batch_no] -= 1
-            elif running.deaths >= 2 or running.bisected:
-                mid = len(running.items) // 2
-                for half in (running.items[mid:], running.items[:mid]):
-                    t = _Task(next(self._ids), running.batch_no, half, 1, True)
-                    tasks[t.id] = t
-                    ready.appendleft(t)
-            else:
-                retry = _Task(next(self._ids), running.batch_no, running.items, running.deaths)
-                tasks[retry.id] = retry
-                ready.appendleft(retry)
+            self._after_death(running, dead.status.op_index, how, fl)
         fresh = self._spawn(dead.rank, bool(self.chain.model_specs()))
         self._await_ready(fresh)
         return fresh
+
+    def _after_death(self, job: _Job, op_index: int, how: str, fl: _InFlight) -> None:
+        """Retry a job whose worker died once; after that, bisect it; reject a lone sample."""
+        items = job.task.items
+        if not (job.deaths >= 2 or job.bisected):
+            self._queue(_Job(Task(next(self._ids), items), job.batch_no, job.deaths), fl)
+        elif len(items) > 1:
+            mid = len(items) // 2
+            for half in (items[mid:], items[:mid]):
+                self._queue(_Job(Task(next(self._ids), half), job.batch_no, 1, True), fl)
+        else:
+            item = items[0]
+            if item.pending:  # the worker parsed it; here we only had the line
+                parse_pending([item])
+            known = 0 <= op_index < len(self.chain.ops)
+            op = self.chain.ops[op_index].name if known else "startup"
+            res = BatchResult.empty(len(self.chain.ops))
+            # the record every rejection gets (raises FailFast under on_error: fail)
+            rej = self.chain.reject(item, op_index if known else None, f"worker died while running {op} ({how})",
+                                    "worker_died")
+            rej.op = op  # "startup": it died before its first op
+            res.rejected.append(rej)
+            fl.add_part(job.batch_no, item.pos, res, 1)
+
+    @staticmethod
+    def _queue(job: _Job, fl: _InFlight) -> None:
+        fl.jobs[job.task.id] = job
+        fl.ready.appendleft(job)

@@ -6,11 +6,10 @@ Consecutive ops whose models overlap form one stage, so one actor (one ModelPool
 of a model its ops share; a run of model-free ops is a stage too. Every stage emits exactly one row
 per input row, in input order (preserve_order), so the driver numbers records and lines itself:
 global positions and line numbers are exact with no coordination between tasks. Rows carry pickled
-samples in binary columns (no Arrow schema for heterogeneous dicts) and small columns: kind
-(blank/live/dropped/rejected), end (index of the op a row left at), the line's byte length, and
-per stage a side channel on the first row of each batch (op seconds, counters, actor report).
-A batch that kills its actor is retried; the retry isolates the sample that kills (see
-ray_stages.Attempts). A resumed run starts reading at the saved byte offset.
+samples in binary columns (no Arrow schema for heterogeneous dicts) and small columns: the row's
+kind (blank/live/dropped/rejected), the line's byte length, and per stage a side channel on the
+first row of each batch (op seconds, counters, actor report); the row schema is in ray_stages. A batch that kills its actor is retried; the retry isolates the
+sample that kills (see ray_poison). A resumed run starts reading at the saved byte offset.
 """
 from __future__ import annotations
 
@@ -23,49 +22,39 @@ from typing import Iterator
 
 import dill
 
-from .chain import BatchResult, FailFast, OpChain, fail_message
-from .context import POSITION_KEY
-from .errors import DjxError
-from .planner import Plan
-from .recipe import Recipe
-from .ray_stages import Attempts, ChainStage, JsonLines, file_index, parse_lines, parse_rows
-from .resources import cpu_count
+from djx.core.chain import OpChain
+from djx.core.context import DROP_KEY, POSITION_KEY
+from djx.core.errors import DjxError
+from djx.core.executors.base import DatasetSource
+from djx.core.executors.ray_poison import PoisonLedger
+from djx.core.executors.ray_stages import (DATA, FILE, KIND, NBYTES, ChainStage, JsonLines, RowKind, file_index,
+                                           meta_column, parse_lines, parse_rows)
+from djx.core.planner import Plan
+from djx.core.reader import ReadState
+from djx.core.recipe import Recipe
+from djx.core.records import BatchResult, FailFast, WorkerReport, add_counters
+from djx.core.resources import cpu_count
 
 MiB = 1 << 20
 DECODE_BYTES_PER_SAMPLE = 4 * MiB   # decoded images of one sample, for the declared actor memory
 ACTOR_BASE_BYTES = 256 * MiB        # interpreter and libraries of one actor
 # a batch whose actor died is retried on a fresh actor: once to find that it kills actors, then
-# once per poison sample in it (see ray_stages.Attempts), plus two deaths that name no sample
+# once per poison sample in it (see ray_poison), plus two deaths that name no sample
 EXTRA_RETRIES = 3
-_PICKLE = pickle.HIGHEST_PROTOCOL
-
-
 class RayExecutor:
     def __init__(self, chain: OpChain, plan: Plan, recipe: Recipe):
         self.chain, self.plan, self.recipe = chain, plan, recipe
-        self.reports: dict[str, dict] = {}   # actor id -> {"pool", "peak_uss", "peak_device_bytes"}
-        self.restarts = 0                    # actor deaths (Ray Data replaces dead actors itself)
+        self.reports: dict[str, WorkerReport] = {}  # actor name -> its last report
+        self.restarts = 0                           # actor deaths (Ray Data replaces dead actors itself)
         self.groups = stage_groups(chain.ops)
-        self._chain_bytes = dill.dumps(chain)  # by value, with its RunContext (tokens included)
 
-    def run_dataset(self, files: list[str], state, snapshots) -> Iterator[BatchResult]:
-        """Yield BatchResults in input order over the dataset's files (all of one format); keep
-        `state` current and append a copy of it to `snapshots` before each result."""
-        path = files[0]
+    def run(self, source: DatasetSource) -> Iterator[BatchResult]:
+        """BatchResults in input order over the source's files (all of one format), each with the
+        reader position after it; `source.state` advances as rows come back."""
+        files, state = source.files, source.state
         if state.file >= len(files):  # resumed after everything was read: nothing left for Ray
             return
-        if path.lower().endswith(".json"):
-            raise DjxError(f"{path}: the ray executor reads JSON Lines (.jsonl) or parquet; convert the "
-                           f".json array to .jsonl (one object per line) or use executor: local")
-        parquet = path.lower().endswith(".parquet")
-        if parquet and state.records:
-            raise DjxError(f"{path}: the ray executor resumes JSON Lines inputs, not parquet; finish this "
-                           f"run with executor: local (it resumes it), or start over with --restart")
-        if parquet and len(files) > 1:
-            import pyarrow.parquet as pq
-            if "path" in pq.read_schema(path).names:
-                raise DjxError(f"{path}: a column named 'path' collides with the file names Ray adds to "
-                               f"rows of a many-file parquet dataset; use executor: local")
+        _refuse(files, state)
         import ray
         ours = not ray.is_initialized()  # else: the Ray this process is connected to already
         if ours:
@@ -79,18 +68,18 @@ class RayExecutor:
         data_log = logging.getLogger("ray.data")
         level = data_log.level
         data_log.setLevel(logging.ERROR)
-        self._attempts = None
+        self._poison = None
+        parquet = files[0].lower().endswith(".parquet")
         try:
             if self.groups:
-                self._attempts = ray.remote(num_cpus=0)(Attempts).remote()
-            yield from self._collect(self._dataset(ray, files, parquet, state), state, snapshots,
-                                     not parquet)
+                self._poison = ray.remote(num_cpus=0)(PoisonLedger).remote()
+            yield from self._collect(self._dataset(ray, files, parquet, state), state, not parquet)
         except ray.exceptions.RayError as e:
             raise DjxError(f"ray executor: {_explain(e)}") from None
         finally:
             data_log.setLevel(level)
-            if self._attempts is not None:
-                ray.kill(self._attempts)
+            if self._poison is not None:
+                ray.kill(self._poison)
             if ours:  # disconnects from a joined cluster; stops a local one we started
                 ray.shutdown()
 
@@ -155,68 +144,92 @@ class RayExecutor:
         per_gpu = max((info.get("workers", 1) for dev, info in self.plan.per_device.items()
                        if dev.startswith("cuda")), default=1)
         threads = max(1, self.plan.threads_per_worker // n_model_stages) if specs else 1
+        stage_chain = OpChain(self.chain.ops[first:last], self.chain.ctx.with_(on_error="reject"))
         return {"memory": need, "num_gpus": 1.0 / (per_gpu * n_model_stages) if gpu else 0,
                 "fn_constructor_kwargs": {
-                    "chain_bytes": self._chain_bytes, "first": first, "last": last, "stage": s,
+                    # by value, with its RunContext (tokens included); the driver enforces on_error: fail
+                    "chain_bytes": dill.dumps(stage_chain), "first": first, "stage": s,
                     "final": s == len(self.groups) - 1, "threads": threads, "gpu": gpu,
                     "custom_ops": tuple(self.recipe.custom_ops), "base_dir": self.recipe.base_dir,
-                    "sys_path": [p for p in sys.path if p], "attempts": self._attempts}}
+                    "sys_path": [p for p in sys.path if p], "poison": self._poison}}
 
     # -- the driver: number the rows, rebuild BatchResults ----------------------------------
-    def _collect(self, ds, state, snapshots, lines: bool) -> Iterator[BatchResult]:
-        n_ops, fail = len(self.chain.ops), self.recipe.on_error == "fail"
-        names = self.chain.ctx.input_files
+    def _collect(self, ds, state: ReadState, lines: bool) -> Iterator[BatchResult]:
         for table in ds.iter_batches(batch_size=self.recipe.batch_size, batch_format="pyarrow"):
-            res = BatchResult(op_counts=[[0, 0, 0, 0, 0.0] for _ in range(n_ops)])
+            res = BatchResult.empty(len(self.chain.ops))
             col = {name: table.column(name).to_pylist() for name in table.column_names}
-            for i, kind in enumerate(col["kind"]):
-                file = col["file"][i]
-                if file != state.file:
-                    if file < state.file:
-                        raise DjxError(f"djx bug: Ray returned file {file} after file {state.file}")
-                    while state.file < file:  # the files between held no rows
-                        state.next_file()
-                if lines:
-                    state.lines += 1
-                    state.offset += col["nbytes"][i]
-                if kind == "blank":
+            for i, kind in enumerate(col[KIND]):
+                self._advance(state, col[FILE][i], col[NBYTES][i] if lines else None)
+                if kind == RowKind.BLANK.value:
                     state.blank_lines += 1
                     continue
-                rec = pickle.loads(col["data"][i])
-                rec[POSITION_KEY] = state.records
-                state.records += 1
-                end = n_ops if kind == "live" else col["end"][i]  # -1: rejected before any op
-                for counts in res.op_counts[:max(end, 0)]:
-                    counts[0] += 1
-                    counts[1] += 1
-                if end >= 0 and kind != "live":
-                    res.op_counts[end][0] += 1
-                    res.op_counts[end][2 if kind == "dropped" else 3] += 1
-                if kind == "live":
-                    res.kept.append(rec)
-                elif kind == "dropped":
-                    res.dropped.append(rec)
-                else:
-                    rec["line"] = state.lines if lines else None
-                    if names:
-                        rec["file"] = names[state.file]
-                    if fail:
-                        raise FailFast(fail_message(rec))
-                    res.rejected.append(rec)
+                self._add_row(res, RowKind(kind), pickle.loads(col[DATA][i]), state, lines)
             for s in range(len(self.groups)):
-                for blob in filter(None, col.get(f"meta{s}", ())):
+                for blob in filter(None, col.get(meta_column(s), ())):
                     self._absorb(res, pickle.loads(blob))
-            snapshots.append(dict(vars(state)))
+            res.read_at = dict(vars(state))
             yield res
 
-    def _absorb(self, res: BatchResult, meta: dict) -> None:
+    @staticmethod
+    def _advance(state: ReadState, file: int, nbytes: int | None) -> None:
+        """The reader position past one row of `file` (`nbytes`: its line's length, JSON Lines)."""
+        if file != state.file:
+            if file < state.file:
+                raise DjxError(f"djx bug: Ray returned file {file} after file {state.file}")
+            while state.file < file:  # the files between held no rows
+                state.next_file()
+        if nbytes is not None:
+            state.lines += 1
+            state.offset += nbytes
+
+    def _add_row(self, res: BatchResult, kind: RowKind, rec, state: ReadState, lines: bool) -> None:
+        """A returned row into the result: its position, and the counts of each op it passed."""
+        n_ops = len(self.chain.ops)
+        if kind == RowKind.REJECTED:
+            rec.pos, rec.line, rec.file = state.records, state.lines if lines else None, state.file
+            end = rec.op_index if rec.op_index is not None else -1  # -1: rejected before any op
+            if self.recipe.on_error == "fail":
+                raise FailFast(rec.fail_message(self.chain.ctx.input_files))
+            res.rejected.append(rec)
+        else:
+            rec[POSITION_KEY] = state.records
+            end = n_ops if kind == RowKind.LIVE else rec[DROP_KEY]["op_index"]
+            (res.kept if kind == RowKind.LIVE else res.dropped).append(rec)
+        state.records += 1
+        for counts in res.op_counts[:max(end, 0)]:
+            counts.seen += 1
+            counts.kept += 1
+        if 0 <= end < n_ops:
+            res.op_counts[end].seen += 1
+            if kind == RowKind.DROPPED:
+                res.op_counts[end].dropped += 1
+            else:
+                res.op_counts[end].rejected += 1
+
+    def _absorb(self, res: BatchResult, meta) -> None:
         """A stage batch's side channel: its per-op seconds, op counters and its actor's report."""
-        for k, seconds in meta["seconds"].items():
-            res.op_counts[k][4] += seconds
-        for k, v in meta["counters"].items():
-            res.counters[k] = res.counters.get(k, 0) + v
-        self.restarts += meta["counters"].get("actor_deaths", 0)
-        self.reports[meta["worker"]] = meta["report"]
+        for k, seconds in meta.seconds.items():
+            res.op_counts[k].seconds += seconds
+        res.counters = add_counters(res.counters, meta.counters)
+        self.restarts += meta.counters.get("actor_deaths", 0)
+        self.reports[meta.worker] = meta.report
+
+
+def _refuse(files: list[str], state: ReadState) -> None:
+    """What the Ray engine cannot read, said before Ray starts."""
+    path = files[0]
+    if path.lower().endswith(".json"):
+        raise DjxError(f"{path}: the ray executor reads JSON Lines (.jsonl) or parquet; convert the "
+                       f".json array to .jsonl (one object per line) or use executor: local")
+    parquet = path.lower().endswith(".parquet")
+    if parquet and state.records:
+        raise DjxError(f"{path}: the ray executor resumes JSON Lines inputs, not parquet; finish this "
+                       f"run with executor: local (it resumes it), or start over with --restart")
+    if parquet and len(files) > 1:
+        import pyarrow.parquet as pq
+        if "path" in pq.read_schema(path).names:
+            raise DjxError(f"{path}: a column named 'path' collides with the file names Ray adds to "
+                           f"rows of a many-file parquet dataset; use executor: local")
 
 
 def _settle_fsspec_http() -> None:

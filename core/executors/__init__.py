@@ -1,0 +1,33 @@
+"""The execution engines behind one contract (base.Executor): local processes and Ray."""
+from __future__ import annotations
+
+import sys
+
+from djx.core.chain import OpChain
+from djx.core.executors.base import DatasetSource, Executor, InputBatch
+from djx.core.planner import Plan
+from djx.core.recipe import Recipe
+
+__all__ = ["DatasetSource", "Executor", "InputBatch", "make_executor"]
+
+
+def make_executor(chain: OpChain, plan: Plan, r: Recipe, replan=None, log=print) -> Executor:
+    """The recipe's engine for `chain`; `replan(measured model bytes) -> Plan` lets a GPU run
+    revise its plan once the first worker has loaded its models."""
+    if r.executor == "ray":
+        from djx.core.executors.ray import RayExecutor
+        return RayExecutor(chain, plan, r)
+    from djx.core.executors.local import LocalExecutor
+    method = r.start_method
+    if method == "auto":
+        # fork only where it is safe: a forked child of a process whose torch thread pool is
+        # up can deadlock in its first op; forking a Ray driver breaks Ray; CUDA needs spawn
+        ray = sys.modules.get("ray")
+        risky = bool(chain.model_specs()) or (ray is not None and ray.is_initialized())
+        method = "spawn" if risky or plan.on_gpu or sys.platform != "linux" else "fork"
+    elif method == "fork" and chain.model_specs():
+        log("note: start_method fork is unsafe for ops that load models (a forked worker can hang "
+            "in its first forward); using spawn")
+        method = "spawn"
+    return LocalExecutor(chain, plan, method, tuple(r.custom_ops), r.base_dir, r.max_in_flight,
+                         replan=replan, log=log)

@@ -1,0 +1,41 @@
+"""The executor contract: `run(source)` turns input batches into BatchResults, one per batch, in
+input order, each carrying the reader position a checkpoint resumes from. The local engine and
+the Ray engine implement it; the ledger consumes what they yield."""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Protocol
+
+from djx.core.reader import ReadState, read_files
+from djx.core.records import BatchResult, Item, WorkerReport
+
+
+@dataclass
+class InputBatch:
+    """Records read together, and where the reader stood after them (None: not resumable)."""
+    items: list[Item]
+    read_at: dict | None = None
+
+
+@dataclass
+class DatasetSource:
+    """A dataset's files read from `state` on, in batches of `batch_size`. Iterating it reads
+    (the local engine); the Ray engine reads `files` itself and advances `state` as rows return."""
+    files: list[str]
+    state: ReadState = field(default_factory=ReadState)
+    batch_size: int = 64
+
+    def __iter__(self) -> Iterator[InputBatch]:
+        items = read_files(self.files, self.state, parse=False)  # workers parse the lines
+        while block := list(itertools.islice(items, self.batch_size)):
+            yield InputBatch(block, dict(vars(self.state)))
+
+
+class Executor(Protocol):
+    reports: dict[str, WorkerReport]  # worker name -> its last report
+    restarts: int                     # workers that died and were replaced
+
+    def run(self, source: Iterable[InputBatch]) -> Iterator[BatchResult]:
+        """One BatchResult per input batch, in input order, each with the batch's read_at."""
+        ...

@@ -1,0 +1,42 @@
+"""What every worker process does first, a local worker and a Ray actor alike: pin its thread
+count, import the plug-ins, rebuild the op chain from bytes, bind torch to its device, and load
+its models into the process's pool once."""
+from __future__ import annotations
+
+import os
+import sys
+
+import dill
+
+from djx.core.chain import OpChain
+from djx.core.model_pool import ModelPool, process_pool
+from djx.core.registry import load_builtin_ops, load_custom_ops, load_entry_point_ops
+
+
+def set_thread_env(threads: int) -> None:
+    """Before torch is imported: its thread pools read these once."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(threads)
+
+
+def bind_process(chain_bytes: bytes, device: str, threads: int, custom_ops: tuple, base_dir: str,
+                 mem_fraction: float = 0.0, warmup: bool = True) -> tuple[OpChain, ModelPool]:
+    """The chain this process runs and its model pool, bound to `device` with `threads` torch
+    threads; `mem_fraction` caps this process's share of its GPU (0: no cap)."""
+    set_thread_env(threads)
+    load_builtin_ops()  # plug-ins first: unpickling the chain needs their classes
+    load_custom_ops(custom_ops, base_dir)
+    load_entry_point_ops()
+    chain = dill.loads(chain_bytes)
+    if "torch" in sys.modules or chain.model_specs():
+        import torch
+        torch.set_num_threads(threads)
+        if device.startswith("cuda"):
+            torch.cuda.set_device(device)
+            if mem_fraction > 0:
+                torch.cuda.set_per_process_memory_fraction(min(mem_fraction, 1.0), device)
+    pool = process_pool(device)
+    if warmup:
+        for spec in chain.model_specs():
+            pool.get(spec)
+    return chain, pool

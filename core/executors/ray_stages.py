@@ -1,0 +1,255 @@
+"""The Ray side of the Ray executor: reading JSON Lines, parsing rows, and the op-chain stage
+actors. Kept apart from the driver (ray.py) so each file reads in one sitting.
+
+Every stage emits exactly one row per input row. The row schema (module-level names below):
+KIND (a RowKind), DATA (the pickled sample, or the pickled Rejection), ORIG (the pickled input
+record, kept while a later stage may reject it), NBYTES (the input line's length), and from the
+reader AT and FILE (the line's byte offset and file index, which name a batch across retries).
+Each stage adds its own meta column: a pickled StageMeta on the first row of each batch.
+"""
+from __future__ import annotations
+
+import enum
+import hashlib
+import os
+import pickle
+import sys
+import time
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from djx.core.chain import OpChain
+from djx.core.context import DROP_KEY, POSITION_KEY
+from djx.core.errors import DjxError
+from djx.core.records import BatchResult, Item, WorkerReport, add_counters
+
+MiB = 1 << 20
+BLOCK_LINES, BLOCK_BYTES = 4096, 32 * MiB
+_PICKLE = pickle.HIGHEST_PROTOCOL
+
+KIND, DATA, ORIG, NBYTES, AT, FILE = "kind", "data", "orig", "nbytes", "at", "file"
+
+
+class RowKind(str, enum.Enum):
+    BLANK = "blank"        # a blank line: counted, no sample
+    LIVE = "live"          # a sample still in the chain (kept, after the last stage)
+    DROPPED = "dropped"    # a sample a filter dropped (DATA: the sample with its drop reason)
+    REJECTED = "rejected"  # DATA: a Rejection
+
+
+def meta_column(stage: int) -> str:
+    return f"stage{stage}_meta"
+
+
+@dataclass
+class StageMeta:
+    """A stage batch's side channel: per-op seconds (whole-chain op index), op counters, and the
+    report of the actor that ran it."""
+    seconds: dict[int, float]
+    counters: dict[str, int]
+    worker: str
+    report: WorkerReport
+
+
+# -- reading and parsing (Ray tasks) ----------------------------------------------------------
+
+def _file_datasource():
+    from ray.data.datasource import FileBasedDatasource
+    return FileBasedDatasource
+
+
+class JsonLines(_file_datasource()):
+    """A JSON Lines file as its lines, split on b"\\n" only and kept as bytes with their newline:
+    what the local reader sees. (read_text splits with str.splitlines, which also breaks lines at
+    \\r, U+0085 and U+2028, all valid inside a JSON line, and fails the whole file on bad UTF-8.)"""
+
+    def __init__(self, files: list[str], start: int = 0, first: int = 0, **kwargs):
+        super().__init__(files, **kwargs)
+        self.start = start  # a resumed run's read offset (a line start) in its first file
+        self.first = first  # the dataset index of files[0] (a resumed run skips finished files)
+        self.index = file_index(files, first)
+
+    def _read_stream(self, f, path: str):
+        file = lookup_file(self.index, path)
+        skip = self.start if file == self.first else 0
+        at = skip
+        while skip > 0:  # a sequential stream: read past the part already done
+            got = len(f.read(min(skip, 4 * MiB)))
+            if not got:
+                return
+            skip -= got
+        tail, lines, starts, size = b"", [], [], 0
+        while chunk := f.read(4 * MiB):
+            *complete, tail = (tail + chunk).split(b"\n")
+            for line in complete:
+                lines.append(line + b"\n")
+                starts.append(at)
+                at += len(line) + 1
+                size += len(line) + 1
+                if len(lines) >= BLOCK_LINES or size >= BLOCK_BYTES:
+                    yield _lines_table(lines, starts, file)
+                    lines, starts, size = [], [], 0
+        if tail:
+            lines.append(tail)
+            starts.append(at)
+        if lines:
+            yield _lines_table(lines, starts, file)
+
+
+def file_index(files: list[str], first: int = 0) -> dict:
+    return {os.path.normpath(os.path.abspath(f)): first + i for i, f in enumerate(files)}
+
+
+def lookup_file(index: dict, path: str) -> int:
+    """The dataset index of a file as Ray names it (with or without a scheme or leading slash)."""
+    for prefix in ("file://", "local://"):
+        if path.startswith(prefix):
+            path = path[len(prefix):]
+    key = os.path.normpath(path if path.startswith("/") else "/" + path)
+    if key not in index:
+        raise RuntimeError(f"djx bug: Ray read {path!r}, which is not one of the dataset's files")
+    return index[key]
+
+
+def _lines_table(lines: list, starts: list, file: int) -> pa.Table:
+    return pa.table({"raw": pa.array(lines, pa.binary()), AT: pa.array(starts, pa.int64()),
+                     FILE: pa.array([file] * len(lines), pa.int32())})
+
+
+def parse_lines(table: pa.Table, ctx, keep_orig: bool) -> pa.Table:
+    """Lines -> rows. Items are made as core.reader makes them for local workers (raw text,
+    `pending`) and parsed by the chain itself, so a bad line is rejected with the same reason."""
+    raws = table.column("raw").to_pylist()
+    files = table.column(FILE).to_pylist()
+    rows = [i for i, raw in enumerate(raws) if raw.strip()]
+    items = [Item(j, raw=raws[i].decode("utf-8", "replace").rstrip("\r\n"), pending=True, file=files[i])
+             for j, i in enumerate(rows)]
+    out = _admit(items, rows, len(raws), ctx, keep_orig, [len(r) for r in raws])
+    return out.append_column(AT, table.column(AT)).append_column(FILE, table.column(FILE))
+
+
+def parse_rows(table: pa.Table, ctx, keep_orig: bool, index: dict | None) -> pa.Table:
+    """Parquet rows -> rows: records are the rows as dicts, as core.reader reads them. With
+    several files (`index`), Ray's "path" column (include_paths) tells each row's file."""
+    if index is None:
+        files = [0] * table.num_rows
+    else:
+        files = [lookup_file(index, p) for p in table.column("path").to_pylist()]
+        table = table.drop_columns(["path"])
+    items = [Item(i, record=r, file=files[i]) for i, r in enumerate(table.to_pylist())]
+    out = _admit(items, list(range(len(items))), len(items), ctx, keep_orig, [0] * len(items))
+    return out.append_column(FILE, pa.array(files, pa.int32()))
+
+
+def _admit(items: list, rows: list, n: int, ctx, keep_orig: bool, nbytes: list) -> pa.Table:
+    """Reject what is not a sample (the chain's own rule, run with no ops); the rest is live."""
+    kind, data, orig = [RowKind.BLANK.value] * n, [b""] * n, [b""] * n
+    res = OpChain([], ctx).run(items)
+    for s in res.kept:
+        i = rows[s[POSITION_KEY]]
+        kind[i], data[i] = RowKind.LIVE.value, pickle.dumps(s, _PICKLE)
+        if keep_orig:  # a later rejection writes the input record, as the local executor does
+            orig[i] = pickle.dumps(items[s[POSITION_KEY]].record, _PICKLE)
+    for rej in res.rejected:
+        i = rows[rej.pos]
+        kind[i], data[i] = RowKind.REJECTED.value, pickle.dumps(rej, _PICKLE)
+    return pa.table({KIND: pa.array(kind, pa.string()), DATA: pa.array(data, pa.binary()),
+                     ORIG: pa.array(orig, pa.binary()), NBYTES: pa.array(nbytes, pa.int64())})
+
+
+# -- the op stages (Ray actors) ---------------------------------------------------------------
+
+class ChainStage:
+    """One actor of a stage: ops [first, last) of the chain (the chain it is given) and one
+    ModelPool, models loaded once."""
+
+    def __init__(self, chain_bytes: bytes, first: int, stage: int, final: bool, threads: int, gpu: bool,
+                 custom_ops: tuple, base_dir: str, sys_path: list, poison=None):
+        from djx.core.executors.process import set_thread_env
+        set_thread_env(threads)  # before anything imports torch
+        sys.path += [p for p in sys_path if p not in sys.path and os.path.isdir(p)]  # module plug-ins
+        import ray
+
+        from djx.core.executors.process import bind_process
+        from djx.core.resources import uss_bytes
+
+        # Ray sets CUDA_VISIBLE_DEVICES to this actor's GPU
+        self.chain, self.pool = bind_process(chain_bytes, "cuda:0" if gpu else "cpu", threads, custom_ops,
+                                             base_dir)
+        self.first, self.stage, self.final = first, stage, final
+        self.poison, self._ray = poison, ray
+        self.worker = f"stage{stage}:{ray.get_runtime_context().get_actor_id()[:8]}"
+        self._uss = uss_bytes
+        self.peak_uss, self.sampled_at = uss_bytes(), time.monotonic()
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        kind, data, orig = (table.column(c).to_pylist() for c in (KIND, DATA, ORIG))
+        live = [i for i, k in enumerate(kind) if k == RowKind.LIVE.value]
+        items = [Item(j, record=pickle.loads(data[i])) for j, i in enumerate(live)]
+        key = self._key(table, live, data)
+        attempt = self._ray.get(self.poison.begin.remote(key)) if key is not None else None
+        if attempt is None or attempt.earlier == 0:
+            res = self.chain.run(items, self.pool)
+        else:  # this batch killed an actor before: one sample at a time, and say where
+            if attempt.blind >= 2:
+                raise DjxError(f"stage {self.stage} ({', '.join(op.name for op in self.chain.ops)}): "
+                               f"its actors keep dying on one batch outside any sample (out of "
+                               f"memory?); lower batch_size or give the actors more memory")
+            res = self._careful(key, items, attempt.poison)
+            res.counters = add_counters(res.counters, {"actor_deaths": attempt.earlier})
+        if key is not None:
+            self.poison.end.remote(key)
+        for s in res.kept:
+            data[live[s[POSITION_KEY]]] = pickle.dumps(s, _PICKLE)
+        for s in res.dropped:
+            i = live[s[POSITION_KEY]]
+            s[DROP_KEY]["op_index"] += self.first  # its index in the whole chain, not in this stage
+            kind[i], data[i] = RowKind.DROPPED.value, pickle.dumps(s, _PICKLE)
+        for rej in res.rejected:
+            i = live[rej.pos]
+            rej.record = pickle.loads(orig[i])  # the input record, not the sample as it got here
+            if rej.op_index is not None:
+                rej.op_index += self.first
+            kind[i], data[i] = RowKind.REJECTED.value, pickle.dumps(rej, _PICKLE)
+        return self._table(table, kind, data, orig, res)
+
+    def _table(self, table: pa.Table, kind: list, data: list, orig: list, res: BatchResult) -> pa.Table:
+        if time.monotonic() - self.sampled_at > 1.0:  # reading smaps costs ms: sample it
+            self.peak_uss, self.sampled_at = max(self.peak_uss, self._uss()), time.monotonic()
+        meta = StageMeta({self.first + k: c.seconds for k, c in enumerate(res.op_counts)}, res.counters,
+                         self.worker, self.pool.report(self.peak_uss))
+        n = len(kind)
+        out = {KIND: pa.array(kind, pa.string()), DATA: pa.array(data, pa.binary()),
+               ORIG: pa.array([b""] * n if self.final else orig, pa.binary()),
+               meta_column(self.stage): pa.array([pickle.dumps(meta, _PICKLE)] + [b""] * (n - 1) if n else [],
+                                                 pa.binary())}
+        return pa.table({**{c: table.column(c) for c in table.column_names if c not in out}, **out})
+
+    def _key(self, table: pa.Table, live: list, data: list):
+        """What names this batch across retries: its first line's byte offset (JSON Lines), or a
+        hash of its rows (parquet)."""
+        if self.poison is None or not live:
+            return None
+        if AT in table.column_names:
+            return (self.stage, table.column(FILE)[0].as_py(), table.column(AT)[0].as_py(), table.num_rows)
+        return (self.stage, hashlib.sha256(b"".join(data)).hexdigest(), table.num_rows)
+
+    def _careful(self, key, items: list, poison: dict) -> BatchResult:
+        """The batch one sample at a time, the ledger told where each one is; the samples known
+        to kill are rejected unrun. (Per-op counts come from the rows at the driver; only op
+        seconds and counters matter in the result.)"""
+        ops = self.chain.ops
+        res = BatchResult.empty(len(ops))
+        for item in items:
+            j = item.pos
+            if j in poison:
+                k = max(poison[j], 0)
+                res.rejected.append(self.chain.reject(item, k, f"worker died while running {ops[k].name} "
+                                                      f"(its Ray actor process died)", "worker_died"))
+                continue
+            one = self.chain.run([item], self.pool,
+                                 on_op=lambda k: self._ray.get(self.poison.at.remote(key, (j, k))))
+            self._ray.get(self.poison.at.remote(key, None))
+            res += one
+        return res

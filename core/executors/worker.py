@@ -1,0 +1,115 @@
+"""A local worker process and the messages on its pipe. It binds itself (see process.py), then
+runs the batches sent to it until told to stop, reporting each result with its WorkerReport."""
+from __future__ import annotations
+
+import ctypes
+import os
+import pickle
+import time
+import traceback
+from dataclasses import dataclass
+
+from djx.core.errors import DjxError
+from djx.core.records import BatchResult, FailFast, Item, WorkerReport
+
+
+# -- parent -> worker: a Task, or None to stop. worker -> parent: one of the others --------------
+
+@dataclass
+class Task:
+    id: int
+    items: list[Item]
+
+
+@dataclass
+class Ready:
+    rank: int
+    report: WorkerReport
+
+
+@dataclass
+class StartFailed:
+    rank: int
+    message: str
+    user_error: bool  # a DjxError (bad model path, plug-in import): its message says it all
+
+
+@dataclass
+class Done:
+    task_id: int
+    result: BatchResult
+    report: WorkerReport
+
+
+@dataclass
+class Failed:
+    """on_error: fail, and a sample of the task was bad."""
+    task_id: int
+    message: str
+
+
+@dataclass
+class Crashed:
+    """An unexpected exception outside any one sample (a bug)."""
+    task_id: int
+    message: str
+
+
+class Status(ctypes.Structure):
+    """Shared with the parent, so it knows what a worker was doing when it died."""
+    _fields_ = [("task_id", ctypes.c_longlong), ("op_index", ctypes.c_longlong)]
+
+
+def send(conn, obj) -> None:
+    """Pipe messages go through the C pickler: multiprocess's default (dill, pure Python) costs
+    ~0.4 ms per sample and made the parent the bottleneck at np > 1."""
+    conn.send_bytes(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def recv(conn):
+    return pickle.loads(conn.recv_bytes())
+
+
+def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_dir: str,
+                chain_bytes: bytes, conn, status: Status, warmup: bool, mem_fraction: float = 0.0) -> None:
+    """Entry point of one worker; `status` tells the parent which task and op it is in."""
+    from djx.core.executors.process import set_thread_env
+    set_thread_env(threads)  # before anything imports torch
+    try:
+        from djx.core.executors.process import bind_process
+        from djx.core.outputs import dumps
+        chain, pool = bind_process(chain_bytes, device, threads, custom_ops, base_dir, mem_fraction, warmup)
+        send(conn, Ready(rank, pool.report()))
+    except DjxError as e:
+        send(conn, StartFailed(rank, str(e), True))
+        return
+    except BaseException as e:  # noqa: BLE001  (reported to the parent, which stops the run)
+        send(conn, StartFailed(rank, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}", False))
+        return
+
+    def on_op(k: int) -> None:
+        status.op_index = k
+
+    from djx.core.resources import uss_bytes
+    peak_uss, sampled_at = uss_bytes(), time.monotonic()
+    parent = os.getppid()
+    while True:
+        try:
+            while not conn.poll(1.0):
+                if os.getppid() != parent:  # the parent was killed (kill -9): do not linger
+                    return
+            task = recv(conn)
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+        status.task_id, status.op_index = task.id, -1
+        try:
+            result = chain.run(task.items, pool, on_op).encode(dumps)
+            if time.monotonic() - sampled_at > 1.0:  # reading smaps costs ms: sample, not every batch
+                peak_uss, sampled_at = max(peak_uss, uss_bytes()), time.monotonic()
+            send(conn, Done(task.id, result, pool.report(peak_uss)))
+        except FailFast as e:
+            send(conn, Failed(task.id, str(e)))
+        except BaseException as e:  # noqa: BLE001
+            send(conn, Crashed(task.id, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"))

@@ -1,0 +1,112 @@
+"""RunLedger: consumes the executor's results in input order. It writes them, keeps the run's
+counts, takes checkpoints every `checkpoint_every` batches (and on the way out of a failed run),
+runs the early checks, and at the end checks the outputs and writes the summary."""
+from __future__ import annotations
+
+import shutil
+
+from djx.core.check import check_outputs
+from djx.core.chain import OpChain
+from djx.core.context import TOKEN_MISMATCH
+from djx.core.errors import CheckError, DjxError
+from djx.core.outputs import OutputWriter
+from djx.core.progress import Progress
+from djx.core.reader import ReadState
+from djx.core.recipe import Recipe
+from djx.core.records import BatchResult
+from djx.core.resume import ResumePoint
+from djx.core.summary import build_summary, format_summary
+
+EARLY_SAMPLES = 32      # the token sanity check looks at (at least) this many first samples
+EARLY_MISMATCH = 0.9    # ... and stops the run when this share of them has a token mismatch
+
+
+class RunLedger:
+    """Use as a context manager around the result loop: leaving it by an exception between
+    batches saves every batch finished by then, so the next run resumes from there."""
+
+    def __init__(self, writer: OutputWriter, start: ResumePoint, chain: OpChain, recipe: Recipe,
+                 progress: bool = True, log=print):
+        self.writer, self.start, self.chain, self.recipe, self.log = writer, start, chain, recipe, log
+        self.counts = start.counts
+        self.progress = progress
+        self.bar: Progress | None = None
+        self.read_at: dict | None = None   # reader position after the last batch written
+        self.batches = self.saved = 0      # batches written; ... as of the last checkpoint
+        self.between_batches = True        # False while a batch is half written
+        self._early = None if start.resumed else [0, 0]  # [samples seen, token mismatches]
+
+    def __enter__(self) -> "RunLedger":
+        self.writer.open(self.start.manifest)
+        self.bar = Progress(enabled=self.progress)
+        return self
+
+    def add(self, res: BatchResult) -> None:
+        self.between_batches = False
+        if self._early is not None:
+            self._token_sanity(res)
+        names = self.chain.ctx.input_files
+        self.writer.write("kept", res.kept)
+        self.writer.write("dropped", res.dropped)
+        self.writer.write("rejected", [r.to_record(names) for r in res.rejected])
+        self.counts.add(res)
+        self.read_at = res.read_at
+        self.batches += 1
+        self.bar.update(res.samples, len(res.kept))
+        if self.batches % self.recipe.checkpoint_every == 0:
+            self.writer.checkpoint(self.start.checkpoint(self.read_at, self.counts))
+            self.saved = self.batches
+        self.between_batches = True
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is not None and self.between_batches and self.batches > self.saved:
+                self._save_progress()
+        finally:
+            self.bar.close()
+            self.writer.close()
+
+    def end(self, state: ReadState) -> None:
+        """Every batch is in: the final checkpoint, at the reader's end."""
+        self.writer.checkpoint(self.start.checkpoint(dict(vars(state)), self.counts))
+
+    def finish(self, plan, executor, state: ReadState, seconds: float) -> dict:
+        """Check the written parts, move them into place with the summary; return the summary.
+        Raises CheckError (after writing) when the stats or the counts do not add up."""
+        r, w = self.recipe, self.writer
+        if state.records == 0:
+            self.log(f"[djx] {r.dataset_path} holds no samples; writing empty outputs")
+        report = check_outputs(w.part("kept"), w.part("dropped"), w.part("rejected"),
+                               self.chain.filter_stats_keys(), r.image_key, state.records)
+        summary = build_summary(r, w.paths, plan, executor, self.chain.ops, self.counts, state, report,
+                                seconds, self.start.resumed)
+        w.finish(summary)
+        self.log(format_summary(summary))
+        if not report.ok:
+            raise CheckError(report.describe())
+        return summary
+
+    def _save_progress(self) -> None:
+        try:
+            self.writer.checkpoint(self.start.checkpoint(self.read_at, self.counts))
+        except OSError as e:  # never hide the error that stopped the run behind this one
+            self.log(f"[djx] could not save progress ({e}); the next run resumes from the last checkpoint")
+            return
+        self.log(f"[djx] stopped after {self.read_at['records']} samples; they are saved and the same "
+                 f"command resumes from there")
+
+    def _token_sanity(self, res: BatchResult) -> None:
+        """Stop early when nearly every first sample's image tokens disagree with its images."""
+        early = self._early
+        early[0] += res.samples
+        early[1] += sum(1 for rej in res.rejected if rej.code == TOKEN_MISMATCH)
+        if early[0] < EARLY_SAMPLES:
+            return
+        self._early = None
+        if early[1] >= EARLY_MISMATCH * early[0]:
+            self.writer.close()
+            shutil.rmtree(self.writer.paths.state_dir, ignore_errors=True)
+            raise DjxError(f"{early[1]} of the first {early[0]} samples have a different number of images "
+                           f"than image tokens {self.recipe.image_special_token!r} in their text: the data "
+                           f"was most likely written with another token. Check image_special_token (and "
+                           f"eoc_special_token) in the recipe; stopped early, nothing written")

@@ -1,0 +1,146 @@
+"""The values that cross a boundary (reader to worker, worker pipe, Ray row, executor to ledger),
+each with a name and fields: an input Item, a Rejection, per-op OpCounts, the BatchResult of one
+batch (carrying its own resume position) and a worker's WorkerReport."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable
+
+import jsonlines
+
+from djx.core.context import POSITION_KEY
+from djx.core.errors import DjxError
+
+
+@dataclass
+class Item:
+    """One input record as the reader saw it: parsed (`record`), or unparsed (`raw`, with `pending`
+    set while a worker has yet to parse it, or `error` saying why it does not parse)."""
+    pos: int
+    record: Any = None
+    line: int | None = None
+    error: str | None = None
+    raw: str | None = None
+    pending: bool = False
+    file: int = 0  # index into RunContext.input_files
+
+
+def parse_pending(items: list[Item]) -> None:
+    """Parse the raw JSON lines of pending items in place, through one jsonlines reader."""
+    pending = [it for it in items if it.pending]
+    if not pending:
+        return
+    reader = jsonlines.Reader(it.raw for it in pending)
+    for it in pending:
+        try:
+            it.record = reader.read(allow_none=True)
+        except jsonlines.InvalidLineError as e:
+            it.error = f"not valid JSON ({e.__cause__})" if e.__cause__ else "not valid JSON"
+        it.pending = False
+
+
+@dataclass
+class Rejection:
+    """A sample that could not be processed, with why; `op_index` is None for bad input caught
+    before any op. Written to the rejected file as `to_record()`."""
+    pos: int
+    line: int | None
+    op: str | None
+    op_index: int | None
+    reason: str
+    code: str | None = None
+    record: Any = None       # the input record as read ...
+    raw: str | None = None   # ... or, when it did not parse, its raw text
+    file: int = 0            # index into RunContext.input_files
+
+    def to_record(self, input_files: tuple[str, ...] = ()) -> dict:
+        rec = {POSITION_KEY: self.pos}
+        if len(input_files) > 1:
+            rec["file"] = input_files[self.file]
+        rec.update(line=self.line, op=self.op, reason=self.reason, code=self.code)
+        if self.raw is not None:
+            rec["raw"] = self.raw
+        else:
+            rec["record"] = self.record
+        return rec
+
+    def fail_message(self, input_files: tuple[str, ...] = ()) -> str:
+        """What on_error: fail says about this sample (the same on every executor)."""
+        where = f"line {self.line}" if self.line else f"record {self.pos}"
+        if len(input_files) > 1:
+            where = f"{input_files[self.file]}, {where}"
+        return (f"{where}: {self.reason}" + (f" (op {self.op})" if self.op else "")
+                + "; set on_error: reject to write bad samples to the rejected file and go on")
+
+
+class FailFast(DjxError):
+    """on_error: fail, and a sample was bad."""
+
+
+@dataclass
+class OpCounts:
+    """One op's tally: samples in, and how they left it; `seconds` is summed over workers."""
+    seen: int = 0
+    kept: int = 0
+    dropped: int = 0
+    rejected: int = 0
+    seconds: float = 0.0
+
+    def __add__(self, other: "OpCounts") -> "OpCounts":
+        return OpCounts(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    def to_dict(self) -> dict:
+        return {"in": self.seen, "kept": self.kept, "dropped": self.dropped, "rejected": self.rejected,
+                "seconds": self.seconds}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "OpCounts":
+        return cls(d["in"], d["kept"], d["dropped"], d["rejected"], d["seconds"])
+
+
+def add_counters(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    """Event counters (oom_retries, actor_deaths, ...) of two results, summed."""
+    return {k: a.get(k, 0) + b.get(k, 0) for k in {**a, **b}}
+
+
+@dataclass
+class BatchResult:
+    """What one input batch became. `read_at` is the reader's position after the batch: a
+    checkpoint taken once this result is written resumes from there."""
+    kept: list = field(default_factory=list)
+    dropped: list = field(default_factory=list)
+    rejected: list[Rejection] = field(default_factory=list)
+    op_counts: list[OpCounts] = field(default_factory=list)
+    counters: dict[str, int] = field(default_factory=dict)
+    read_at: dict | None = None
+
+    @classmethod
+    def empty(cls, n_ops: int) -> "BatchResult":
+        return cls(op_counts=[OpCounts() for _ in range(n_ops)])
+
+    @property
+    def samples(self) -> int:
+        return len(self.kept) + len(self.dropped) + len(self.rejected)
+
+    def encode(self, dumps: Callable[[Any], str]) -> "BatchResult":
+        """Turn kept and dropped samples into JSON lines (workers do this, not the parent)."""
+        self.kept = [dumps(s) for s in self.kept]
+        self.dropped = [dumps(s) for s in self.dropped]
+        return self
+
+    def __add__(self, other: "BatchResult") -> "BatchResult":
+        counts = [a + b for a, b in zip(self.op_counts, other.op_counts)] or other.op_counts
+        return BatchResult(self.kept + other.kept, self.dropped + other.dropped,
+                           self.rejected + other.rejected, counts, add_counters(self.counters, other.counters),
+                           other.read_at if other.read_at is not None else self.read_at)
+
+
+@dataclass
+class WorkerReport:
+    """What a worker (a local process or a Ray actor) says about itself, for the summary."""
+    device: str = "cpu"
+    loads: dict[str, int] = field(default_factory=dict)          # model label -> loads
+    load_seconds: dict[str, float] = field(default_factory=dict)
+    measured_bytes: dict[str, int] = field(default_factory=dict)  # model label -> bytes
+    peak_uss: int = 0
+    peak_device_bytes: int = 0

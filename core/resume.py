@@ -1,0 +1,101 @@
+"""Resuming a run: what identifies it (the fingerprint of recipe and input), and what a
+checkpoint holds (where the reader stood, the counts so far). The part files' lengths are the
+writer's business (outputs.py)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+
+from djx.core.errors import ResumeError
+from djx.core.reader import ReadState
+from djx.core.records import OpCounts, add_counters
+
+# Recipe keys that do not change what a run outputs: a resumed run may change them.
+RESUMABLE_KEYS = {"np", "start_method", "devices", "gpu_mem_fraction", "max_in_flight", "checkpoint_every",
+                  "on_error", "executor", "ray_address", "export_path", "dataset_path", "batch_size",
+                  "project_name"}
+
+
+@dataclass
+class RunCounts:
+    """The whole run's tally so far (it survives a resume through the checkpoint)."""
+    ops: list[OpCounts]
+    kept: int = 0
+    dropped: int = 0
+    rejected: int = 0
+    events: dict[str, int] = field(default_factory=dict)
+
+    def add(self, res) -> None:
+        self.kept += len(res.kept)
+        self.dropped += len(res.dropped)
+        self.rejected += len(res.rejected)
+        self.ops = [a + b for a, b in zip(self.ops, res.op_counts)]
+        self.events = add_counters(self.events, res.counters)
+
+    def to_dict(self) -> dict:
+        return {"kept": self.kept, "dropped": self.dropped, "rejected": self.rejected,
+                "ops": [c.to_dict() for c in self.ops], "events": dict(self.events)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunCounts":
+        return cls([OpCounts.from_dict(c) for c in d["ops"]], d["kept"], d["dropped"], d["rejected"],
+                   dict(d.get("events", {})))
+
+
+@dataclass
+class ResumePoint:
+    """Where a run starts: from scratch, or from an unfinished run's last checkpoint (`manifest`)."""
+    fingerprint: dict
+    read: ReadState
+    counts: RunCounts
+    manifest: dict | None = None
+
+    @property
+    def resumed(self) -> bool:
+        return self.manifest is not None
+
+    def checkpoint(self, read_at: dict, counts: RunCounts) -> dict:
+        """The manifest of a checkpoint taken after the reader position `read_at`."""
+        return {"fingerprint": self.fingerprint, "read": read_at, "counts": counts.to_dict()}
+
+
+def resume_point(manifest: dict | None, fingerprint: dict, n_ops: int, state_dir: str) -> ResumePoint:
+    """Start from `manifest` (an unfinished run's state, or None) if it is this run's."""
+    if manifest is None:
+        return ResumePoint(fingerprint, ReadState(), RunCounts([OpCounts() for _ in range(n_ops)]))
+    if manifest.get("fingerprint") != fingerprint:
+        raise ResumeError(f"{state_dir} holds an unfinished run of a different recipe or input "
+                          f"({_diff(manifest.get('fingerprint', {}), fingerprint)}); run again with "
+                          f"--restart (Pipeline.run(restart=True)) to discard it and start over")
+    return ResumePoint(fingerprint, ReadState(**manifest["read"]), RunCounts.from_dict(manifest["counts"]),
+                       manifest)
+
+
+def fingerprint(recipe, ops: list, files: list[str], root: str) -> dict:
+    """What decides a run's outputs: the recipe (less RESUMABLE_KEYS), the ops, the input files."""
+    settings = {k: v for k, v in recipe.to_dict().items() if k not in RESUMABLE_KEYS and k != "process"}
+    op_desc = [[op.name, op.params()] for op in ops]
+    text = json.dumps([settings, op_desc], sort_keys=True, default=str)
+    if len(files) == 1:
+        data = _file_hash(files[0])
+    else:  # which files, in which order, with which content
+        h = hashlib.sha256()
+        for f in files:
+            h.update(f"{os.path.relpath(f, root)}\0{_file_hash(f)}\n".encode())
+        data = h.hexdigest()[:16]
+    return {"recipe": hashlib.sha256(text.encode()).hexdigest()[:16], "input": data}
+
+
+def _file_hash(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def _diff(old: dict, new: dict) -> str:
+    changed = [k for k in ("recipe", "input") if old.get(k) != new.get(k)]
+    return " and ".join(f"the {k} changed" for k in changed) or "unknown state"
