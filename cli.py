@@ -26,12 +26,10 @@ def _process(args) -> int:
         overrides["executor"] = args.executor
     pipe = Pipeline.from_recipe(args.recipe, overrides, _plugins(args.custom_ops))
     if args.dry_run:
-        print(pipe.plan(estimate=True).describe())
+        print(pipe.describe(pipe.plan(estimate=True)))
         for i, op in enumerate(pipe.ops):
             specs = ", ".join(s.label() for s in op.model_specs())
             print(f"  op {i}: {op!r}" + (f"  [models: {specs}]" if specs else ""))
-        for note in pipe.recipe.notes():
-            print(f"  note: {note}")
         return 0
     pipe.run(restart=args.restart, progress=not args.quiet)
     return 0

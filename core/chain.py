@@ -42,7 +42,8 @@ class OpChain:
             sample[POSITION_KEY] = item.pos
             samples.append(sample)
 
-        images = BatchImages(self.ctx.dataset_dir, self.ctx.max_image_pixels)
+        images = BatchImages(self.ctx.dataset_dir, self.ctx.max_image_pixels,
+                             load_truncated_images=self.ctx.load_truncated_images)
         try:
             for k, op in enumerate(self.ops):
                 if not samples:
@@ -51,6 +52,9 @@ class OpChain:
                     on_op(k)
                 t0 = time.perf_counter()
                 result.op_counts[k].seen += len(samples)
+                if op.uses_images:
+                    key = op.image_key or self.ctx.image_key
+                    result.op_counts[k].with_images += sum(1 for s in samples if s.get(key))
                 samples = self._run_op(k, op, samples, images, pool, result, originals)
                 result.op_counts[k].seconds += time.perf_counter() - t0
         finally:
@@ -63,11 +67,11 @@ class OpChain:
         ctx = self.ctx
         text_key = op.text_key or ctx.text_key
         image_key = op.image_key or ctx.image_key
-        rejected: dict[int, tuple[str, str | None]] = {}  # index -> (reason, code)
+        rejected: dict[int, tuple] = {}  # index -> (reason, code, exception type)
         for i, s in enumerate(samples):
             reason = _input_problem(s, op, text_key, image_key)
             if reason:
-                rejected[i] = (reason, "bad_input")
+                rejected[i] = (reason, "bad_input", None)
         live = [i for i in range(len(samples)) if i not in rejected]
         step = op.batch_size or len(live) or 1
         for start in range(0, len(live), step):
@@ -79,8 +83,10 @@ class OpChain:
             if i not in rejected and isinstance(op, Filter):
                 try:
                     verdict = op.keep(s.get(STATS_KEY, {}))
-                except Exception as e:
-                    rejected[i] = (f"{op.name}.keep raised {_short_tb(e)}", "op_error")
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as e:  # noqa: BLE001
+                    rejected[i] = (f"{op.name}.keep raised {_short_tb(e)}", "op_error", type(e).__name__)
             if i in rejected:
                 counts.rejected += 1
                 result.rejected.append(self.reject(originals[s[POSITION_KEY]], k, *rejected[i]))
@@ -98,29 +104,38 @@ class OpChain:
         return kept
 
     def _call_isolated(self, op, group, idx, images, pool, text_key, image_key,
-                       counters: dict) -> dict[int, tuple[str, str | None]]:
+                       counters: dict) -> dict[int, tuple]:
         """Run op on a group; if it raises, run each sample alone so only the bad ones are rejected.
-        Returns {sample index: (reason, code)}; the op's event counters are added to `counters`."""
+        Returns {sample index: (reason, code, exception type or None)}; the op's event counters are
+        added to `counters`. Anything an op raises (SystemExit included) stays with its sample;
+        only Ctrl-C stops the run."""
         batch = Batch(group, self.ctx, images, pool, text_key, image_key)
         try:
             _invoke(op, batch)
             for k, v in batch.counters.items():
                 counters[k] = counters.get(k, 0) + v
-            return {idx[j]: (r, batch.codes.get(j)) for j, r in batch.rejected.items()}
-        except Exception as e:
+            return {idx[j]: (r, batch.codes.get(j), None) for j, r in batch.rejected.items()}
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # noqa: BLE001
             if len(group) == 1:
-                return {idx[0]: (_reason(op, e), e.code if isinstance(e, SampleError) else "op_error")}
+                if isinstance(e, SampleError):
+                    return {idx[0]: (str(e), e.code, None)}
+                return {idx[0]: (_reason(op, e), "op_error", type(e).__name__)}
         out = {}
         for j, sample in zip(idx, group):
             out.update(self._call_isolated(op, [sample], [j], images, pool, text_key, image_key, counters))
         return out
 
-    def reject(self, item: Item, op_index: int | None, reason: str, code: str | None = None) -> Rejection:
-        """The rejection of `item` (as read) at op `op_index` (None: before any op). Every
-        rejection is made here; under on_error: fail it stops the run instead."""
+    def reject(self, item: Item, op_index: int | None, reason: str, code: str | None = None,
+               error: str | None = None) -> Rejection:
+        """The rejection of `item` (as read) at op `op_index` (None: before any op); `error`: the
+        exception type when the op raised. Every rejection is made here; under on_error: fail it
+        stops the run instead."""
         op = self.ops[op_index].name if op_index is not None else None
         rej = Rejection(item.pos, item.line, op, op_index, reason, code, file=item.file,
-                        record=None if item.error else item.record, raw=item.raw if item.error else None)
+                        record=None if item.error else item.record, raw=item.raw if item.error else None,
+                        error=error)
         if self.ctx.on_error == "fail":
             raise FailFast(rej.fail_message(self.ctx.input_files))
         return rej
@@ -155,8 +170,6 @@ def _input_problem(sample: dict, op: Op, text_key: str, image_key: str) -> str |
 
 
 def _reason(op: Op, e: BaseException) -> str:
-    if isinstance(e, SampleError):
-        return str(e)
     return f"{op.name} raised {_short_tb(e)}"
 
 

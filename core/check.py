@@ -82,74 +82,94 @@ def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str |
 
     Without a dropped file (export_dropped: false), `dropped_count` (from the summary) stands in
     for it in the count check."""
-    report = CheckReport()
-    index_of = {}
-    for i, (name, _) in enumerate(filters):
-        index_of.setdefault(name, i)
-    seen = bytearray(input_count or 0)
-    counts = {"kept": 0, "dropped": 0, "rejected": 0}
+    check = _OutputCheck(filters, image_key, input_count)
+    for _, sample in _iter_jsonl(kept_path):
+        check.kept(sample)
+    has_dropped = bool(dropped_path and os.path.exists(dropped_path))
+    if has_dropped:
+        for _, sample in _iter_jsonl(dropped_path):
+            check.dropped(sample)
+    else:
+        check.counts["dropped"] = dropped_count
+    if rejected_path and os.path.exists(rejected_path):
+        for _, rec in _iter_jsonl(rejected_path):
+            check.rejected(rec)
+    return check.finish(has_dropped)
 
-    def mark(pos, kind):
-        if not isinstance(pos, int) or pos < 0:
-            report.add(f"{kind} record without a valid {POSITION_KEY}", pos)
+
+class _OutputCheck:
+    """One pass over the outputs: stats per record, positions across all three files."""
+
+    def __init__(self, filters: list[tuple[str, tuple[str, ...]]], image_key: str, input_count: int | None):
+        self.filters, self.image_key, self.input_count = filters, image_key, input_count
+        self.report = CheckReport()
+        self.index_of: dict[str, int] = {}
+        for i, (name, _) in enumerate(filters):
+            self.index_of.setdefault(name, i)
+        self.seen = bytearray(input_count or 0)
+        self.counts = {"kept": 0, "dropped": 0, "rejected": 0}
+
+    def kept(self, sample: dict) -> None:
+        self.counts["kept"] += 1
+        self._mark(sample.get(POSITION_KEY), "kept")
+        self._check_stats(sample, len(self.filters) - 1, "kept")
+
+    def dropped(self, sample: dict) -> None:
+        self.counts["dropped"] += 1
+        self._mark(sample.get(POSITION_KEY), "dropped")
+        drop = sample.get(DROP_KEY) or {}
+        upto = drop.get("op_index", self.index_of.get(drop.get("op"), -1))
+        if not isinstance(upto, int) or not 0 <= upto < len(self.filters) \
+                or self.filters[upto][0] != drop.get("op"):
+            self.report.add(f"dropped sample without a valid {DROP_KEY} op", sample.get(POSITION_KEY))
             return
-        if input_count is not None:
-            if pos >= input_count:
-                report.add("position beyond the input count", pos)
-            elif seen[pos]:
-                report.add("sample appears more than once across the outputs", pos)
-            else:
-                seen[pos] = 1
+        self._check_stats(sample, upto, "dropped")
 
-    def check_stats(sample, upto: int, kind: str):
+    def rejected(self, rec: dict) -> None:
+        self.counts["rejected"] += 1
+        self._mark(rec.get(POSITION_KEY), "rejected")
+        if not rec.get("reason"):
+            self.report.add("rejected record without a reason", rec.get(POSITION_KEY))
+
+    def finish(self, has_dropped: bool) -> CheckReport:
+        """The count check and the positions no output holds; the report."""
+        counts, n = self.counts, self.input_count
+        if n is not None:
+            counts["input"] = n
+            if counts["dropped"] is not None:
+                total = counts["kept"] + counts["dropped"] + counts["rejected"]
+                if total != n:
+                    self.report.add(f"count mismatch: input {n} != kept {counts['kept']} + dropped "
+                                    f"{counts['dropped']} + rejected {counts['rejected']} = {total}", -1)
+            if counts["dropped"] is not None and has_dropped:
+                start = 0
+                while (p := self.seen.find(0, start)) != -1:
+                    self.report.add("input sample missing from every output", p)
+                    start = p + 1
+        self.report.counts = counts
+        return self.report
+
+    def _mark(self, pos, kind: str) -> None:
+        if not isinstance(pos, int) or pos < 0:
+            self.report.add(f"{kind} record without a valid {POSITION_KEY}", pos)
+            return
+        if self.input_count is not None:
+            if pos >= self.input_count:
+                self.report.add("position beyond the input count", pos)
+            elif self.seen[pos]:
+                self.report.add("sample appears more than once across the outputs", pos)
+            else:
+                self.seen[pos] = 1
+
+    def _check_stats(self, sample: dict, upto: int, kind: str) -> None:
         stats = sample.get(STATS_KEY)
         pos = sample.get(POSITION_KEY)
-        has_images = bool(sample.get(image_key))
-        for i, (name, keys) in enumerate(filters):
-            if i > upto:
-                break
+        has_images = bool(sample.get(self.image_key))
+        for name, keys in self.filters[:upto + 1]:
             for k in keys:
                 if not isinstance(stats, dict) or k not in stats:
-                    report.add(f"{kind} sample missing stat {k!r} of op {name}", pos)
+                    self.report.add(f"{kind} sample missing stat {k!r} of op {name}", pos)
                     continue
                 bad = _bad_value(stats[k], has_images)
                 if bad:
-                    report.add(f"{kind} sample has stat {k!r} of op {name} {bad}", pos)
-
-    for _, sample in _iter_jsonl(kept_path):
-        counts["kept"] += 1
-        mark(sample.get(POSITION_KEY), "kept")
-        check_stats(sample, len(filters) - 1, "kept")
-    if dropped_path and os.path.exists(dropped_path):
-        for _, sample in _iter_jsonl(dropped_path):
-            counts["dropped"] += 1
-            mark(sample.get(POSITION_KEY), "dropped")
-            drop = sample.get(DROP_KEY) or {}
-            upto = drop.get("op_index", index_of.get(drop.get("op"), -1))
-            if not isinstance(upto, int) or upto < 0 or upto >= len(filters) \
-                    or filters[upto][0] != drop.get("op"):
-                report.add(f"dropped sample without a valid {DROP_KEY} op", sample.get(POSITION_KEY))
-                continue
-            check_stats(sample, upto, "dropped")
-    else:
-        counts["dropped"] = dropped_count
-    if rejected_path and os.path.exists(rejected_path):
-        for _, rec in _iter_jsonl(rejected_path):
-            counts["rejected"] += 1
-            mark(rec.get(POSITION_KEY), "rejected")
-            if not rec.get("reason"):
-                report.add("rejected record without a reason", rec.get(POSITION_KEY))
-    if input_count is not None:
-        counts["input"] = input_count
-        if counts["dropped"] is not None:
-            total = counts["kept"] + counts["dropped"] + counts["rejected"]
-            if total != input_count:
-                report.add(f"count mismatch: input {input_count} != kept {counts['kept']} + dropped "
-                           f"{counts['dropped']} + rejected {counts['rejected']} = {total}", -1)
-        if counts["dropped"] is not None and dropped_path and os.path.exists(dropped_path):
-            start = 0
-            while (p := seen.find(0, start)) != -1:
-                report.add("input sample missing from every output", p)
-                start = p + 1
-    report.counts = counts
-    return report
+                    self.report.add(f"{kind} sample has stat {k!r} of op {name} {bad}", pos)

@@ -23,9 +23,6 @@ class RunContext:
     max_image_pixels: int = 178_956_970  # decompression-bomb guard (PIL's default x 2)
     load_truncated_images: bool = False  # True: keep what a truncated image decodes to (Data-Juicer)
     on_error: str = "reject"  # or "fail"
-    devices: tuple[str, ...] = ()  # empty: cuda:(rank % gpus) when CUDA is visible, else cpu
-    torch_threads: int = 0  # 0: decided by the executor from cores / workers
-    oom_min_batch: int = 1
     fault: tuple[str, ...] = field(default=())  # injected faults (recipe inject_faults), e.g. ("oom_above:2",)
     input_files: tuple[str, ...] = ()  # a dataset of several files: their names (Item.file indexes)
 

@@ -7,7 +7,7 @@ import shutil
 
 from djx.core.check import check_outputs
 from djx.core.chain import OpChain
-from djx.core.context import TOKEN_MISMATCH
+from djx.core.early_check import EarlyCheck
 from djx.core.errors import CheckError, DjxError
 from djx.core.outputs import OutputWriter
 from djx.core.progress import Progress
@@ -16,9 +16,6 @@ from djx.core.recipe import Recipe
 from djx.core.records import BatchResult
 from djx.core.resume import ResumePoint
 from djx.core.summary import build_summary, format_summary
-
-EARLY_SAMPLES = 32      # the token sanity check looks at (at least) this many first samples
-EARLY_MISMATCH = 0.9    # ... and stops the run when this share of them has a token mismatch
 
 
 class RunLedger:
@@ -34,7 +31,9 @@ class RunLedger:
         self.read_at: dict | None = None   # reader position after the last batch written
         self.batches = self.saved = 0      # batches written; ... as of the last checkpoint
         self.between_batches = True        # False while a batch is half written
-        self._early = None if start.resumed else [0, 0]  # [samples seen, token mismatches]
+        # a run's first samples show a systematic failure (a resumed run has passed that point)
+        self.early = None if start.resumed else EarlyCheck([op.name for op in chain.ops],
+                                                           recipe.image_special_token)
 
     def __enter__(self) -> "RunLedger":
         self.writer.open(self.start.manifest)
@@ -43,8 +42,8 @@ class RunLedger:
 
     def add(self, res: BatchResult) -> None:
         self.between_batches = False
-        if self._early is not None:
-            self._token_sanity(res)
+        if self.early is not None:
+            self._stop_if(self.early.add(res))
         names = self.chain.ctx.input_files
         self.writer.write("kept", res.kept)
         self.writer.write("dropped", res.dropped)
@@ -74,6 +73,8 @@ class RunLedger:
         """Check the written parts, move them into place with the summary; return the summary.
         Raises CheckError (after writing) when the stats or the counts do not add up."""
         r, w = self.recipe, self.writer
+        if self.early is not None:
+            self._stop_if(self.early.at_end())
         if state.records == 0:
             self.log(f"[djx] {r.dataset_path} holds no samples; writing empty outputs")
         report = check_outputs(w.part("kept"), w.part("dropped"), w.part("rejected"),
@@ -84,6 +85,11 @@ class RunLedger:
         self.log(format_summary(summary))
         if not report.ok:
             raise CheckError(report.describe())
+        share = self.counts.rejected / max(state.records, 1)
+        if r.max_rejected_fraction is not None and share > r.max_rejected_fraction:
+            raise DjxError(f"{self.counts.rejected} of {state.records} samples ({share:.1%}) were rejected, "
+                           f"more than max_rejected_fraction {r.max_rejected_fraction}; the outputs are written: see "
+                           f"{w.paths.rejected} for the reasons")
         return summary
 
     def _save_progress(self) -> None:
@@ -95,18 +101,10 @@ class RunLedger:
         self.log(f"[djx] stopped after {self.read_at['records']} samples; they are saved and the same "
                  f"command resumes from there")
 
-    def _token_sanity(self, res: BatchResult) -> None:
-        """Stop early when nearly every first sample's image tokens disagree with its images."""
-        early = self._early
-        early[0] += res.samples
-        early[1] += sum(1 for rej in res.rejected if rej.code == TOKEN_MISMATCH)
-        if early[0] < EARLY_SAMPLES:
+    def _stop_if(self, why: str | None) -> None:
+        """Stop the run for a systematic failure: no export, no state to resume from."""
+        if why is None:
             return
-        self._early = None
-        if early[1] >= EARLY_MISMATCH * early[0]:
-            self.writer.close()
-            shutil.rmtree(self.writer.paths.state_dir, ignore_errors=True)
-            raise DjxError(f"{early[1]} of the first {early[0]} samples have a different number of images "
-                           f"than image tokens {self.recipe.image_special_token!r} in their text: the data "
-                           f"was most likely written with another token. Check image_special_token (and "
-                           f"eoc_special_token) in the recipe; stopped early, nothing written")
+        self.writer.close()
+        shutil.rmtree(self.writer.paths.state_dir, ignore_errors=True)
+        raise DjxError(why)

@@ -2,11 +2,11 @@
 stats; a Mapper transforms samples. Parameters are typed keyword arguments, validated on build."""
 from __future__ import annotations
 
-import functools
 from typing import Any, ClassVar
 
 from djx.core.context import STATS_KEY, RunContext
 from djx.core.images import BatchImages
+from djx.core.errors import RecipeError
 from djx.core.params import validate_params
 
 
@@ -52,57 +52,42 @@ class Batch:
 class Op:
     """Base of all ops. Subclasses declare typed keyword parameters and call super().__init__(**kw).
 
-    Per-op `text_key`, `image_key` and `batch_size` override the recipe's globals.
+    Making an op validates its parameters against those type hints, once, whether a recipe or
+    Python code makes it (`__new__` sees the same keywords `__init__` gets). Per-op `text_key`,
+    `image_key` and `batch_size` override the recipe's globals.
     """
 
     name: ClassVar[str] = ""          # set by @register_op
     uses_text: ClassVar[bool] = True  # the chain checks the text key of samples this op sees
     uses_images: ClassVar[bool] = False
 
+    def __new__(cls, *args, **params):
+        if args:
+            raise TypeError(f"{cls.name or cls.__name__} takes keyword parameters only, e.g. "
+                            f"{cls.__name__}(min_len=5)")
+        op = super().__new__(cls)
+        op._params = validate_params(cls, params, cls.name or cls.__name__)
+        return op
+
     def __init__(self, text_key: str | None = None, image_key: str | None = None,
                  batch_size: int | None = None):
         if batch_size is not None and batch_size < 1:
-            from djx.core.errors import RecipeError
             raise RecipeError(f"{self.name}.batch_size: must be >= 1, got {batch_size}")
         self.text_key = text_key
         self.image_key = image_key
         self.batch_size = batch_size
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        cls.__init__ = _validating(cls.__init__)
 
     def model_specs(self) -> list:
         """The ModelSpecs this op will ask the pool for; lets the planner size workers up front."""
         return []
 
     def params(self) -> dict[str, Any]:
-        """The op's parameters as given (for plans, summaries and pickling to workers)."""
-        return dict(getattr(self, "_params", {}))
+        """The op's parameters as given (for plans, summaries and fingerprints)."""
+        return dict(self._params)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
         return f"{self.name or type(self).__name__}({args})"
-
-
-def _validating(init):
-    """Wrap an op's __init__ so that direct construction from Python validates like a recipe."""
-
-    @functools.wraps(init)
-    def wrapper(self, **params):
-        if not getattr(self, "_validating", False):
-            cls = type(self)
-            params = validate_params(cls, params, cls.name or cls.__name__)
-            self._params = dict(params)
-            self._validating = True
-            try:
-                init(self, **params)
-            finally:
-                del self._validating
-        else:
-            init(self, **params)
-
-    return wrapper
 
 
 class Filter(Op):

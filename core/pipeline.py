@@ -12,6 +12,7 @@ import time
 from typing import Iterable, Iterator
 
 from djx.core.chain import OpChain
+from djx.core.dtypes import slow_dtype_warnings
 from djx.core.executors import DatasetSource, make_executor
 from djx.core.ledger import RunLedger
 from djx.core.model_pool import estimate_bytes, process_pool
@@ -64,6 +65,11 @@ class Pipeline:
         return plan_workers(np or self.recipe.np, {**estimated, **(model_bytes or {})}, self._inventory,
                             self.recipe.gpu_mem_fraction, cpu_count(), listed)
 
+    def describe(self, plan: Plan) -> str:
+        """The plan, the recipe's notes and the warnings a run or a dry run starts with."""
+        lines = [plan.describe()] + [f"  note: {note}" for note in self.recipe.notes()]
+        return "\n".join(lines + slow_dtype_warnings(self.chain().model_specs(), plan.devices))
+
     # -- in memory --------------------------------------------------------------------------
     def process(self, samples: Iterable[dict]) -> Iterator[dict]:
         """Run the ops over in-memory samples in this process; yield the kept ones with stats.
@@ -106,9 +112,7 @@ class Pipeline:
         if start.resumed:
             log(f"[djx] resuming: {start.read.records} samples already done, reading on from there")
         plan = plan or self.plan(r.np)
-        log(plan.describe())
-        for note in self.recipe.notes():
-            log(f"  note: {note}")
+        log(self.describe(plan))
         executor = make_executor(chain, plan, r, replan=lambda measured: self.plan(r.np, measured), log=log)
         source = DatasetSource(files, start.read, r.batch_size)
         with RunLedger(writer, start, chain, r, progress, log) as ledger:

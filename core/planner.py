@@ -57,6 +57,21 @@ def _size(b: int) -> str:
     return f"{b / GiB:.2f} GiB" if b >= GiB else f"{b / (1 << 20):.1f} MiB"
 
 
+def _plan_cpu(np: int | None, model_bytes: dict[str, int], devices: list[str], cpu_count: int) -> Plan:
+    """Workers on CPU, torch threads split so that workers x threads <= cores."""
+    if np is None:
+        np = max(1, cpu_count // 2) if model_bytes else cpu_count
+    dev = [d for d in devices if not d.startswith("cuda")] or ["cpu"]
+    ranks = tuple(dev[r % len(dev)] for r in range(np))
+    per_worker = sum(model_bytes.values())
+    per_device = {d: {"workers": ranks.count(d), "models": sorted(model_bytes),
+                      "expected_bytes": per_worker * ranks.count(d)} for d in dict.fromkeys(ranks)}
+    notes = ()
+    if model_bytes and np * max(1, cpu_count // np) > cpu_count:
+        notes = (f"{np} workers on {cpu_count} cores: oversubscribed, expect slowdowns",)
+    return Plan(np, ranks, max(1, cpu_count // np), dict(model_bytes), per_device, notes)
+
+
 def plan_workers(np: int | None, model_bytes: dict[str, int], inventory: list[DeviceInfo],
                  gpu_mem_fraction: float = 0.9, cpu_count: int = 1,
                  listed_devices: tuple[str, ...] = ()) -> Plan:
@@ -73,17 +88,7 @@ def plan_workers(np: int | None, model_bytes: dict[str, int], inventory: list[De
     devices = list(listed_devices) or [d.name for d in inventory]
     gpus = [d for d in devices if d.startswith("cuda")]
     if not model_bytes or not gpus:
-        if np is None:
-            np = max(1, cpu_count // 2) if model_bytes else cpu_count
-        dev = [d for d in devices if not d.startswith("cuda")] or ["cpu"]
-        ranks = tuple(dev[r % len(dev)] for r in range(np))
-        per_device = {d: {"workers": ranks.count(d), "models": labels,
-                          "expected_bytes": per_worker * ranks.count(d)} for d in dict.fromkeys(ranks)}
-        notes = ()
-        if model_bytes and np * max(1, cpu_count // np) > cpu_count:
-            notes = (f"{np} workers on {cpu_count} cores: oversubscribed, expect slowdowns",)
-        return Plan(np, ranks, max(1, cpu_count // np), dict(model_bytes), per_device, notes)
-
+        return _plan_cpu(np, model_bytes, devices, cpu_count)
     info = {d.name: d for d in inventory}
     need = per_worker + WORKER_OVERHEAD
     capacity, budgets = {}, {}

@@ -86,15 +86,6 @@ def _kind(path: str) -> str:
     return "parquet" if lower.endswith(".parquet") else "json" if lower.endswith(".json") else "jsonl"
 
 
-def read_items(path: str, state: ReadState | None = None, parse: bool = True) -> Iterator[Item]:
-    """Stream a dataset from where `state` left it; `state` is updated as items are yielded.
-
-    With parse=False, JSON Lines items come back `pending` (raw text only) for a worker to parse."""
-    state = state or ReadState()
-    files = dataset_files(path)
-    return read_files(files, state, parse)
-
-
 def read_files(files: list[str], state: ReadState, parse: bool) -> Iterator[Item]:
     while state.file < len(files):
         path = files[state.file]

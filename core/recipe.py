@@ -28,10 +28,10 @@ class Recipe:
     process: tuple = ()                       # ((op_name, {params}), ...)
     project_name: str = "djx"
     np: int | None = None                     # workers; None: decided by the planner
-    text_keys: str | list[str] = "text"
-    image_key: str = "images"
-    image_special_token: str = "<__dj__image>"
-    eoc_special_token: str = "<|__dj__eoc|>"
+    text_keys: str | list[str] = RunContext.text_key   # run defaults are RunContext's
+    image_key: str = RunContext.image_key
+    image_special_token: str = RunContext.image_special_token
+    eoc_special_token: str = RunContext.eoc_special_token
     executor: Literal["local", "ray"] = "local"
     batch_size: int = 64
     start_method: Literal["auto", "fork", "spawn", "forkserver"] = "auto"
@@ -40,10 +40,11 @@ class Recipe:
     on_error: Literal["reject", "fail"] = "reject"
     devices: list[str] = field(default_factory=list)
     gpu_mem_fraction: float = 0.9
-    max_image_pixels: int = 178_956_970
-    load_truncated_images: bool = False     # True: decode what a truncated file holds (Data-Juicer)
+    max_image_pixels: int = RunContext.max_image_pixels
+    load_truncated_images: bool = RunContext.load_truncated_images
     max_in_flight: int | None = None          # batches dispatched ahead; None: 2 x workers
     checkpoint_every: int = 10                # batches between resume checkpoints
+    max_rejected_fraction: float | None = None  # a finished run rejecting more exits non-zero
     ray_address: str | None = None
     inject_faults: list[str] = field(default_factory=list)  # testing: "oom_above:N", "oom_always"
     base_dir: str = "."                       # the recipe's folder (set by the loader)
@@ -60,7 +61,7 @@ class Recipe:
                           dataset_dir=dataset_root(self.dataset_path),
                           max_image_pixels=self.max_image_pixels, on_error=self.on_error,
                           load_truncated_images=self.load_truncated_images,
-                          devices=tuple(self.devices), fault=tuple(self.inject_faults), **extra)
+                          fault=tuple(self.inject_faults), **extra)
 
     def build_ops(self) -> list:
         """Instantiate the process list (loads plug-ins first); validates every op parameter."""
@@ -191,11 +192,12 @@ def recipe_from_dict(raw: dict, base_dir: str = ".") -> Recipe:
     if not values["export_path"].endswith(".jsonl"):
         raise RecipeError(f"export_path: djx writes JSON Lines; use a path ending in .jsonl, "
                           f"got {values['export_path']!r}")
-    if values.get("np") is not None and values["np"] < 1:
-        raise RecipeError(f"np: must be >= 1, got {values['np']}")
-    if values.get("batch_size", 1) < 1:
-        raise RecipeError(f"batch_size: must be >= 1, got {values['batch_size']}")
-    frac = values.get("gpu_mem_fraction", 0.9)
+    for key in ("np", "batch_size", "max_in_flight", "checkpoint_every", "max_image_pixels"):
+        if values.get(key) is not None and values[key] < 1:
+            raise RecipeError(f"{key}: must be >= 1, got {values[key]}")
+    if not 0 <= values.get("max_rejected_fraction", 0) <= 1:
+        raise RecipeError(f"max_rejected_fraction: must be in [0, 1], got {values['max_rejected_fraction']}")
+    frac = values.get("gpu_mem_fraction", Recipe.gpu_mem_fraction)
     if not 0 < frac <= 1:
         raise RecipeError(f"gpu_mem_fraction: must be in (0, 1], got {frac}")
     for f in values.get("inject_faults", ()):

@@ -52,6 +52,7 @@ class Rejection:
     record: Any = None       # the input record as read ...
     raw: str | None = None   # ... or, when it did not parse, its raw text
     file: int = 0            # index into RunContext.input_files
+    error: str | None = None  # the exception type, when an op raised
 
     def to_record(self, input_files: tuple[str, ...] = ()) -> dict:
         rec = {POSITION_KEY: self.pos}
@@ -79,23 +80,25 @@ class FailFast(DjxError):
 
 @dataclass
 class OpCounts:
-    """One op's tally: samples in, and how they left it; `seconds` is summed over workers."""
+    """One op's tally: samples in (and of them, with images, for ops that read images), and how
+    they left it; `seconds` is summed over workers."""
     seen: int = 0
     kept: int = 0
     dropped: int = 0
     rejected: int = 0
     seconds: float = 0.0
+    with_images: int = 0
 
     def __add__(self, other: "OpCounts") -> "OpCounts":
         return OpCounts(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
 
     def to_dict(self) -> dict:
         return {"in": self.seen, "kept": self.kept, "dropped": self.dropped, "rejected": self.rejected,
-                "seconds": self.seconds}
+                "seconds": self.seconds, "with_images": self.with_images}
 
     @classmethod
     def from_dict(cls, d: dict) -> "OpCounts":
-        return cls(d["in"], d["kept"], d["dropped"], d["rejected"], d["seconds"])
+        return cls(d["in"], d["kept"], d["dropped"], d["rejected"], d["seconds"], d.get("with_images", 0))
 
 
 def add_counters(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:

@@ -15,7 +15,6 @@ import sys
 
 from djx.core.errors import OpNotFoundError, RecipeError
 from djx.core.op import Op
-from djx.core.params import validate_params
 from djx.core.suggest import closest
 
 _OPS: dict[str, type[Op]] = {}
@@ -65,11 +64,12 @@ def build_op(name: str, params: dict | None, where: str | None = None) -> Op:
     """Construct a registered op from recipe parameters, with errors prefixed by `where`."""
     cls = get_op_class(name)
     where = where or name
-    params = validate_params(cls, params or {}, where)
     try:
-        return cls(**params)
+        return cls(**(params or {}))
     except RecipeError as e:
         msg = str(e)
+        if msg.startswith((f"{cls.name}.", f"{cls.name}:")):  # the op's own name: say where it is
+            msg = where + msg[len(cls.name):]
         raise RecipeError(msg if msg.startswith(where) else f"{where}: {msg}") from None
 
 

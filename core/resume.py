@@ -15,7 +15,7 @@ from djx.core.records import OpCounts, add_counters
 # Recipe keys that do not change what a run outputs: a resumed run may change them.
 RESUMABLE_KEYS = {"np", "start_method", "devices", "gpu_mem_fraction", "max_in_flight", "checkpoint_every",
                   "on_error", "executor", "ray_address", "export_path", "dataset_path", "batch_size",
-                  "project_name"}
+                  "project_name", "max_rejected_fraction"}
 
 
 @dataclass
@@ -26,6 +26,7 @@ class RunCounts:
     dropped: int = 0
     rejected: int = 0
     events: dict[str, int] = field(default_factory=dict)
+    rejected_by_code: dict[str, int] = field(default_factory=dict)
 
     def add(self, res) -> None:
         self.kept += len(res.kept)
@@ -33,15 +34,19 @@ class RunCounts:
         self.rejected += len(res.rejected)
         self.ops = [a + b for a, b in zip(self.ops, res.op_counts)]
         self.events = add_counters(self.events, res.counters)
+        for rej in res.rejected:
+            code = rej.code or "other"
+            self.rejected_by_code[code] = self.rejected_by_code.get(code, 0) + 1
 
     def to_dict(self) -> dict:
         return {"kept": self.kept, "dropped": self.dropped, "rejected": self.rejected,
-                "ops": [c.to_dict() for c in self.ops], "events": dict(self.events)}
+                "ops": [c.to_dict() for c in self.ops], "events": dict(self.events),
+                "rejected_by_code": dict(self.rejected_by_code)}
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunCounts":
         return cls([OpCounts.from_dict(c) for c in d["ops"]], d["kept"], d["dropped"], d["rejected"],
-                   dict(d.get("events", {})))
+                   dict(d.get("events", {})), dict(d.get("rejected_by_code", {})))
 
 
 @dataclass

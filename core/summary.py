@@ -14,7 +14,10 @@ def build_summary(r, paths, plan, executor, ops, counts, state, report, seconds:
         "project_name": r.project_name, "dataset_path": r.dataset_path,
         "input": n, "kept": counts.kept, "dropped": counts.dropped,
         "rejected": counts.rejected, "blank_lines": state.blank_lines,
-        "ops": [{"name": op.name, **c.to_dict(), "seconds": round(c.seconds, 3)} for op, c in zip(ops, counts.ops)],
+        "rejected_share": round(counts.rejected / max(n, 1), 4),
+        "rejected_by_code": dict(sorted(counts.rejected_by_code.items(), key=lambda kv: -kv[1])),
+        "ops": [{"name": op.name, "in": c.seen, "kept": c.kept, "dropped": c.dropped, "rejected": c.rejected,
+                 "seconds": round(c.seconds, 3)} for op, c in zip(ops, counts.ops)],
         "seconds": round(seconds, 3), "samples_per_second": round(n / max(seconds, 1e-9), 2),
         "resumed": resumed, "executor": r.executor, "workers": plan.workers,
         "events": counts.events,
@@ -44,6 +47,11 @@ def format_summary(s: dict) -> str:
              f"{s['dropped']} dropped + {s['rejected']} rejected"
              + (f" ({s['blank_lines']} blank lines skipped)" if s.get("blank_lines") else "")
              + f"  in {s['seconds']:.1f} s ({s['samples_per_second']:.1f} samples/s)"]
+    if s.get("rejected"):
+        top = ", ".join(f"{code} {n}" for code, n in list((s.get("rejected_by_code") or {}).items())[:5])
+        lines.append(f"  rejected: {s.get('rejected_share', 0):.1%} of the input" + (f" ({top})" if top else ""))
+    else:
+        lines.append("  rejected: none")
     ops = s.get("ops") or []
     if ops:
         w = max(len(o["name"]) for o in ops)

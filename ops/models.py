@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from djx.core.dtypes import resolve_dtype
 from djx.core.errors import DjxError
 from djx.core.model_pool import ModelSpec, register_model_loader
 
-_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "auto": 4}  # auto: plan for the larger
 _FALLBACK_BYTES = 2 << 30  # when the config cannot be read: plan for 2 GiB
 
 
@@ -30,8 +31,15 @@ class LoadedModel:
         return self.model.buffers()
 
 
-def _torch_dtype(name: str):
+def _torch_dtype(name: str, device: str):
+    """The torch dtype for `name` on `device`; `auto` is bfloat16 only where it is native."""
     import torch
+    if name == "auto":
+        cap = None
+        if device.startswith("cuda"):
+            major, minor = torch.cuda.get_device_capability(device)
+            cap = major + minor / 10
+        name = resolve_dtype(name, device, capability=cap)
     return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[name]
 
 
@@ -47,7 +55,7 @@ def _load(model_cls_name: str, spec: ModelSpec, device: str) -> LoadedModel:
                  "no such local folder; as a hub id it must be reachable or in the local cache")
         raise DjxError(f"cannot load {model_cls_name} from {spec.name!r} ({where}): "
                        f"{type(e).__name__}: {str(e).splitlines()[0][:300]}") from None
-    dtype = _torch_dtype(spec.dtype)
+    dtype = _torch_dtype(spec.dtype, device)
     model = model.to(device=device, dtype=dtype).eval()
     processor = transformers.AutoProcessor.from_pretrained(spec.name, **kw)
     return LoadedModel(model, processor, device, dtype)

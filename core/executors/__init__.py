@@ -5,6 +5,7 @@ import sys
 
 from djx.core.chain import OpChain
 from djx.core.executors.base import DatasetSource, Executor, InputBatch
+from djx.core.optional import require_ray
 from djx.core.planner import Plan
 from djx.core.recipe import Recipe
 
@@ -15,6 +16,7 @@ def make_executor(chain: OpChain, plan: Plan, r: Recipe, replan=None, log=print)
     """The recipe's engine for `chain`; `replan(measured model bytes) -> Plan` lets a GPU run
     revise its plan once the first worker has loaded its models."""
     if r.executor == "ray":
+        require_ray()
         from djx.core.executors.ray import RayExecutor
         return RayExecutor(chain, plan, r)
     from djx.core.executors.local import LocalExecutor

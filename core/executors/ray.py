@@ -131,7 +131,7 @@ class RayExecutor:
     def _stage_args(self, s: int, node_memory: float) -> dict:
         """Declared resources and constructor arguments of stage s's actors."""
         first, last, specs = self.groups[s]
-        n_model_stages = sum(1 for g in self.groups if g[2]) or 1
+        n_model_stages = sum(1 for _, _, stage_specs in self.groups if stage_specs) or 1
         need = (sum(self.plan.model_bytes.get(spec.label(), 0) for spec in specs)
                 + ACTOR_BASE_BYTES + self.recipe.batch_size * DECODE_BYTES_PER_SAMPLE)
         if need > node_memory:
@@ -210,6 +210,8 @@ class RayExecutor:
         """A stage batch's side channel: its per-op seconds, op counters and its actor's report."""
         for k, seconds in meta.seconds.items():
             res.op_counts[k].seconds += seconds
+        for k, n in meta.with_images.items():
+            res.op_counts[k].with_images += n
         res.counters = add_counters(res.counters, meta.counters)
         self.restarts += meta.counters.get("actor_deaths", 0)
         self.reports[meta.worker] = meta.report

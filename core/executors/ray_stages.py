@@ -44,9 +44,10 @@ def meta_column(stage: int) -> str:
 
 @dataclass
 class StageMeta:
-    """A stage batch's side channel: per-op seconds (whole-chain op index), op counters, and the
-    report of the actor that ran it."""
+    """A stage batch's side channel: per-op seconds and samples with images (whole-chain op index),
+    op counters, and the report of the actor that ran it."""
     seconds: dict[int, float]
+    with_images: dict[int, int]
     counters: dict[str, int]
     worker: str
     report: WorkerReport
@@ -217,7 +218,8 @@ class ChainStage:
     def _table(self, table: pa.Table, kind: list, data: list, orig: list, res: BatchResult) -> pa.Table:
         if time.monotonic() - self.sampled_at > 1.0:  # reading smaps costs ms: sample it
             self.peak_uss, self.sampled_at = max(self.peak_uss, self._uss()), time.monotonic()
-        meta = StageMeta({self.first + k: c.seconds for k, c in enumerate(res.op_counts)}, res.counters,
+        meta = StageMeta({self.first + k: c.seconds for k, c in enumerate(res.op_counts)},
+                         {self.first + k: c.with_images for k, c in enumerate(res.op_counts)}, res.counters,
                          self.worker, self.pool.report(self.peak_uss))
         n = len(kind)
         out = {KIND: pa.array(kind, pa.string()), DATA: pa.array(data, pa.binary()),

@@ -3,7 +3,7 @@ from typing import Literal
 from djx.core.op import Batch, Filter
 from djx.core.registry import register_op
 
-from .any_or_all import image_sizes, keep_images
+from djx.ops.filter.per_image import image_sizes, keep_images
 
 
 @register_op("image_aspect_ratio_filter")

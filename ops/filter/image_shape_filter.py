@@ -4,7 +4,7 @@ from typing import Literal
 from djx.core.op import Batch, Filter
 from djx.core.registry import register_op
 
-from .any_or_all import image_sizes
+from djx.ops.filter.per_image import image_sizes
 
 
 @register_op("image_shape_filter")

@@ -5,7 +5,7 @@ from djx.core.errors import RecipeError, SampleError
 from djx.core.op import Batch, Filter
 from djx.core.registry import register_op
 
-from .any_or_all import keep_images
+from djx.ops.filter.per_image import keep_images
 
 # Data-Juicer's convention: KB and KiB alike are 1024 bytes (MB 1024**2, ...).
 _UNITS = {"": 1, "B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3, "TB": 1024 ** 4,

@@ -1,6 +1,6 @@
 from djx.core.registry import register_op
 
-from .image_text_model_filter import ImageTextModelFilter, max_text_len
+from djx.ops.filter.image_text_model_filter import ImageTextModelFilter, max_text_len
 
 
 @register_op("image_text_matching_filter", aliases=("image_text_match_filter",))
@@ -18,8 +18,12 @@ class ImageTextMatchingFilter(ImageTextModelFilter):
 
     def __init__(self, hf_blip: str = "Salesforce/blip-itm-base-coco", min_score: float = 0.003,
                  max_score: float = 1.0, **kw):
-        self.model_name = hf_blip
         super().__init__(min_score=min_score, max_score=max_score, **kw)
+        self.hf_blip = hf_blip
+
+    @property
+    def model_name(self) -> str:
+        return self.hf_blip
 
     def score_pairs(self, loaded, batch, texts, images, pairs):
         import torch

@@ -19,7 +19,7 @@ from djx.core.model_pool import ModelSpec
 from djx.core.oom import OOM_REASON, forward_with_backoff
 from djx.core.op import Batch, Filter
 
-from .any_or_all import keep_images
+from djx.ops.filter.per_image import keep_images
 
 
 def split_chunks(text: str, n_images: int, image_token: str, eoc_token: str) -> list[tuple[str, int, int]]:
@@ -51,19 +51,27 @@ class ImageTextModelFilter(Filter):
                  trust_remote_code: bool = False, horizontal_flip: bool = False,
                  vertical_flip: bool = False, any_or_all: Literal["any", "all"] = "any",
                  reduce_mode: Literal["avg", "max", "min"] = "avg",
-                 dtype: Literal["float32", "bfloat16", "float16"] = "float32",
+                 dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32",
                  forward_batch_size: int = 32, draft_decode: bool = False, **common):
         super().__init__(**common)
         if forward_batch_size < 1:
             raise RecipeError(f"forward_batch_size: must be >= 1, got {forward_batch_size}")
-        # subclasses set self.model_name (from hf_clip / hf_blip) before calling this
-        self.spec = ModelSpec(self.model_kind, self.model_name, dtype=dtype,
-                              trust_remote_code=trust_remote_code)
+        self.dtype, self.trust_remote_code = dtype, trust_remote_code
         self.min_score, self.max_score = min_score, max_score
         self.horizontal_flip, self.vertical_flip = horizontal_flip, vertical_flip
         self.any_or_all, self.reduce_mode = any_or_all, reduce_mode
         self.forward_batch_size = forward_batch_size
         self.draft_decode = draft_decode
+
+    @property
+    def model_name(self) -> str:
+        """The hub id or folder of the model (the subclass's own parameter, e.g. hf_clip)."""
+        raise NotImplementedError
+
+    @property
+    def spec(self) -> ModelSpec:
+        return ModelSpec(self.model_kind, self.model_name, dtype=self.dtype,
+                         trust_remote_code=self.trust_remote_code)
 
     def model_specs(self) -> list[ModelSpec]:
         return [self.spec]

@@ -1,6 +1,6 @@
 from djx.core.registry import register_op
 
-from .image_text_model_filter import ImageTextModelFilter, max_text_len
+from djx.ops.filter.image_text_model_filter import ImageTextModelFilter, max_text_len
 
 
 @register_op("image_text_similarity_filter")
@@ -18,8 +18,12 @@ class ImageTextSimilarityFilter(ImageTextModelFilter):
 
     def __init__(self, hf_clip: str = "openai/clip-vit-base-patch32", min_score: float = 0.1,
                  max_score: float = 1.0, **kw):
-        self.model_name = hf_clip
         super().__init__(min_score=min_score, max_score=max_score, **kw)
+        self.hf_clip = hf_clip
+
+    @property
+    def model_name(self) -> str:
+        return self.hf_clip
 
     def score_pairs(self, loaded, batch, texts, images, pairs):
         model, proc, device = loaded.model, loaded.processor, loaded.device

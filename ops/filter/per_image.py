@@ -1,4 +1,5 @@
-"""What the image filters share: Data-Juicer's any_or_all keep rule, and header-only sizes."""
+"""Per-image values the image filters share: sizes read from file headers, and Data-Juicer's
+any_or_all keep rule over one value per image."""
 from djx.core.errors import SampleError
 
 
