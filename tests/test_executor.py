@@ -39,12 +39,14 @@ def test_one_and_two_workers_write_identical_files(tmp_path, text_dataset, write
 
 def test_outputs_keep_input_order_when_batches_finish_out_of_order(tmp_path, plugin_site,
                                                                    write_jsonl, read_jsonl):
-    from djx_test_plugin_ops import SleepOnIdsMapper
+    from djx_test_plugin_ops import WaitForLaterBatchesMapper
 
     write_jsonl(tmp_path / "d.jsonl", [{"id": i, "text": "x" * (i % 5)} for i in range(90)])
-    # the first batch pauses, so the other worker finishes several later batches before it
-    pipe = Pipeline(ops=[TextLengthFilter(min_len=2), SleepOnIdsMapper(ids=[2], seconds=0.3)],
-                    np=2, batch_size=3, max_in_flight=8, start_method="fork")
+    # the first batch waits until the other worker has finished three later batches
+    (tmp_path / "passed").mkdir()
+    wait = WaitForLaterBatchesMapper(ids=[2], later=3, folder=str(tmp_path / "passed"))
+    pipe = Pipeline(ops=[TextLengthFilter(min_len=2), wait], np=2, batch_size=3, max_in_flight=8,
+                    start_method="fork")
     pipe.run(str(tmp_path / "d.jsonl"), str(tmp_path / "out" / "kept.jsonl"), progress=False)
     kept = [s["id"] for s in read_jsonl(tmp_path / "out" / "kept.jsonl")]
     dropped = [s["id"] for s in read_jsonl(tmp_path / "out" / "kept.dropped.jsonl")]

@@ -176,7 +176,7 @@ def test_ray_reads_parquet_shards_like_the_local_executor(ray_address, tmp_path,
 
 
 def test_a_killed_ray_run_over_shards_resumes_in_the_right_file(ray_address, tmp_path):  # noqa: F811
-    from test_resume import djx, kill_when
+    from test_resume import djx, hold, kill_when
     import yaml
     from conftest import PLUGINS_DIR
     n, per = 300, 100
@@ -188,12 +188,15 @@ def test_a_killed_ray_run_over_shards_resumes_in_the_right_file(ray_address, tmp
                         for i in range(k * per, (k + 1) * per)))
     recipe = {"dataset_path": "ds", "export_path": "out/o.jsonl", "np": 2, "batch_size": 8,
               "checkpoint_every": 2, "custom_ops": [str(PLUGINS_DIR / "chaos_ops.py")],
-              "process": [{"text_length_filter": {"min_len": 5}}, {"slow_filter": {"seconds": 0.02}}]}
+              "process": [{"hold_mapper": {"hold_file": str(tmp_path / "run" / "hold")}},
+                          {"text_length_filter": {"min_len": 5}}, {"slow_filter": {"seconds": 0}}]}
     (tmp_path / "ref" / "r.yaml").write_text(yaml.safe_dump({**recipe, "start_method": "fork"}))
-    assert djx("process", str(tmp_path / "ref" / "r.yaml"), "--quiet", "--set",
-               "process.1.slow_filter.seconds=0").wait() == 0
+    assert djx("process", str(tmp_path / "ref" / "r.yaml"), "--quiet").wait() == 0
     (tmp_path / "run" / "r.yaml").write_text(yaml.safe_dump({**recipe, "executor": "ray",
                                                              "ray_address": ray_address}))
+    # Ray hands a block's rows on when its task ends (a block is one file here): files 0 and 1 can
+    # finish, file 2 is held until the test has killed the run
+    hold(tmp_path / "run", 200)
     proc = djx("process", str(tmp_path / "run" / "r.yaml"), "--quiet", start_new_session=True)
     kill_when(tmp_path / "run", proc, 120)  # past the first file
     state = json.loads((tmp_path / "run/out/.o.djx-state/manifest.json").read_text())["read"]

@@ -1,5 +1,10 @@
 """Interrupt and resume: kill -9 a real `djx process` at several points; running the same command
-again finishes the work, and the outputs hold each input sample exactly once."""
+again finishes the work, and the outputs hold each input sample exactly once.
+
+Runs are stopped at known points by state, never by time: the recipe's hold_mapper holds every
+batch from a given sample id on until the test releases it, so a run cannot finish (or pass the
+point) before the test acts, however busy the machine."""
+import io
 import json
 import os
 import signal
@@ -13,20 +18,34 @@ import yaml
 from conftest import PLUGINS_DIR, read_jsonl_file
 
 N = 300
+GUARD_S = 300  # only against a hang: a run that never gets where the test waits fails, never passes
 
 
-def setup(tmp_path, seconds=0.004, **extra):
+def setup(tmp_path, pad=0, n=N, **extra):
+    """data.jsonl (n samples, texts padded by `pad` characters) and a recipe whose first op holds
+    batches while the file `hold` in `tmp_path` says so (see hold)."""
     data = tmp_path / "data.jsonl"
-    data.write_text("".join(json.dumps({"id": i, "text": f"sample number {i:04d}"}) + "\n"
-                            for i in range(N)))
+    data.write_text("".join(json.dumps({"id": i, "text": f"sample number {i:04d}" + " x" * (pad // 2)}) + "\n"
+                            for i in range(n)))
     recipe = {"dataset_path": "data.jsonl", "export_path": "out/o.jsonl", "np": 2, "batch_size": 8,
               "checkpoint_every": 2, "start_method": "fork",
               "custom_ops": [str(PLUGINS_DIR / "chaos_ops.py")],
-              "process": [{"text_length_filter": {"min_len": 5}},
-                          {"slow_filter": {"seconds": seconds}}], **extra}
+              "process": [{"hold_mapper": {"hold_file": str(tmp_path / "hold")}},
+                          {"text_length_filter": {"min_len": 5}},
+                          {"slow_filter": {"seconds": 0}}], **extra}
     path = tmp_path / "recipe.yaml"
     path.write_text(yaml.safe_dump(recipe))
     return path
+
+
+def hold(tmp_path, from_id):
+    """Runs of setup(tmp_path)'s recipe hold every batch with a sample id >= from_id until release."""
+    (tmp_path / "hold.tmp").write_text(str(from_id))
+    os.replace(tmp_path / "hold.tmp", tmp_path / "hold")
+
+
+def release(tmp_path):
+    (tmp_path / "hold").unlink(missing_ok=True)
 
 
 def djx(*args, **kw):
@@ -41,14 +60,23 @@ def manifest_records(tmp_path):
         return -1
 
 
-def kill_when(tmp_path, proc, min_records):
-    """SIGKILL the run (and its workers) once its checkpoint shows at least `min_records`."""
-    deadline = time.monotonic() + 60
-    while manifest_records(tmp_path) < min_records and proc.poll() is None:
-        assert time.monotonic() < deadline, "the run never reached the checkpoint"
+def wait_for(condition, proc, what):
+    """Poll until `condition()` holds; the run must still be going (it is held, so it cannot end)."""
+    deadline = time.monotonic() + GUARD_S
+    while not condition():
+        assert proc.poll() is None, f"the run ended before {what}: {proc.stderr.read()}"
+        assert time.monotonic() < deadline, f"no {what} after {GUARD_S} s"
         time.sleep(0.01)
+
+
+def kill_when(tmp_path, proc, min_records):
+    """SIGKILL the run (and its workers) once its checkpoint shows at least `min_records`, then
+    release the hold (start the run with hold(tmp_path, min_records + 16) or later: that lets two
+    more batches of 8 finish, enough to reach a checkpoint every 2 batches)."""
+    wait_for(lambda: manifest_records(tmp_path) >= min_records, proc, f"a checkpoint at {min_records}")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    release(tmp_path)
 
 
 def outputs(tmp_path):
@@ -70,11 +98,14 @@ def test_killed_runs_resume_to_the_same_outputs_with_each_sample_once(tmp_path):
     recipe = setup(run_dir)
     points = [-1, 40, 150, 260]  # before the first checkpoint, early, middle, late
     for at in points:
+        hold(run_dir, max(at + 16, 0))
         proc = djx("process", str(recipe), "--quiet", start_new_session=True)
-        if at < 0:
-            time.sleep(0.3)
+        if at < 0:  # every batch is held: no checkpoint can happen; kill once the outputs are open
+            wait_for(lambda: (run_dir / "out/.o.djx-state/lock").exists(), proc, "open outputs")
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+            release(run_dir)
+            assert manifest_records(run_dir) == -1
         else:
             kill_when(run_dir, proc, at)
         assert not (run_dir / "out/o.jsonl").exists(), "a killed run must not leave a finished-looking export"
@@ -86,13 +117,14 @@ def test_killed_runs_resume_to_the_same_outputs_with_each_sample_once(tmp_path):
     assert kept == ref_kept and dropped == ref_dropped
     summary = json.loads((run_dir / "out/o.summary.json").read_text())
     assert summary["resumed"] and summary["input"] == N and summary["check"]["ok"]
-    assert summary["ops"][1]["in"] == N  # per-op counts carried across the interruptions
+    assert summary["ops"][2]["in"] == N  # per-op counts carried across the interruptions
     assert not (run_dir / "out/.o.djx-state").exists()
 
 
 @pytest.mark.parametrize("change", ["recipe", "input"])
 def test_a_changed_recipe_or_input_refuses_to_resume_until_restart(tmp_path, change):
-    recipe = setup(tmp_path, seconds=0.01)
+    recipe = setup(tmp_path)
+    hold(tmp_path, 56)
     proc = djx("process", str(recipe), "--quiet", start_new_session=True)
     kill_when(tmp_path, proc, 40)
     if change == "recipe":
@@ -105,7 +137,7 @@ def test_a_changed_recipe_or_input_refuses_to_resume_until_restart(tmp_path, cha
     _, err = refused.communicate()
     assert refused.returncode == 1
     assert f"the {change} changed" in err and "--restart" in err and "Traceback" not in err
-    restarted = djx("process", str(recipe), "--quiet", "--restart", "--set", "process.1.slow_filter.seconds=0")
+    restarted = djx("process", str(recipe), "--quiet", "--restart")
     out, err = restarted.communicate()
     assert restarted.returncode == 0, err
     assert "resuming" not in out + err
@@ -117,7 +149,7 @@ def test_a_run_that_stops_on_an_error_keeps_its_finished_batches_for_the_resume(
     """on_error: fail stops at a bad line; the batches before it are saved even between
     checkpoints, and the same recipe with on_error: reject resumes there and finishes."""
     from djx import Pipeline
-    from djx.core.chain import FailFast
+    from djx.core.records import FailFast
     lines = [json.dumps({"id": i, "text": f"sample number {i:04d}"}) for i in range(60)]
     lines[52] = '{"id": 52, "text": '
     (tmp_path / "data.jsonl").write_text("\n".join(lines) + "\n")
@@ -139,24 +171,28 @@ def test_a_run_that_stops_on_an_error_keeps_its_finished_batches_for_the_resume(
 
 
 def test_ctrl_c_saves_the_finished_batches_and_the_same_command_resumes(tmp_path):
+    # records longer than the writer's buffer, so each batch is on disk once the run has taken it
+    pad = max(io.DEFAULT_BUFFER_SIZE, os.stat(tmp_path).st_blksize)
     ref_dir = tmp_path / "ref"
     ref_dir.mkdir()
-    assert djx("process", str(setup(ref_dir, seconds=0)), "--quiet").wait() == 0
-    recipe = setup(tmp_path, seconds=0.02, checkpoint_every=1000)  # no periodic checkpoint in reach
+    assert djx("process", str(setup(ref_dir, pad=pad)), "--quiet").wait() == 0
+    recipe = setup(tmp_path, pad=pad, checkpoint_every=1000)  # no periodic checkpoint in reach
+    hold(tmp_path, 56)  # seven batches can finish, the rest wait
     proc = djx("process", str(recipe), "--quiet")
     parts = tmp_path / "out/.o.djx-state"
-    deadline = time.monotonic() + 60
-    while not any(p.stat().st_size for p in parts.glob("*.jsonl*")):  # some batches are written
-        assert time.monotonic() < deadline and proc.poll() is None, "the run wrote nothing"
-        time.sleep(0.01)
+
+    def written():
+        return sum(p.read_bytes().count(b"\n") for p in parts.glob("*.jsonl.part"))
+
+    wait_for(lambda: written() == 56, proc, "the seven finished batches in the part files")
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=GUARD_S)
     assert proc.returncode == 130 and "interrupted; run the same command again to resume" in err
     assert "Traceback" not in err
-    done = manifest_records(tmp_path)
-    assert 0 < done < N and f"stopped after {done} samples" in out
+    assert manifest_records(tmp_path) == 56 and "stopped after 56 samples" in out
+    release(tmp_path)
     final = djx("process", str(recipe), "--quiet")
     out, err = final.communicate()
     assert final.returncode == 0, err
-    assert f"resuming: {done} samples already done" in out + err
+    assert "resuming: 56 samples already done" in out + err
     assert outputs(tmp_path) == outputs(ref_dir)

@@ -5,7 +5,7 @@ import os
 import signal
 import time
 
-from djx import Filter, register_op
+from djx import Filter, Mapper, register_op
 
 
 @register_op("poison_filter")
@@ -51,3 +51,25 @@ class SlowFilter(Filter):
 
     def keep(self, stats):
         return stats["slow_id"] % 2 == 0
+
+
+@register_op("hold_mapper")
+class HoldMapper(Mapper):
+    """Holds every batch that has a sample with `id` >= the number written in the file `hold_file`,
+    for as long as that file exists (no file: holds nothing). A test writes the file before a run to
+    have it stop at a known point and stay there, whatever the machine's speed, until it acts."""
+
+    def __init__(self, hold_file: str = "", **common):
+        super().__init__(**common)
+        self.hold_file = hold_file
+
+    def process(self, batch):
+        while (limit := self._limit()) is not None and any(s.get("id", 0) >= limit for s in batch.samples):
+            time.sleep(0.01)
+
+    def _limit(self):
+        try:
+            with open(self.hold_file) as f:
+                return int(f.read())
+        except FileNotFoundError:
+            return None

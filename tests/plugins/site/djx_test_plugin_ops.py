@@ -1,6 +1,7 @@
 """Plug-in ops loaded by module name (`custom_ops: [djx_test_plugin_ops]`); the folder holding
 this file must be on sys.path / PYTHONPATH, as for any installed plug-in package."""
 import math
+import os
 import time
 from typing import Literal
 
@@ -27,17 +28,27 @@ class VowelRatioFilter(Filter):
         return self.min_ratio <= stats["vowel_ratio"] <= self.max_ratio
 
 
-@register_op("sleep_on_ids_mapper")
-class SleepOnIdsMapper(Mapper):
-    """Pause on batches holding one of `ids`, so later batches finish first (ordering tests)."""
+@register_op("wait_for_later_batches_mapper")
+class WaitForLaterBatchesMapper(Mapper):
+    """Batches holding one of `ids` wait until `later` other batches have passed this op (each leaves
+    a file in `folder`), so those certainly finish first: ordering tests wait for a state, not a time.
+    Waiting longer than `guard_s` fails the batch (a hang guard; it never lets a test pass)."""
 
-    def __init__(self, ids: list[int] | None = None, seconds: float = 0.2, **common):
+    def __init__(self, ids: list[int] | None = None, later: int = 1, folder: str = "", guard_s: float = 300,
+                 **common):
         super().__init__(**common)
-        self.ids, self.seconds = set(ids or ()), seconds
+        self.ids, self.later, self.folder, self.guard_s = set(ids or ()), later, folder, guard_s
 
     def process(self, batch: Batch) -> None:
-        if any(s.get("id") in self.ids for s in batch.samples):
-            time.sleep(self.seconds)
+        if not any(s.get("id") in self.ids for s in batch.samples):
+            first = batch.samples[0].get("id") if batch.samples else "empty"
+            open(os.path.join(self.folder, f"passed-{first}-{os.getpid()}-{time.monotonic_ns()}"), "w").close()
+            return
+        deadline = time.monotonic() + self.guard_s
+        while len(os.listdir(self.folder)) < self.later:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"fewer than {self.later} later batches passed while this one waited")
+            time.sleep(0.01)
 
 
 @register_op("unreliable_stat_filter")
