@@ -64,10 +64,12 @@ class RunLedger:
         finally:
             self.bar.close()
             self.writer.close()
+            self.writer.release()  # held to the very end: no second run during the check or finish
 
     def end(self, state: ReadState) -> None:
         """Every batch is in: the final checkpoint, at the reader's end."""
         self.writer.checkpoint(self.start.checkpoint(dict(vars(state)), self.counts))
+        self.saved = self.batches
 
     def finish(self, plan, executor, state: ReadState, seconds: float) -> dict:
         """Check the written parts, move them into place with the summary; return the summary.
@@ -81,7 +83,11 @@ class RunLedger:
                                self.chain.filter_stats_keys(), r.image_key, state.records)
         summary = build_summary(r, w.paths, plan, executor, self.chain.ops, self.counts, state, report,
                                 seconds, self.start.resumed)
-        w.finish(summary)
+        try:
+            w.finish(summary)
+        except OSError as e:
+            raise DjxError(f"could not move the finished outputs into place ({e}); every sample is saved in "
+                           f"{w.paths.state_dir}: fix the cause and run the same command again to finish") from None
         self.log(format_summary(summary))
         if not report.ok:
             raise CheckError(report.describe())

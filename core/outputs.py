@@ -67,22 +67,43 @@ class OutputWriter:
             raise ResumeError(f"resume state {self.manifest_path} is unreadable ({e}); "
                               f"run again with --restart to start over") from None
 
-    def open(self, manifest: dict | None) -> None:
-        """Start fresh (manifest None) or reopen the parts cut back to the manifest's lengths."""
+    @property
+    def _state_summary(self) -> str:
+        return os.path.join(self.paths.state_dir, "summary.json")
+
+    def lock(self) -> None:
+        """Hold the export for this process. A POSIX record lock: forked workers do not inherit
+        it, and it dies with this process (kill -9 included)."""
         os.makedirs(self.paths.state_dir, exist_ok=True)
         self._lock = open(os.path.join(self.paths.state_dir, "lock"), "w")
         try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.lockf(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             self._lock.close()
             self._lock = None
             raise DjxError(f"another djx run is writing {self.paths.export} right now; "
                            f"wait for it or stop it first") from None
+
+    def release(self) -> None:
+        if getattr(self, "_lock", None) is not None:
+            self._lock.close()  # releases the lock
+            self._lock = None
+
+    def open(self, manifest: dict | None) -> None:
+        """Start fresh (manifest None) or reopen the parts cut back to the manifest's lengths."""
+        self.lock()
         if manifest is None and os.path.exists(self.manifest_path):
             os.remove(self.manifest_path)
         lengths = (manifest or {}).get("lengths", {})
         for kind in self.KINDS:
             f = open(self.part(kind), "a+b")
+            f.seek(0, os.SEEK_END)
+            if f.tell() < lengths.get(kind, 0):
+                f.close()
+                self.close()
+                self.release()
+                raise ResumeError(f"resume state {self.paths.state_dir} is damaged: {self.part(kind)} is shorter "
+                                  f"than its last checkpoint; run again with --restart to start over")
             f.truncate(lengths.get(kind, 0))
             f.seek(0, os.SEEK_END)
             self._files[kind] = f
@@ -97,33 +118,64 @@ class OutputWriter:
             f.flush()
             os.fsync(f.fileno())
         manifest = dict(manifest, lengths={k: f.tell() for k, f in self._files.items()})
-        tmp = self.manifest_path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(manifest, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.manifest_path)
+        _write_durable(self.manifest_path, manifest)
 
     def close(self) -> None:
+        """Close the part files (the lock stays until `release`)."""
         for f in self._files.values():
             f.close()
         self._files.clear()
-        if getattr(self, "_lock", None) is not None:
-            self._lock.close()  # releases the flock
-            self._lock = None
 
     def finish(self, summary: dict) -> None:
-        """Move the parts into place and write the summary; drop the state folder."""
+        """Move the parts into place with the summary; drop the state folder. Crash-safe: the
+        summary and a `finishing` mark are made durable in the state first, so a run killed at any
+        instant after that is completed by the next one (`complete`), never redone or padded."""
         self.close()
+        _write_durable(self._state_summary, summary)
+        manifest = self.load_manifest() or {}
+        _write_durable(self.manifest_path, {**manifest, "finishing": True})
+        self.complete()
+
+    def complete(self) -> None:
+        """The moves of a finish; each is atomic and done at most once, so any rerun may redo this."""
         os.makedirs(os.path.dirname(self.paths.export), exist_ok=True)
-        os.replace(self.part("kept"), self.paths.export)
+        moves = {"kept": self.paths.export, "rejected": self.paths.rejected}
         if self.export_dropped:
-            os.replace(self.part("dropped"), self.paths.dropped)
+            moves["dropped"] = self.paths.dropped
         elif os.path.exists(self.paths.dropped):
             os.remove(self.paths.dropped)  # an old run's file would contradict this summary
-        os.replace(self.part("rejected"), self.paths.rejected)
-        write_json_atomic(self.paths.summary, summary)
+        for kind, dest in moves.items():
+            if os.path.exists(self.part(kind)):
+                os.replace(self.part(kind), dest)
+        if os.path.exists(self._state_summary):
+            os.replace(self._state_summary, self.paths.summary)
+        for name in os.listdir(self.paths.state_dir):  # the manifest goes last: while it is
+            if name != "manifest.json":                # there, a rerun can complete this
+                os.remove(os.path.join(self.paths.state_dir, name))
+        os.remove(self.manifest_path)
         shutil.rmtree(self.paths.state_dir, ignore_errors=True)
+
+    def complete_interrupted(self, log=print) -> dict:
+        """Complete the finish of a run that was stopped inside it; its summary."""
+        self.lock()
+        try:
+            self.complete()
+        finally:
+            self.release()
+        log(f"[djx] the last run had finished and was stopped while moving its outputs into place; "
+            f"completed that: {self.paths.export}")
+        with open(self.paths.summary, encoding="utf-8") as f:
+            return json.load(f)
+
+
+def _write_durable(path: str, obj) -> None:
+    """Write JSON so that the file holds either the old or the new content after any crash."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, ensure_ascii=False, default=str)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 def guard_outputs(dataset_path: str, paths: OutputPaths) -> None:

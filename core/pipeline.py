@@ -109,6 +109,8 @@ class Pipeline:
         writer = OutputWriter(paths, r.export_dropped)
         start = resume_point(None if restart else writer.load_manifest(), fingerprint(r, self.ops, files, root),
                              len(self.ops), paths.state_dir)
+        if start.finishing:  # killed while moving its outputs into place: complete that, nothing else
+            return writer.complete_interrupted(log)
         if start.resumed:
             log(f"[djx] resuming: {start.read.records} samples already done, reading on from there")
         plan = plan or self.plan(r.np)
@@ -119,7 +121,7 @@ class Pipeline:
             for result in executor.run(source):
                 ledger.add(result)
             ledger.end(source.state)
-        return ledger.finish(plan, executor, source.state, time.monotonic() - t0)
+            return ledger.finish(plan, executor, source.state, time.monotonic() - t0)
 
     def _with_paths(self, dataset_path: str | None, export_path: str | None) -> Recipe:
         """The recipe, with the paths given to run() in place of its own."""

@@ -45,6 +45,7 @@ class Recipe:
     max_in_flight: int | None = None          # batches dispatched ahead; None: 2 x workers
     checkpoint_every: int = 10                # batches between resume checkpoints
     max_rejected_fraction: float | None = None  # a finished run rejecting more exits non-zero
+    sample_timeout: float = 600.0             # seconds one op call may make no progress (then killed)
     ray_address: str | None = None
     inject_faults: list[str] = field(default_factory=list)  # testing: "oom_above:N", "oom_always"
     base_dir: str = "."                       # the recipe's folder (set by the loader)
@@ -197,6 +198,8 @@ def recipe_from_dict(raw: dict, base_dir: str = ".") -> Recipe:
             raise RecipeError(f"{key}: must be >= 1, got {values[key]}")
     if not 0 <= values.get("max_rejected_fraction", 0) <= 1:
         raise RecipeError(f"max_rejected_fraction: must be in [0, 1], got {values['max_rejected_fraction']}")
+    if values.get("sample_timeout", 1) <= 0:
+        raise RecipeError(f"sample_timeout: must be > 0 seconds, got {values['sample_timeout']}")
     frac = values.get("gpu_mem_fraction", Recipe.gpu_mem_fraction)
     if not 0 < frac <= 1:
         raise RecipeError(f"gpu_mem_fraction: must be in (0, 1], got {frac}")

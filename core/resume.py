@@ -15,7 +15,8 @@ from djx.core.records import OpCounts, add_counters
 # Recipe keys that do not change what a run outputs: a resumed run may change them.
 RESUMABLE_KEYS = {"np", "start_method", "devices", "gpu_mem_fraction", "max_in_flight", "checkpoint_every",
                   "on_error", "executor", "ray_address", "export_path", "dataset_path", "batch_size",
-                  "project_name", "max_rejected_fraction"}
+                  "project_name", "max_rejected_fraction",
+                  "sample_timeout"}
 
 
 @dataclass
@@ -60,6 +61,11 @@ class ResumePoint:
     @property
     def resumed(self) -> bool:
         return self.manifest is not None
+
+    @property
+    def finishing(self) -> bool:
+        """The run it resumes had finished and was moving its outputs into place."""
+        return bool(self.manifest and self.manifest.get("finishing"))
 
     def checkpoint(self, read_at: dict, counts: RunCounts) -> dict:
         """The manifest of a checkpoint taken after the reader position `read_at`."""

@@ -11,6 +11,7 @@ import contextlib
 import itertools
 import os
 import sys
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
@@ -63,6 +64,7 @@ class _Worker:
     conn: object
     status: Status
     jobs: deque = field(default_factory=deque)  # ids of the jobs sent to it, oldest first
+    timed_out: bool = False                     # the watchdog killed it
 
 
 @dataclass
@@ -92,7 +94,7 @@ class _InFlight:
 class LocalExecutor:
     def __init__(self, chain: OpChain, plan: Plan, start_method: str = "spawn",
                  custom_ops: tuple = (), base_dir: str = ".", max_in_flight: int | None = None,
-                 replan=None, log=print):
+                 replan=None, log=print, sample_timeout: float = 600.0):
         self.chain = chain
         self.plan = plan
         self.replan = replan  # measured model bytes -> Plan (GPU runs revise the plan after rank 0)
@@ -101,6 +103,7 @@ class LocalExecutor:
         self.custom_ops = tuple(custom_ops)
         self.base_dir = base_dir
         self.max_in_flight = max_in_flight or 2 * plan.workers
+        self.sample_timeout = sample_timeout  # an op call making no progress this long is killed
         self.reports: dict[int, WorkerReport] = {}  # rank -> its last report
         self.restarts = 0
         self._chain_bytes = dill.dumps(chain)
@@ -118,12 +121,13 @@ class LocalExecutor:
     # -- worker lifecycle -------------------------------------------------------------------
     def _spawn(self, rank: int, warmup: bool) -> _Worker:
         parent, child = self.mp.Pipe()
-        status = self.mp.Value(Status, -1, -1, lock=False)
+        status = self.mp.Value(Status, -1, -1, 0.0, lock=False)
         proc = self.mp.Process(target=worker_main, name=f"djx-worker-{rank}", daemon=True,
                                args=(rank, self.plan.devices[rank], self.plan.threads_per_worker,
                                      self.custom_ops, self.base_dir, self._chain_bytes, child,
                                      status, warmup,
-                                     self.plan.mem_fraction[rank] if self.plan.mem_fraction else 0.0))
+                                     self.plan.mem_fraction[rank] if self.plan.mem_fraction else 0.0,
+                                     os.getpid()))
         with _main_importable():
             proc.start()
         child.close()
@@ -203,7 +207,7 @@ class LocalExecutor:
                         break  # it died: its sentinel is ready, the wait below sees it
             conns = {w.conn: w for w in workers}
             sentinels = {w.proc.sentinel: w for w in workers}
-            for obj in wait(list(conns) + list(sentinels)):
+            for obj in wait(list(conns) + list(sentinels), timeout=self._watch(workers)):
                 w = conns.get(obj) or sentinels.get(obj)
                 if obj in conns:
                     try:
@@ -215,6 +219,21 @@ class LocalExecutor:
                     self._drain(w, fl)
                     workers[workers.index(w)] = self._replace(w, fl)
                     break  # the wait list changed
+
+    def _watch(self, workers: list[_Worker]) -> float:
+        """Kill the workers stuck in one op call past sample_timeout (their sentinels then report
+        the death); the seconds until the next one could be."""
+        now, wake = time.monotonic(), self.sample_timeout
+        for w in workers:
+            if not w.jobs or w.status.task_id != w.jobs[0] or w.timed_out:
+                continue
+            left = w.status.since + self.sample_timeout - now
+            if left <= 0:
+                w.timed_out = True
+                w.proc.kill()
+            else:
+                wake = min(wake, left)
+        return max(wake, 0.05)
 
     def _on_message(self, w: _Worker, msg, fl: _InFlight) -> None:
         if isinstance(msg, Done):
@@ -243,6 +262,8 @@ class LocalExecutor:
         self.restarts += 1
         code = dead.proc.exitcode
         how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        if dead.timed_out:
+            how = f"no progress for {self.sample_timeout:g} s (sample_timeout); stopped"
         dead.conn.close()
         queued = [fl.jobs[j] for j in dead.jobs]
         if queued and queued[0].task.id == dead.status.task_id:
@@ -255,33 +276,41 @@ class LocalExecutor:
         if running is not None:
             del fl.jobs[running.task.id]
             running.deaths += 1
-            self._after_death(running, dead.status.op_index, how, fl)
+            self._after_death(running, dead.status.op_index, how, fl, dead.timed_out)
         fresh = self._spawn(dead.rank, bool(self.chain.model_specs()))
         self._await_ready(fresh)
         return fresh
 
-    def _after_death(self, job: _Job, op_index: int, how: str, fl: _InFlight) -> None:
-        """Retry a job whose worker died once; after that, bisect it; reject a lone sample."""
+    def _after_death(self, job: _Job, op_index: int, how: str, fl: _InFlight, timed_out: bool) -> None:
+        """Retry a job whose worker died once; after that, bisect it; reject a lone sample. A job
+        that timed out goes one sample at a time at once (bisecting would wait out the timeout at
+        every level)."""
         items = job.task.items
-        if not (job.deaths >= 2 or job.bisected):
+        if len(items) == 1 and (job.deaths >= 2 or job.bisected or timed_out):
+            self._reject_lone(job, op_index, how, fl, "timeout" if timed_out else "worker_died")
+        elif timed_out:
+            for item in reversed(items):
+                self._queue(_Job(Task(next(self._ids), [item]), job.batch_no, 1, True), fl)
+        elif not (job.deaths >= 2 or job.bisected):
             self._queue(_Job(Task(next(self._ids), items), job.batch_no, job.deaths), fl)
-        elif len(items) > 1:
+        else:
             mid = len(items) // 2
             for half in (items[mid:], items[:mid]):
                 self._queue(_Job(Task(next(self._ids), half), job.batch_no, 1, True), fl)
-        else:
-            item = items[0]
-            if item.pending:  # the worker parsed it; here we only had the line
-                parse_pending([item])
-            known = 0 <= op_index < len(self.chain.ops)
-            op = self.chain.ops[op_index].name if known else "startup"
-            res = BatchResult.empty(len(self.chain.ops))
-            # the record every rejection gets (raises FailFast under on_error: fail)
-            rej = self.chain.reject(item, op_index if known else None, f"worker died while running {op} ({how})",
-                                    "worker_died")
-            rej.op = op  # "startup": it died before its first op
-            res.rejected.append(rej)
-            fl.add_part(job.batch_no, item.pos, res, 1)
+
+    def _reject_lone(self, job: _Job, op_index: int, how: str, fl: _InFlight, code: str) -> None:
+        item = job.task.items[0]
+        if item.pending:  # the worker parsed it; here we only had the line
+            parse_pending([item])
+        known = 0 <= op_index < len(self.chain.ops)
+        op = self.chain.ops[op_index].name if known else "startup"
+        res = BatchResult.empty(len(self.chain.ops))
+        # the record every rejection gets (raises FailFast under on_error: fail)
+        rej = self.chain.reject(item, op_index if known else None, f"worker died while running {op} ({how})",
+                                code)
+        rej.op = op  # "startup": it died before its first op
+        res.rejected.append(rej)
+        fl.add_part(job.batch_no, item.pos, res, 1)
 
     @staticmethod
     def _queue(job: _Job, fl: _InFlight) -> None:

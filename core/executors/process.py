@@ -19,6 +19,18 @@ def set_thread_env(threads: int) -> None:
         os.environ[var] = str(threads)
 
 
+def die_with_parent(parent: int) -> None:
+    """Have the kernel kill this process when its parent dies (Linux), so a worker stuck inside
+    an op does not outlive a killed run; exit now if the parent is already gone."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(0)
+
+
 def bind_process(chain_bytes: bytes, device: str, threads: int, custom_ops: tuple, base_dir: str,
                  mem_fraction: float = 0.0, warmup: bool = True) -> tuple[OpChain, ModelPool]:
     """The chain this process runs and its model pool, bound to `device` with `threads` torch

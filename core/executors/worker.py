@@ -56,8 +56,9 @@ class Crashed:
 
 
 class Status(ctypes.Structure):
-    """Shared with the parent, so it knows what a worker was doing when it died."""
-    _fields_ = [("task_id", ctypes.c_longlong), ("op_index", ctypes.c_longlong)]
+    """Shared with the parent, so it knows what a worker is doing (task, op, since when: the
+    watchdog's clock) and what it was doing when it died."""
+    _fields_ = [("task_id", ctypes.c_longlong), ("op_index", ctypes.c_longlong), ("since", ctypes.c_double)]
 
 
 def send(conn, obj) -> None:
@@ -71,9 +72,11 @@ def recv(conn):
 
 
 def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_dir: str,
-                chain_bytes: bytes, conn, status: Status, warmup: bool, mem_fraction: float = 0.0) -> None:
+                chain_bytes: bytes, conn, status: Status, warmup: bool, mem_fraction: float,
+                parent: int) -> None:
     """Entry point of one worker; `status` tells the parent which task and op it is in."""
-    from djx.core.executors.process import set_thread_env
+    from djx.core.executors.process import die_with_parent, set_thread_env
+    die_with_parent(parent)  # even mid-sample: a killed run leaves no worker behind
     set_thread_env(threads)  # before anything imports torch
     try:
         from djx.core.executors.process import bind_process
@@ -88,11 +91,10 @@ def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_di
         return
 
     def on_op(k: int) -> None:
-        status.op_index = k
+        status.op_index, status.since = k, time.monotonic()
 
     from djx.core.resources import uss_bytes
     peak_uss, sampled_at = uss_bytes(), time.monotonic()
-    parent = os.getppid()
     while True:
         try:
             while not conn.poll(1.0):
@@ -103,7 +105,7 @@ def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_di
             return
         if task is None:
             return
-        status.task_id, status.op_index = task.id, -1
+        status.task_id, status.op_index, status.since = task.id, -1, time.monotonic()
         try:
             result = chain.run(task.items, pool, on_op).encode(dumps)
             if time.monotonic() - sampled_at > 1.0:  # reading smaps costs ms: sample, not every batch
