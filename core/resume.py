@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 
 from djx.core.errors import ResumeError
@@ -77,7 +78,7 @@ def resume_point(manifest: dict | None, fingerprint: dict, n_ops: int, state_dir
     if manifest is None:
         return ResumePoint(fingerprint, ReadState(), RunCounts([OpCounts() for _ in range(n_ops)]))
     if manifest.get("fingerprint") != fingerprint:
-        raise ResumeError(f"{state_dir} holds an unfinished run of a different recipe or input "
+        raise ResumeError(f"{state_dir} holds an unfinished run of a different recipe, input or code "
                           f"({_diff(manifest.get('fingerprint', {}), fingerprint)}); run again with "
                           f"--restart (Pipeline.run(restart=True)) to discard it and start over")
     return ResumePoint(fingerprint, ReadState(**manifest["read"]), RunCounts.from_dict(manifest["counts"]),
@@ -85,7 +86,8 @@ def resume_point(manifest: dict | None, fingerprint: dict, n_ops: int, state_dir
 
 
 def fingerprint(recipe, ops: list, files: list[str], root: str) -> dict:
-    """What decides a run's outputs: the recipe (less RESUMABLE_KEYS), the ops, the input files."""
+    """What decides a run's outputs: the recipe (less RESUMABLE_KEYS), the ops, the input files,
+    the code of every op (plug-ins and built-ins alike), local model folders, and djx's version."""
     settings = {k: v for k, v in recipe.to_dict().items() if k not in RESUMABLE_KEYS and k != "process"}
     op_desc = [[op.name, op.params()] for op in ops]
     text = json.dumps([settings, op_desc], sort_keys=True, default=str)
@@ -96,7 +98,32 @@ def fingerprint(recipe, ops: list, files: list[str], root: str) -> dict:
         for f in files:
             h.update(f"{os.path.relpath(f, root)}\0{_file_hash(f)}\n".encode())
         data = h.hexdigest()[:16]
-    return {"recipe": hashlib.sha256(text.encode()).hexdigest()[:16], "input": data}
+    code = {}
+    for op in ops:
+        source = getattr(sys.modules.get(type(op).__module__), "__file__", None)
+        if source and os.path.isfile(source):
+            code[op.name] = _file_hash(source)
+    models = {}
+    for op in ops:
+        for spec in op.model_specs():
+            if os.path.isdir(spec.name):
+                models[spec.name] = _folder_stamp(spec.name)
+    from djx import __version__
+    return {"recipe": hashlib.sha256(text.encode()).hexdigest()[:16], "input": data, "code": code,
+            "models": models, "djx": __version__}
+
+
+def _folder_stamp(folder: str) -> str:
+    """Names, sizes and modification times of a folder's files (a model folder: no need to read
+    gigabytes of weights to see that they changed)."""
+    h = hashlib.sha256()
+    for base, dirs, names in sorted(os.walk(folder)):
+        dirs.sort()
+        for name in sorted(names):
+            st = os.stat(os.path.join(base, name))
+            h.update(f"{os.path.relpath(os.path.join(base, name), folder)}\0{st.st_size}\0{st.st_mtime_ns}\n"
+                     .encode())
+    return h.hexdigest()[:16]
 
 
 def _file_hash(path: str) -> str:
@@ -108,5 +135,12 @@ def _file_hash(path: str) -> str:
 
 
 def _diff(old: dict, new: dict) -> str:
-    changed = [k for k in ("recipe", "input") if old.get(k) != new.get(k)]
-    return " and ".join(f"the {k} changed" for k in changed) or "unknown state"
+    """What changed between two fingerprints, named."""
+    out = [f"the {k} changed" for k in ("recipe", "input") if old.get(k) != new.get(k)]
+    for kind, what in (("code", "the code of op"), ("models", "the model folder")):
+        before, now = old.get(kind, {}), new.get(kind, {})
+        out += [f"{what} {name} changed" for name in sorted(set(before) | set(now))
+                if before.get(name) != now.get(name)]
+    if old.get("djx") != new.get("djx"):
+        out.append(f"djx changed from {old.get('djx')} to {new.get('djx')}")
+    return "; ".join(out) or "unknown state"
