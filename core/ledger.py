@@ -4,6 +4,7 @@ runs the early checks, and at the end checks the outputs and writes the summary.
 from __future__ import annotations
 
 import shutil
+import time
 
 from djx.core.check import check_outputs
 from djx.core.chain import OpChain
@@ -22,10 +23,14 @@ class RunLedger:
     """Use as a context manager around the result loop: leaving it by an exception between
     batches saves every batch finished by then, so the next run resumes from there."""
 
-    def __init__(self, writer: OutputWriter, start: ResumePoint, chain: OpChain, recipe: Recipe,
-                 progress: bool = True, log=print):
+    def __init__(self, writer: OutputWriter, start: ResumePoint, chain: OpChain, recipe: Recipe, executor,
+                 progress: bool = True, log=print, t0: float | None = None):
         self.writer, self.start, self.chain, self.recipe, self.log = writer, start, chain, recipe, log
+        self.executor = executor
         self.counts = start.counts
+        self.t0 = time.monotonic() if t0 is None else t0  # when this session started
+        self.before = (start.counts.seconds, start.counts.restarts)  # earlier sessions' totals
+        self.session_samples = 0
         self.progress = progress
         self.bar: Progress | None = None
         self.read_at: dict | None = None   # reader position after the last batch written
@@ -49,11 +54,12 @@ class RunLedger:
         self.writer.write("dropped", res.dropped)
         self.writer.write("rejected", [r.to_record(names) for r in res.rejected])
         self.counts.add(res)
+        self.session_samples += res.samples
         self.read_at = res.read_at
         self.batches += 1
         self.bar.update(res.samples, len(res.kept))
         if self.batches % self.recipe.checkpoint_every == 0:
-            self.writer.checkpoint(self.start.checkpoint(self.read_at, self.counts))
+            self.writer.checkpoint(self._checkpoint(self.read_at))
             self.saved = self.batches
         self.between_batches = True
 
@@ -68,10 +74,16 @@ class RunLedger:
 
     def end(self, state: ReadState) -> None:
         """Every batch is in: the final checkpoint, at the reader's end."""
-        self.writer.checkpoint(self.start.checkpoint(dict(vars(state)), self.counts))
+        self.writer.checkpoint(self._checkpoint(dict(vars(state))))
         self.saved = self.batches
 
-    def finish(self, plan, executor, state: ReadState, seconds: float) -> dict:
+    def _checkpoint(self, read_at: dict) -> dict:
+        """The manifest of a checkpoint after `read_at`, with the whole run's time and restarts."""
+        self.counts.seconds = self.before[0] + time.monotonic() - self.t0
+        self.counts.restarts = self.before[1] + self.executor.restarts
+        return self.start.checkpoint(read_at, self.counts)
+
+    def finish(self, plan, state: ReadState) -> dict:
         """Check the written parts, move them into place with the summary; return the summary.
         Raises CheckError (after writing) when the stats or the counts do not add up."""
         r, w = self.recipe, self.writer
@@ -81,8 +93,11 @@ class RunLedger:
             self.log(f"[djx] {r.dataset_path} holds no samples; writing empty outputs")
         report = check_outputs(w.part("kept"), w.part("dropped"), w.part("rejected"),
                                self.chain.filter_stats_keys(), r.image_key, state.records)
-        summary = build_summary(r, w.paths, plan, executor, self.chain.ops, self.counts, state, report,
-                                seconds, self.start.resumed)
+        session = time.monotonic() - self.t0
+        self.counts.seconds = self.before[0] + session
+        self.counts.restarts = self.before[1] + self.executor.restarts
+        summary = build_summary(r, w.paths, plan, self.executor, self.chain.ops, self.counts, state, report,
+                                session, self.session_samples, self.start.resumed)
         try:
             w.finish(summary)
         except OSError as e:
@@ -100,7 +115,7 @@ class RunLedger:
 
     def _save_progress(self) -> None:
         try:
-            self.writer.checkpoint(self.start.checkpoint(self.read_at, self.counts))
+            self.writer.checkpoint(self._checkpoint(self.read_at))
         except OSError as e:  # never hide the error that stopped the run behind this one
             self.log(f"[djx] could not save progress ({e}); the next run resumes from the last checkpoint")
             return

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from djx.core.errors import RecipeError
 from djx.core.records import WorkerReport
-from djx.core.resources import peak_device_bytes
+from djx.core.resources import peak_device_bytes, peak_rss_bytes
 
 _LOADERS: dict[str, Callable] = {}
 
@@ -80,7 +80,7 @@ class ModelPool:
         """This process's report: its device, model loads and footprints, and memory peaks."""
         return WorkerReport(self.device, dict(self.loads),
                             {k: round(v, 3) for k, v in self.load_seconds.items()},
-                            dict(self.measured_bytes), peak_uss, peak_device_bytes(self.device))
+                            dict(self.measured_bytes), peak_uss, peak_device_bytes(self.device), peak_rss_bytes())
 
 
 def _param_bytes(model) -> int:

@@ -117,11 +117,11 @@ class Pipeline:
         log(self.describe(plan))
         executor = make_executor(chain, plan, r, replan=lambda measured: self.plan(r.np, measured), log=log)
         source = DatasetSource(files, start.read, r.batch_size)
-        with RunLedger(writer, start, chain, r, progress, log) as ledger:
+        with RunLedger(writer, start, chain, r, executor, progress, log, t0) as ledger:
             for result in executor.run(source):
                 ledger.add(result)
             ledger.end(source.state)
-            return ledger.finish(plan, executor, source.state, time.monotonic() - t0)
+            return ledger.finish(plan, source.state)
 
     def _with_paths(self, dataset_path: str | None, export_path: str | None) -> Recipe:
         """The recipe, with the paths given to run() in place of its own."""

@@ -145,5 +145,6 @@ class WorkerReport:
     loads: dict[str, int] = field(default_factory=dict)          # model label -> loads
     load_seconds: dict[str, float] = field(default_factory=dict)
     measured_bytes: dict[str, int] = field(default_factory=dict)  # model label -> bytes
-    peak_uss: int = 0
+    peak_uss: int = 0           # sampled every 0.25 s by a thread
     peak_device_bytes: int = 0
+    peak_rss: int = 0           # the kernel's exact peak (counts shared pages too)

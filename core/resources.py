@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import resource
+import threading
 
 import psutil
 
@@ -32,3 +33,18 @@ def peak_device_bytes(device: str) -> int:
         return 0
     import torch
     return int(torch.cuda.max_memory_allocated(device))
+
+
+class PeakUss:
+    """This process's peak USS, sampled by a daemon thread every `every_s` (reading smaps costs
+    a few ms, so not continuously): a peak inside a long op call is seen, not only between batches."""
+
+    def __init__(self, every_s: float = 0.25):
+        self.peak = uss_bytes()
+        self._every = every_s
+        threading.Thread(target=self._sample, name="djx-peak-uss", daemon=True).start()
+
+    def _sample(self) -> None:
+        while True:
+            self.peak = max(self.peak, uss_bytes())
+            threading.Event().wait(self._every)

@@ -29,6 +29,8 @@ class RunCounts:
     rejected: int = 0
     events: dict[str, int] = field(default_factory=dict)
     rejected_by_code: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0      # wall time of every session so far
+    restarts: int = 0         # workers replaced in every session so far
 
     def add(self, res) -> None:
         self.kept += len(res.kept)
@@ -43,12 +45,14 @@ class RunCounts:
     def to_dict(self) -> dict:
         return {"kept": self.kept, "dropped": self.dropped, "rejected": self.rejected,
                 "ops": [c.to_dict() for c in self.ops], "events": dict(self.events),
-                "rejected_by_code": dict(self.rejected_by_code)}
+                "rejected_by_code": dict(self.rejected_by_code), "seconds": self.seconds,
+                "restarts": self.restarts}
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunCounts":
         return cls([OpCounts.from_dict(c) for c in d["ops"]], d["kept"], d["dropped"], d["rejected"],
-                   dict(d.get("events", {})), dict(d.get("rejected_by_code", {})))
+                   dict(d.get("events", {})), dict(d.get("rejected_by_code", {})), d.get("seconds", 0.0),
+                   d.get("restarts", 0))
 
 
 @dataclass

@@ -4,8 +4,10 @@ from __future__ import annotations
 from djx.core.resources import peak_rss_bytes, uss_bytes
 
 
-def build_summary(r, paths, plan, executor, ops, counts, state, report, seconds: float, resumed: bool) -> dict:
-    """The summary of a finished run: counts (whole run), per-op tallies, plan, workers, memory."""
+def build_summary(r, paths, plan, executor, ops, counts, state, report, session_seconds: float,
+                  session_samples: int, resumed: bool) -> dict:
+    """The summary of a finished run: counts, time and restarts of the whole run (every session of
+    a resumed one), this session's rate, per-op tallies, plan, workers, memory."""
     n = state.records
     reports = executor.reports
     loads = {rank: rep.loads for rank, rep in reports.items()}
@@ -18,7 +20,10 @@ def build_summary(r, paths, plan, executor, ops, counts, state, report, seconds:
         "rejected_by_code": dict(sorted(counts.rejected_by_code.items(), key=lambda kv: -kv[1])),
         "ops": [{"name": op.name, "in": c.seen, "kept": c.kept, "dropped": c.dropped, "rejected": c.rejected,
                  "seconds": round(c.seconds, 3)} for op, c in zip(ops, counts.ops)],
-        "seconds": round(seconds, 3), "samples_per_second": round(n / max(seconds, 1e-9), 2),
+        "seconds": round(counts.seconds, 3),
+        # the rate of this session: samples it processed over its own time
+        "samples_per_second": round(session_samples / max(session_seconds, 1e-9), 2),
+        "session": {"samples": session_samples, "seconds": round(session_seconds, 3)},
         "resumed": resumed, "executor": r.executor, "workers": plan.workers,
         "events": counts.events,
         "plan": {"devices": list(plan.devices), "threads_per_worker": plan.threads_per_worker,
@@ -26,12 +31,13 @@ def build_summary(r, paths, plan, executor, ops, counts, state, report, seconds:
         "model_loads": loads,
         # the number that must be 1: how often any one model was loaded in any one process
         "max_model_loads_per_process": max((n for v in loads.values() for n in v.values()), default=0),
-        "worker_restarts": executor.restarts,
+        "worker_restarts": counts.restarts,
         "devices": {rank: {"device": rep.device, "peak_device_bytes": rep.peak_device_bytes}
                     for rank, rep in reports.items()},
         "memory": {"main_peak_rss_bytes": peak_rss_bytes(), "main_peak_uss_bytes": uss_bytes(),
                    "worker_peak_uss_bytes": worker_uss,
-                   "worker_peak_uss_bytes_max": max(worker_uss.values(), default=0)},
+                   "worker_peak_uss_bytes_max": max(worker_uss.values(), default=0),
+                   "worker_peak_rss_bytes": {rank: rep.peak_rss for rank, rep in reports.items()}},
         "outputs": {"export": paths.export, "dropped": paths.dropped if r.export_dropped else None,
                     "rejected": paths.rejected, "summary": paths.summary},
         "check": report.to_dict(),
@@ -46,7 +52,9 @@ def format_summary(s: dict) -> str:
     lines = [f"djx run '{s.get('project_name', '')}': {s['input']} in = {s['kept']} kept + "
              f"{s['dropped']} dropped + {s['rejected']} rejected"
              + (f" ({s['blank_lines']} blank lines skipped)" if s.get("blank_lines") else "")
-             + f"  in {s['seconds']:.1f} s ({s['samples_per_second']:.1f} samples/s)"]
+             + (f"  in {s['seconds']:.1f} s over all sessions; this session {s['session']['samples']} samples "
+                f"at {s['samples_per_second']:.1f} samples/s" if s.get("resumed") and s.get("session") else
+                f"  in {s['seconds']:.1f} s ({s['samples_per_second']:.1f} samples/s)")]
     if s.get("rejected"):
         top = ", ".join(f"{code} {n}" for code, n in list((s.get("rejected_by_code") or {}).items())[:5])
         lines.append(f"  rejected: {s.get('rejected_share', 0):.1%} of the input" + (f" ({top})" if top else ""))

@@ -17,7 +17,7 @@ from djx import Filter, register_op
 
 LIMIT = {limit}
 
-@register_op("id_below_filter")
+@register_op("{name}")
 class IdBelowFilter(Filter):
     stats_keys = ("id_seen",)
 
@@ -51,14 +51,14 @@ def write(tmp_path, recipe: dict) -> Path:
 
 def test_a_changed_plugin_is_not_resumed_and_the_refusal_names_it(tmp_path):
     plugin = tmp_path / "rule.py"
-    plugin.write_text(PLUGIN.format(limit=40))
+    plugin.write_text(PLUGIN.format(limit=40, name="id_below_filter"))
     recipe = stop_midway(tmp_path, {"dataset_path": "d.jsonl", "export_path": "out/o.jsonl", "np": 1,
                                     "batch_size": 4, "start_method": "fork", "custom_ops": ["rule.py"],
                                     "process": [{"id_below_filter": {}}]})
-    plugin.write_text(PLUGIN.format(limit=20))
+    plugin.write_text(PLUGIN.format(limit=20, name="id_below_filter"))
     with pytest.raises(ResumeError, match="the code of op id_below_filter changed"):
         Pipeline.from_recipe(str(write(tmp_path, recipe))).run(progress=False, log=lambda *a: None)
-    plugin.write_text(PLUGIN.format(limit=40))  # as it was: the resume goes on
+    plugin.write_text(PLUGIN.format(limit=40, name="id_below_filter"))  # as it was: the resume goes on
     summary = Pipeline.from_recipe(str(write(tmp_path, recipe)), {"on_error": "reject"}).run(
         progress=False, log=lambda *a: None)
     assert summary["resumed"] and summary["input"] == 60 and summary["kept"] == 39
@@ -75,3 +75,20 @@ def test_changed_model_files_are_not_resumed(tmp_path):
     os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # retrained, say
     with pytest.raises(ResumeError, match="the model folder .*clip changed"):
         Pipeline.from_recipe(str(write(tmp_path, recipe))).run(progress=False, log=lambda *a: None)
+
+
+def test_a_resumed_run_reports_whole_run_time_and_this_session_s_rate(tmp_path):
+    plugin = tmp_path / "rule.py"
+    plugin.write_text(PLUGIN.format(limit=40, name="id_below_timed_filter"))
+    recipe = stop_midway(tmp_path, {"dataset_path": "d.jsonl", "export_path": "out/o.jsonl", "np": 1,
+                                    "batch_size": 4, "start_method": "fork", "custom_ops": ["rule.py"],
+                                    "process": [{"id_below_timed_filter": {}}]})
+    saved = json.loads((tmp_path / "out" / ".o.djx-state" / "manifest.json").read_text())
+    first = saved["counts"]["seconds"]
+    assert first > 0 and saved["read"]["records"] == 28  # the 7 batches before the bad line
+    summary = Pipeline.from_recipe(str(write(tmp_path, recipe)), {"on_error": "reject"}).run(
+        progress=False, log=lambda *a: None)
+    session = summary["session"]
+    assert session["samples"] == 60 - 28
+    assert summary["seconds"] == pytest.approx(first + session["seconds"], abs=2e-3)
+    assert summary["samples_per_second"] == pytest.approx(session["samples"] / session["seconds"], rel=0.05)

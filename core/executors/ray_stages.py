@@ -14,7 +14,6 @@ import hashlib
 import os
 import pickle
 import sys
-import time
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -173,7 +172,7 @@ class ChainStage:
         import ray
 
         from djx.core.executors.process import bind_process
-        from djx.core.resources import uss_bytes
+        from djx.core.resources import PeakUss
 
         # Ray sets CUDA_VISIBLE_DEVICES to this actor's GPU
         self.chain, self.pool = bind_process(chain_bytes, "cuda:0" if gpu else "cpu", threads, custom_ops,
@@ -181,8 +180,7 @@ class ChainStage:
         self.first, self.stage, self.final = first, stage, final
         self.poison, self._ray = poison, ray
         self.worker = f"stage{stage}:{ray.get_runtime_context().get_actor_id()[:8]}"
-        self._uss = uss_bytes
-        self.peak_uss, self.sampled_at = uss_bytes(), time.monotonic()
+        self.peak = PeakUss()
 
     def __call__(self, table: pa.Table) -> pa.Table:
         kind, data, orig = (table.column(c).to_pylist() for c in (KIND, DATA, ORIG))
@@ -216,11 +214,9 @@ class ChainStage:
         return self._table(table, kind, data, orig, res)
 
     def _table(self, table: pa.Table, kind: list, data: list, orig: list, res: BatchResult) -> pa.Table:
-        if time.monotonic() - self.sampled_at > 1.0:  # reading smaps costs ms: sample it
-            self.peak_uss, self.sampled_at = max(self.peak_uss, self._uss()), time.monotonic()
         meta = StageMeta({self.first + k: c.seconds for k, c in enumerate(res.op_counts)},
                          {self.first + k: c.with_images for k, c in enumerate(res.op_counts)}, res.counters,
-                         self.worker, self.pool.report(self.peak_uss))
+                         self.worker, self.pool.report(self.peak.peak))
         n = len(kind)
         out = {KIND: pa.array(kind, pa.string()), DATA: pa.array(data, pa.binary()),
                ORIG: pa.array([b""] * n if self.final else orig, pa.binary()),

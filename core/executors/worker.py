@@ -93,8 +93,8 @@ def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_di
     def on_op(k: int) -> None:
         status.op_index, status.since = k, time.monotonic()
 
-    from djx.core.resources import uss_bytes
-    peak_uss, sampled_at = uss_bytes(), time.monotonic()
+    from djx.core.resources import PeakUss
+    peak = PeakUss()
     while True:
         try:
             while not conn.poll(1.0):
@@ -108,9 +108,7 @@ def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_di
         status.task_id, status.op_index, status.since = task.id, -1, time.monotonic()
         try:
             result = chain.run(task.items, pool, on_op).encode(dumps)
-            if time.monotonic() - sampled_at > 1.0:  # reading smaps costs ms: sample, not every batch
-                peak_uss, sampled_at = max(peak_uss, uss_bytes()), time.monotonic()
-            send(conn, Done(task.id, result, pool.report(peak_uss)))
+            send(conn, Done(task.id, result, pool.report(peak.peak)))
         except FailFast as e:
             send(conn, Failed(task.id, str(e)))
         except BaseException as e:  # noqa: BLE001
