@@ -26,7 +26,9 @@ class Item:
 
 
 def parse_pending(items: list[Item]) -> None:
-    """Parse the raw JSON lines of pending items in place, through one jsonlines reader."""
+    """Parse the raw JSON lines of pending items in place, through one jsonlines reader; a line
+    that parses to a record djx cannot carry (see record_limits) gets an error, as bad JSON does."""
+    from djx.core.record_limits import record_problem, too_deep
     pending = [it for it in items if it.pending]
     if not pending:
         return
@@ -34,8 +36,13 @@ def parse_pending(items: list[Item]) -> None:
     for it in pending:
         try:
             it.record = reader.read(allow_none=True)
+            it.error = record_problem(it.record, it.raw)
         except jsonlines.InvalidLineError as e:
             it.error = f"not valid JSON ({e.__cause__})" if e.__cause__ else "not valid JSON"
+        except RecursionError:
+            it.error = too_deep()
+        if it.error:
+            it.record = None
         it.pending = False
 
 

@@ -21,6 +21,7 @@ import pyarrow as pa
 from djx.core.chain import OpChain
 from djx.core.context import DROP_KEY, POSITION_KEY
 from djx.core.errors import DjxError
+from djx.core.reader import decode_line
 from djx.core.records import BatchResult, Item, WorkerReport, add_counters
 
 MiB = 1 << 20
@@ -122,9 +123,12 @@ def parse_lines(table: pa.Table, ctx, keep_orig: bool) -> pa.Table:
     `pending`) and parsed by the chain itself, so a bad line is rejected with the same reason."""
     raws = table.column("raw").to_pylist()
     files = table.column(FILE).to_pylist()
+    starts = table.column(AT).to_pylist()
     rows = [i for i, raw in enumerate(raws) if raw.strip()]
-    items = [Item(j, raw=raws[i].decode("utf-8", "replace").rstrip("\r\n"), pending=True, file=files[i])
-             for j, i in enumerate(rows)]
+    items = []
+    for j, i in enumerate(rows):
+        text, error = decode_line(raws[i], starts[i])
+        items.append(Item(j, raw=text, pending=error is None, error=error, file=files[i]))
     out = _admit(items, rows, len(raws), ctx, keep_orig, [len(r) for r in raws])
     return out.append_column(AT, table.column(AT)).append_column(FILE, table.column(FILE))
 
