@@ -179,9 +179,38 @@ def _write_durable(path: str, obj) -> None:
 
 
 def guard_outputs(dataset_path: str, paths: OutputPaths) -> None:
-    """Refuse, before any work, outputs that cannot be written or that the next run would read."""
+    """Refuse, before any work, outputs that cannot be written, that would overwrite an input, or
+    that the next run would read."""
+    _refuse_outputs_that_are_inputs(dataset_path, paths)
     _refuse_outputs_inside_input(dataset_path, paths)
     _check_writable(os.path.dirname(os.path.abspath(paths.export)))
+
+
+def _outputs(paths: OutputPaths) -> dict[str, str]:
+    return {"export": paths.export, "dropped": paths.dropped, "rejected": paths.rejected,
+            "summary": paths.summary}
+
+
+def _refuse_outputs_that_are_inputs(dataset_path: str, paths: OutputPaths) -> None:
+    """An output that is an input file (by name, link or hard link) would be overwritten with the
+    run's results; one that is a folder could only be found unwritable after all the work."""
+    from djx.core.reader import dataset_files
+    inputs = {}
+    for f in dataset_files(dataset_path):
+        st = os.stat(f)
+        inputs[(st.st_dev, st.st_ino)] = f
+    for name, out in _outputs(paths).items():
+        try:
+            st = os.stat(out)
+        except OSError:
+            continue
+        same = inputs.get((st.st_dev, st.st_ino))
+        if same:
+            raise DjxError(f"export_path: the {name} file {out} is the input file {same}; the run would "
+                           f"overwrite it: choose an export_path whose outputs are not input files")
+        if os.path.isdir(out):
+            raise DjxError(f"export_path: the {name} file {out} is an existing folder; choose an export_path "
+                           f"whose outputs (.jsonl, .dropped.jsonl, .rejected.jsonl, .summary.json) are not folders")
 
 
 def _check_writable(folder: str) -> None:
@@ -212,7 +241,7 @@ def _refuse_outputs_inside_input(dataset_path: str, paths: OutputPaths) -> None:
     """A folder or glob dataset must not hold the run's own outputs: the next run would read them."""
     if os.path.isfile(dataset_path):
         return
-    outs = [paths.export, paths.dropped, paths.rejected]
+    outs = list(_outputs(paths).values())
     if os.path.isdir(dataset_path):
         root = os.path.abspath(dataset_path) + os.sep
         inside = [o for o in outs if os.path.abspath(o).startswith(root)
