@@ -44,6 +44,8 @@ class OpChain:
 
         images = BatchImages(self.ctx.dataset_dir, self.ctx.max_image_pixels,
                              load_truncated_images=self.ctx.load_truncated_images)
+        # decoded images are shared by the ops of a batch, and released after the last that reads them
+        last_image_op = max((k for k, op in enumerate(self.ops) if op.uses_images), default=-1)
         try:
             for k, op in enumerate(self.ops):
                 if not samples:
@@ -57,6 +59,8 @@ class OpChain:
                     result.op_counts[k].with_images += sum(1 for s in samples if s.get(key))
                 samples = self._run_op(k, op, samples, images, pool, result, originals)
                 result.op_counts[k].seconds += time.perf_counter() - t0
+                if k == last_image_op:
+                    images.close()
         finally:
             images.close()
         result.kept = samples
@@ -76,15 +80,17 @@ class OpChain:
         step = op.batch_size or len(live) or 1
         for start in range(0, len(live), step):
             idx = live[start:start + step]
-            rejected.update(self._call_isolated(op, [samples[i] for i in idx], idx, images, pool,
-                                                text_key, image_key, result.counters))
+            rejected.update(self._call_isolated(op, samples, idx, images, pool, text_key, image_key,
+                                                result.counters))
         kept, counts = [], result.op_counts[k]
         for i, s in enumerate(samples):
             if i not in rejected and isinstance(op, Filter):
                 try:
-                    verdict = op.keep(s.get(STATS_KEY, {}))
+                    keep, why = _verdict(op, op.keep(s.get(STATS_KEY, {})))
                 except KeyboardInterrupt:
                     raise
+                except _BadVerdict as e:
+                    rejected[i] = (str(e), "op_error", "BadVerdict")
                 except BaseException as e:  # noqa: BLE001
                     rejected[i] = (f"{op.name}.keep raised {_short_tb(e)}", "op_error", type(e).__name__)
             if i in rejected:
@@ -92,7 +98,6 @@ class OpChain:
                 result.rejected.append(self.reject(originals[s[POSITION_KEY]], k, *rejected[i]))
                 continue
             if isinstance(op, Filter):
-                keep, why = verdict if isinstance(verdict, tuple) else (verdict, None)
                 if not keep:
                     counts.dropped += 1
                     s[DROP_KEY] = {"op": op.name, "op_index": k,
@@ -103,28 +108,29 @@ class OpChain:
             kept.append(s)
         return kept
 
-    def _call_isolated(self, op, group, idx, images, pool, text_key, image_key,
+    def _call_isolated(self, op, samples, idx, images, pool, text_key, image_key,
                        counters: dict) -> dict[int, tuple]:
-        """Run op on a group; if it raises, run each sample alone so only the bad ones are rejected.
+        """Run op on samples[idx]; if it raises, run each sample alone so only the bad ones are rejected.
         Returns {sample index: (reason, code, exception type or None)}; the op's event counters are
-        added to `counters`. Anything an op raises (SystemExit included) stays with its sample;
-        only Ctrl-C stops the run."""
-        batch = Batch(group, self.ctx, images, pool, text_key, image_key)
+        added to `counters`, the samples it put in batch.samples replace those in `samples`.
+        Anything an op raises (SystemExit included) stays with its sample; only Ctrl-C stops the run."""
+        batch = Batch([samples[i] for i in idx], self.ctx, images, pool, text_key, image_key)
         try:
             _invoke(op, batch)
+            out = _adopt_replacements(op, batch, samples, idx)
             for k, v in batch.counters.items():
                 counters[k] = counters.get(k, 0) + v
-            return {idx[j]: (r, batch.codes.get(j), None) for j, r in batch.rejected.items()}
+            return {**out, **{idx[j]: (r, batch.codes.get(j), None) for j, r in batch.rejected.items()}}
         except KeyboardInterrupt:
             raise
         except BaseException as e:  # noqa: BLE001
-            if len(group) == 1:
+            if len(idx) == 1:
                 if isinstance(e, SampleError):
                     return {idx[0]: (str(e), e.code, None)}
                 return {idx[0]: (_reason(op, e), "op_error", type(e).__name__)}
         out = {}
-        for j, sample in zip(idx, group):
-            out.update(self._call_isolated(op, [sample], [j], images, pool, text_key, image_key, counters))
+        for j in idx:
+            out.update(self._call_isolated(op, samples, [j], images, pool, text_key, image_key, counters))
         return out
 
     def reject(self, item: Item, op_index: int | None, reason: str, code: str | None = None,
@@ -148,6 +154,50 @@ def _invoke(op: Op, batch: Batch) -> None:
         op.process(batch)
     else:
         raise TypeError(f"{type(op).__name__} is neither a Filter nor a Mapper")
+
+
+def _adopt_replacements(op: Op, batch: Batch, samples: list[dict], idx: list[int]) -> dict[int, tuple]:
+    """Samples an op put in batch.samples[j] (as a Mapper may) replace the ones it was given,
+    keeping their position and, when the new one has none, their stats. A replacement that is not
+    a dict rejects its sample; adding or removing samples is an error of the whole call."""
+    if len(batch.samples) != len(idx):
+        raise TypeError(f"{op.name} changed batch.samples from {len(idx)} to {len(batch.samples)} samples; "
+                        f"an op may replace samples but not add or remove them (a Filter drops them)")
+    bad = {}
+    for j, i in enumerate(idx):
+        new, old = batch.samples[j], samples[i]
+        if new is old:
+            continue
+        if not isinstance(new, dict):
+            bad[i] = (f"{op.name} replaced the sample with {type(new).__name__} {new!r:.80}; a sample is a dict",
+                      "op_error", "BadSample")
+            continue
+        new[POSITION_KEY] = old[POSITION_KEY]
+        if STATS_KEY not in new and STATS_KEY in old:
+            new[STATS_KEY] = old[STATS_KEY]
+        samples[i] = new
+    return bad
+
+
+class _BadVerdict(Exception):
+    """keep() answered something that is neither a bool nor (bool, reason)."""
+
+
+def _verdict(op: Op, value) -> tuple[bool, str | None]:
+    """keep()'s answer as (keep, reason). Only a bool (numpy's too) or (bool, str) is an answer:
+    the string "False" is truthy and None falsy, so taking anything else at its truth value would
+    keep or drop samples silently."""
+    if _is_bool(value):
+        return bool(value), None
+    if isinstance(value, tuple) and len(value) == 2 and _is_bool(value[0]) \
+            and (value[1] is None or isinstance(value[1], str)):
+        return bool(value[0]), value[1]
+    raise _BadVerdict(f"{op.name}.keep returned {value!r:.80}; keep() must return True or False (a numpy "
+                      f"bool too), or (bool, reason string)")
+
+
+def _is_bool(value) -> bool:
+    return isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"))
 
 
 def _not_an_object(record) -> str | None:
