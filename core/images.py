@@ -8,6 +8,7 @@ names the file, so the sample is rejected with a reason instead of crashing a wo
 from __future__ import annotations
 
 import os
+import stat
 import struct
 import threading
 import warnings
@@ -122,6 +123,7 @@ class BatchImages:
             raise SampleError(f"image {ref!r}: a URL; djx reads local files (download the images and "
                               f"use their paths)", code=BAD_IMAGE)
         path = self.path(ref)
+        _require_regular_file(ref, path)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", Image.DecompressionBombWarning)
@@ -139,6 +141,21 @@ class BatchImages:
                               f"{self.max_pixels} (decompression-bomb guard; raise max_image_pixels "
                               f"in the recipe if this image is legitimate)", code=BAD_IMAGE)
         return img
+
+
+def _require_regular_file(ref: str, path: str) -> None:
+    """Only a regular file is opened: open() on a FIFO waits for a writer forever, and a device
+    (/dev/zero) never ends."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise SampleError(f"image {ref!r}: file not found ({path})", code=BAD_IMAGE) from None
+    except OSError as e:
+        raise SampleError(f"image {ref!r}: cannot open ({e.strerror or e})", code=BAD_IMAGE) from None
+    if not stat.S_ISREG(mode):
+        what = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket or other special file"
+        raise SampleError(f"image {ref!r}: not a regular file ({path} is {what})", code=BAD_IMAGE)
 
 
 def _read(read: Callable[[], T], load_truncated: bool) -> T:

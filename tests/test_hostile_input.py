@@ -270,7 +270,7 @@ def test_a_fifo_or_device_as_an_image_is_rejected_not_waited_on(tmp_path, make_i
     assert proc.returncode == 0, proc.stderr
     out = outputs(tmp_path / "out" / "o.jsonl")
     assert sorted(out["kept"]) == [0] and sorted(out["rejected"]) == [1, 2, 3]
-    for pos in (1, 2):
+    for pos in (1, 2, 3):
         assert "not a regular file" in out["rejected"][pos]["reason"]
         assert out["rejected"][pos]["code"] == "bad_image"
 
