@@ -141,6 +141,12 @@ def load_recipe(path: str, overrides: dict | None = None, custom_ops: list[str] 
             raw = yaml.safe_load(f)
     except FileNotFoundError:
         raise RecipeError(f"recipe not found: {path}") from None
+    except IsADirectoryError:
+        raise RecipeError(f"recipe {path} is a folder; give the path of the recipe file (.yaml)") from None
+    except UnicodeDecodeError as e:
+        raise RecipeError(f"recipe {path} is not UTF-8 text (byte {e.start}: {e.reason}); save it as UTF-8") from None
+    except OSError as e:
+        raise RecipeError(f"cannot read recipe {path}: {e.strerror or e}") from None
     except yaml.YAMLError as e:
         raise RecipeError(f"{path}: not valid YAML: {e}") from None
     if raw is None:
@@ -208,7 +214,20 @@ def recipe_from_dict(raw: dict, base_dir: str = ".") -> Recipe:
             raise RecipeError(f"inject_faults: unknown fault {f!r}; known: 'oom_always', 'oom_above:N'")
     if isinstance(values.get("text_keys"), list) and not values["text_keys"]:
         raise RecipeError("text_keys: must name at least one key")
+    _check_tokens(values.get("image_special_token", Recipe.image_special_token),
+                  values.get("eoc_special_token", Recipe.eoc_special_token))
     return Recipe(**values, base_dir=base_dir, ignored=tuple(ignored))
+
+
+def _check_tokens(image: str, eoc: str) -> None:
+    """The special tokens split texts into chunks and count images: a blank token is in every
+    text, and tokens that are equal or contain one another miscount, so refuse them up front."""
+    for key, token in (("image_special_token", image), ("eoc_special_token", eoc)):
+        if not token.strip():
+            raise RecipeError(f"{key}: must be a visible token such as {getattr(Recipe, key)!r}, got {token!r}")
+    if image in eoc or eoc in image:
+        raise RecipeError(f"eoc_special_token {eoc!r} and image_special_token {image!r} must differ and "
+                          f"neither may contain the other; set them to the tokens your data was written with")
 
 
 def _parse_process(value) -> tuple:
@@ -265,7 +284,11 @@ def parse_set(items: list[str]) -> dict:
         if "=" not in item:
             raise RecipeError(f"--set expects KEY=VALUE, got {item!r}")
         key, _, value = item.partition("=")
-        out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+        try:
+            out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+        except yaml.YAMLError as e:
+            raise RecipeError(f"--set {item}: the value is not valid YAML ({str(e).splitlines()[0]}); "
+                              f"quote a string value, e.g. --set '{key.strip()}=\"{value}\"'") from None
     return out
 
 
