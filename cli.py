@@ -75,8 +75,12 @@ def _check(args) -> int:
         raise DjxError(f"no such output: {paths.export}")
     input_count, dropped_count = args.input_count, None
     if os.path.exists(paths.summary):
-        with open(paths.summary, encoding="utf-8") as f:
-            summary = json.load(f)
+        try:
+            with open(paths.summary, encoding="utf-8") as f:
+                summary = json.load(f)
+        except (OSError, ValueError) as e:
+            raise DjxError(f"{paths.summary}: the run summary is unreadable ({e}); give --input-count "
+                           f"to check without it") from None
         dropped_count = summary.get("dropped")
         if input_count is None:
             input_count = summary.get("input")

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 
 from djx.core.context import DROP_KEY, POSITION_KEY, STATS_KEY
+from djx.core.errors import CheckError
 
 MAX_LISTED = 10
 
@@ -69,10 +70,16 @@ def _bad_value(value, has_images: bool) -> str | None:
 
 
 def _iter_jsonl(path: str):
-    with open(path, encoding="utf-8") as f:
+    """The records of an output file; a line that does not parse (a file cut off or edited) is a
+    CheckError naming the file and line, not a traceback."""
+    with open(path, "rb") as f:
         for n, line in enumerate(f, 1):
             if line.strip():
-                yield n, json.loads(line)
+                try:
+                    yield n, json.loads(line.decode("utf-8"))
+                except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+                    raise CheckError(f"{path}, line {n}: not valid JSON ({e}); the file is damaged (cut off "
+                                     f"mid-line?) and cannot be checked") from None
 
 
 def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str | None,

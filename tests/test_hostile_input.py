@@ -303,11 +303,13 @@ def test_a_corrupt_parquet_file_is_a_clear_error(tmp_path, write_recipe, djx_cli
 def test_djx_check_on_an_export_cut_mid_line_is_a_clear_failure(tmp_path, write_recipe, djx_cli):
     (tmp_path / "data.jsonl").write_text("".join(json.dumps({"text": f"text {i}"}) + "\n" for i in range(5)))
     recipe = write_recipe(tmp_path / "r.yaml", dataset_path="data.jsonl", export_path="out/o.jsonl",
-                          process=[{"text_length_filter": {}}])
+                          process=[{"text_length_filter": {"min_len": 1}}])
     assert djx_cli("process", recipe, "--quiet").rc == 0
     export = tmp_path / "out" / "o.jsonl"
     export.write_bytes(export.read_bytes()[:-10])
     assert_clear_error(djx_cli("check", export, "--recipe", recipe), str(export), "line 5")
+    (tmp_path / "out" / "o.summary.json").write_text('{"input": 5, "kept"')
+    assert_clear_error(djx_cli("check", export, "--recipe", recipe), "o.summary.json")
 
 
 def test_a_recipe_path_that_is_a_folder_or_not_utf8_is_a_clear_error(tmp_path, djx_cli):
