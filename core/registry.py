@@ -27,11 +27,14 @@ def register_op(name: str, aliases: tuple[str, ...] = ()):
     def deco(cls: type[Op]) -> type[Op]:
         if not (isinstance(cls, type) and issubclass(cls, Op)):
             raise TypeError(f"@register_op({name!r}) must decorate a Filter or Mapper subclass")
+        if not _is_builtin(cls):
+            load_builtin_ops()  # so that a clash is always the plug-in's, whatever was imported first
         for n in (name, *aliases):
             existing = _OPS.get(n) or _OPS.get(_ALIASES.get(n, ""))
             if existing is not None and _qualname(existing) != _qualname(cls):
-                raise RecipeError(f"op name {n!r} is already registered by {_qualname(existing)}; "
-                                  f"choose another name for {_qualname(cls)}")
+                owner = "the built-in op" if _is_builtin(existing) else "the op"
+                raise RecipeError(f"op name {n!r} is already registered by {owner} {_qualname(existing)}; "
+                                  f"the plug-in op {_qualname(cls)} must choose another name")
         cls.name = name
         _OPS[name] = cls
         for a in aliases:
@@ -39,6 +42,10 @@ def register_op(name: str, aliases: tuple[str, ...] = ()):
         return cls
 
     return deco
+
+
+def _is_builtin(cls: type) -> bool:
+    return cls.__module__ == "djx.ops" or cls.__module__.startswith("djx.ops.")
 
 
 def _qualname(cls: type) -> str:
@@ -110,9 +117,9 @@ def _import_file(path: str) -> None:
     sys.modules[mod_name] = module
     try:
         spec.loader.exec_module(module)
-    except RecipeError:
+    except RecipeError as e:
         del sys.modules[mod_name]
-        raise
+        raise RecipeError(f"custom_ops: {path}: {e}") from None
     except Exception as e:
         del sys.modules[mod_name]
         raise RecipeError(f"custom_ops: importing {path} failed: {type(e).__name__}: {e}") from e
