@@ -1,9 +1,12 @@
-"""Train the tiny CLIP and BLIP-ITM models used by the offline tests (about 2-5 minutes on 2 CPU cores).
+"""Train the tiny CLIP and BLIP-ITM models used by the offline tests (10-20 minutes on 2 CPU cores).
 
     python tools/make_test_models.py [--out tests/assets/models] [--seed 0]
 
 Both models are built from small configs (no download) and trained on ``tools.synth`` images that
 go through the very processor saved next to the weights; BLIP's vision tower starts from CLIP's.
+Each folder holds what a hub model holds, with each architecture's standard preprocessing (CLIP:
+shortest edge + centre crop; BLIP: resize to height x width), so transformers 4.57 and 5 read them
+alike. The same seed and environment give byte-identical files.
 The script then reloads both folders and checks them on held-out pairs: the true caption must beat
 a wrong one (colour and/or shape changed) for >= 97% of images, else it exits with status 1.
 """
@@ -17,6 +20,7 @@ import json
 import math
 import os
 import random
+import shutil
 import sys
 import time
 from collections import Counter
@@ -62,20 +66,21 @@ def seed_all(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def random_size(rng: random.Random) -> tuple[int, int]:
-    """Original image sizes seen in training/eval: 64..128 px, mostly square, up to 4:3."""
+def random_size(rng: random.Random, min_ratio: float = 0.75) -> tuple[int, int]:
+    """Original image sizes seen in training/eval: 64..128 px, mostly square, short side down to
+    ``min_ratio`` of the long one (0.75: up to 4:3)."""
     side = rng.randint(64, 128)
     if rng.random() < 0.6:
         return side, side
-    other = int(side * rng.uniform(0.75, 1.0))
+    other = int(side * rng.uniform(min_ratio, 1.0))
     return (side, other) if rng.random() < 0.5 else (other, side)
 
 
 @functools.lru_cache(maxsize=2)
-def make_images(seed: int, n: int):
+def make_images(seed: int, n: int, min_ratio: float = 0.75):
     """``n`` synthetic images of assorted sizes with their attribute triples."""
     rng = random.Random(seed)
-    pairs = [synth.random_pair(rng, size=random_size(rng)) for _ in range(n)]
+    pairs = [synth.random_pair(rng, size=random_size(rng, min_ratio)) for _ in range(n)]
     return [p[0] for p in pairs], [p[2] for p in pairs]
 
 
@@ -125,7 +130,8 @@ def build_clip_tokenizer(out: Path) -> CLIPTokenizer:
     out.mkdir(parents=True, exist_ok=True)
     (out / "vocab.json").write_text(json.dumps({t: i for i, t in enumerate(tokens)}, ensure_ascii=False))
     (out / "merges.txt").write_text("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges))
-    tok = CLIPTokenizer(vocab=str(out / "vocab.json"), merges=str(out / "merges.txt"), model_max_length=MAX_TEXT_LEN)
+    # positional paths: transformers 4 names them vocab_file/merges_file, 5 vocab/merges
+    tok = CLIPTokenizer(str(out / "vocab.json"), str(out / "merges.txt"), model_max_length=MAX_TEXT_LEN)
     assert all(len(tok.tokenize(w)) == 1 for w in WORDS), "caption words must be single tokens"
     return tok
 
@@ -137,7 +143,7 @@ def build_bert_tokenizer(out: Path) -> BertTokenizer:
              + ["##" + c for c in chars] + list(".,!?'\"-:;()"))
     out.mkdir(parents=True, exist_ok=True)
     (out / "vocab.txt").write_text("\n".join(dict.fromkeys(vocab)) + "\n")
-    tok = BertTokenizer(vocab=str(out / "vocab.txt"), model_max_length=MAX_TEXT_LEN)
+    tok = BertTokenizer(str(out / "vocab.txt"), model_max_length=MAX_TEXT_LEN)
     assert all(len(tok.tokenize(w)) == 1 for w in WORDS)
     return tok
 
@@ -147,7 +153,8 @@ def build_bert_tokenizer(out: Path) -> BertTokenizer:
 
 def build_clip(out: Path) -> tuple[CLIPModel, CLIPProcessor]:
     tok = build_clip_tokenizer(out)
-    image_processor = CLIPImageProcessor(size={"shortest_edge": IMAGE_SIZE},
+    # CLIP's own preprocessing (as openai/clip-vit-base-patch32): resize the short side, centre crop
+    image_processor = CLIPImageProcessor(size={"shortest_edge": IMAGE_SIZE}, do_center_crop=True,
                                          crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE})
     config = CLIPConfig(
         text_config=dict(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -191,10 +198,9 @@ def train_clip(model, processor, seed: int, n_images: int = 10000, steps: int = 
 
 def build_blip(out: Path) -> tuple[BlipForImageTextRetrieval, BlipProcessor]:
     tok = build_bert_tokenizer(out)
-    # resize + centre crop like the CLIP processor (not BLIP's squashing resize): the vision tower
-    # copied from CLIP then sees the same pixels, and non-square images keep their shapes
-    image_processor = BlipImageProcessor(size={"shortest_edge": IMAGE_SIZE}, do_center_crop=True,
-                                         crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE})
+    # BLIP's own preprocessing (as Salesforce/blip-itm-base-coco): resize to a fixed height x width,
+    # no crop. A CLIP-style {shortest_edge} + crop config loads only in transformers 5.
+    image_processor = BlipImageProcessor(size={"height": IMAGE_SIZE, "width": IMAGE_SIZE})
     config = BlipConfig(
         text_config=dict(vocab_size=len(tok), hidden_size=64, encoder_hidden_size=128, intermediate_size=128,
                          num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=MAX_TEXT_LEN,
@@ -232,11 +238,13 @@ def copy_vision_tower(clip: CLIPModel, blip: BlipForImageTextRetrieval) -> None:
         blip.vision_model.embeddings.patch_embedding.bias.zero_()
 
 
-def train_blip(model, processor, seed: int, n_images: int = 10000, steps: int = 800, batch: int = 64) -> None:
+def train_blip(model, processor, seed: int, n_images: int = 10000, steps: int = 1600, batch: int = 64) -> None:
     """ITM (index 1 = match) on each image with its caption and with a hard negative that changes
     the colour, the shape and/or the background, plus BLIP's image-text contrastive loss against
-    all 72 captions, which teaches the vision tower shapes much faster than ITM alone."""
-    images, attrs = make_images(seed, n_images)
+    all 72 captions, which teaches the vision tower shapes much faster than ITM alone. BLIP's
+    processor squashes an image to a square (no crop), so training covers aspect ratios up to 2:1
+    (what an aspect-ratio filter in front of it typically passes): shapes are learnt squashed too."""
+    images, attrs = make_images(seed, n_images, min_ratio=0.5)
     pixels = pixel_values(processor, images)
     text = processor.tokenizer(CAPTIONS, padding=True, return_tensors="pt")
     pos = torch.tensor([ALL_ATTRS.index(a) for a in attrs])
@@ -317,8 +325,12 @@ def _stats(s_true: torch.Tensor, s_wrong: torch.Tensor) -> dict:
 
 
 def save(model, processor, path: Path, what: str) -> None:
+    """The files of a hub model (config.json, weights, preprocessor_config.json, tokenizer files), which
+    every supported transformers release reads; transformers 5's processor.save_pretrained would nest
+    the image processor in a processor_config.json instead."""
     model.save_pretrained(path)
-    processor.save_pretrained(path)
+    processor.image_processor.save_pretrained(path)
+    processor.tokenizer.save_pretrained(path)
     (path / "README.md").write_text(
         f"# {path.name}\n\nA tiny {what} trained on synthetic shape images by `tools/make_test_models.py`.\n"
         "Only meaningful for captions like 'a red circle on a white background'; for tests, not for real use.\n")
@@ -331,6 +343,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(2)
     out, results, start = Path(args.out), {}, time.time()
+    for name in ("tiny-clip", "tiny-blip-itm"):  # no stale file from an earlier layout survives
+        shutil.rmtree(out / name, ignore_errors=True)
 
     seed_all(args.seed)
     clip, processor = build_clip(out / "tiny-clip")
