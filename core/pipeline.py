@@ -116,7 +116,7 @@ class Pipeline:
         plan = plan or self.plan(r.np)
         log(self.describe(plan))
         executor = make_executor(chain, plan, r, replan=lambda measured: self.plan(r.np, measured), log=log)
-        source = DatasetSource(files, start.read, r.batch_size)
+        source = DatasetSource(files, start.read, r.batch_size, r.max_batch_bytes)
         with RunLedger(writer, start, chain, r, executor, progress, log, t0) as ledger:
             for result in executor.run(source):
                 ledger.add(result)

@@ -34,6 +34,7 @@ class Recipe:
     eoc_special_token: str = RunContext.eoc_special_token
     executor: Literal["local", "ray"] = "local"
     batch_size: int = 64
+    max_batch_bytes: int = 64 << 20           # a batch also ends at this many bytes of input lines
     start_method: Literal["auto", "fork", "spawn", "forkserver"] = "auto"
     custom_ops: list[str] = field(default_factory=list)
     export_dropped: bool = True
@@ -199,7 +200,7 @@ def recipe_from_dict(raw: dict, base_dir: str = ".") -> Recipe:
     if not values["export_path"].endswith(".jsonl"):
         raise RecipeError(f"export_path: djx writes JSON Lines; use a path ending in .jsonl, "
                           f"got {values['export_path']!r}")
-    for key in ("np", "batch_size", "max_in_flight", "checkpoint_every", "max_image_pixels"):
+    for key in ("np", "batch_size", "max_in_flight", "checkpoint_every", "max_image_pixels", "max_batch_bytes"):
         if values.get(key) is not None and values[key] < 1:
             raise RecipeError(f"{key}: must be >= 1, got {values[key]}")
     if not 0 <= values.get("max_rejected_fraction", 0) <= 1:

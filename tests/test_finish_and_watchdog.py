@@ -99,7 +99,7 @@ def test_the_lock_is_held_through_the_check_and_the_finish(tmp_path, write_recip
 
 def test_a_sample_stuck_in_an_op_is_rejected_with_code_timeout_and_the_rest_is_kept(tmp_path, write_recipe):
     write_data(tmp_path / "d.jsonl", 30, stuck={13})
-    r = recipe(tmp_path, write_recipe, sample_timeout=2)
+    r = recipe(tmp_path, write_recipe, sample_timeout=5)
     summary = Pipeline.from_recipe(str(r)).run(progress=False, log=lambda *a: None)
     rejected = read_jsonl_file(tmp_path / "out" / "o.rejected.jsonl")
     assert [(x["record"]["id"], x["code"], x["op"]) for x in rejected] == [(13, "timeout", "stuck_filter")]
@@ -138,7 +138,21 @@ def test_a_worker_stuck_mid_sample_dies_with_a_killed_run_and_the_rerun_is_not_r
     run.wait()
     wait_for(lambda: _gone(worker), "the stuck worker to die with its run", limit=30)
     rerun = subprocess.run([sys.executable, "-m", "djx.cli", "process", str(r), "--quiet",
-                            "--set", "sample_timeout=1"], capture_output=True, text=True)
+                            "--set", "sample_timeout=4"], capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr
     rejected = read_jsonl_file(tmp_path / "out" / "o.rejected.jsonl")
     assert [(x["record"]["id"], x["code"]) for x in rejected] == [(21, "timeout")]
+
+
+def test_batches_are_bounded_in_bytes_as_well_as_records(tmp_path, write_recipe):
+    from djx.core.executors.base import DatasetSource
+    sizes = [3, 3, 3, 9, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]  # MiB of text per line
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps({"id": i, "text": "x" * (mib << 20)}) + "\n"
+                                              for i, mib in enumerate(sizes)))
+    batches = [[it.pos for it in b.items] for b in DatasetSource([str(tmp_path / "d.jsonl")], batch_size=8,
+                                                                 max_batch_bytes=5 << 20)]
+    assert batches == [[0, 1], [2, 3], [4, 5, 6, 7, 8], [9, 10, 11, 12, 13], [14, 15]]
+    r = recipe(tmp_path, write_recipe, batch_size=8, max_batch_bytes=5 << 20, start_method="fork",
+               process=[{"text_length_filter": {"min_len": 1}}])
+    summary = Pipeline.from_recipe(str(r)).run(progress=False, log=lambda *a: None)
+    assert summary["input"] == summary["kept"] == len(sizes)

@@ -3,7 +3,6 @@ input order, each carrying the reader position a checkpoint resumes from. The lo
 the Ray engine implement it; the ledger consumes what they yield."""
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Protocol
 
@@ -20,15 +19,25 @@ class InputBatch:
 
 @dataclass
 class DatasetSource:
-    """A dataset's files read from `state` on, in batches of `batch_size`. Iterating it reads
-    (the local engine); the Ray engine reads `files` itself and advances `state` as rows return."""
+    """A dataset's files read from `state` on, in batches of `batch_size` records and at most
+    `max_batch_bytes` of raw lines (one record at least), so that memory in flight is bounded in
+    bytes, not only in records. Iterating it reads (the local engine); the Ray engine reads
+    `files` itself and advances `state` as rows return."""
     files: list[str]
     state: ReadState = field(default_factory=ReadState)
     batch_size: int = 64
+    max_batch_bytes: int = 64 << 20
 
     def __iter__(self) -> Iterator[InputBatch]:
         items = read_files(self.files, self.state, parse=False)  # workers parse the lines
-        while block := list(itertools.islice(items, self.batch_size)):
+        block, size = [], 0
+        for item in items:
+            block.append(item)
+            size += len(item.raw) if item.raw is not None else 0
+            if len(block) >= self.batch_size or size >= self.max_batch_bytes:
+                yield InputBatch(block, dict(vars(self.state)))
+                block, size = [], 0
+        if block:
             yield InputBatch(block, dict(vars(self.state)))
 
 

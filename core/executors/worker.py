@@ -5,6 +5,8 @@ from __future__ import annotations
 import ctypes
 import os
 import pickle
+import queue
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -71,6 +73,26 @@ def recv(conn):
     return pickle.loads(conn.recv_bytes())
 
 
+def _read_on_a_thread(conn) -> queue.Queue:
+    """Tasks from the parent, read as they come: a worker sending a large result while the parent
+    sends it a large task would otherwise deadlock on two full pipes. (The parent queues at most
+    PREFETCH tasks per worker, so this holds at most that many.)"""
+    inbox: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        while True:
+            try:
+                msg = recv(conn)
+            except (EOFError, OSError):
+                msg = None
+            inbox.put(msg)
+            if msg is None:
+                return
+
+    threading.Thread(target=read, name="djx-inbox", daemon=True).start()
+    return inbox
+
+
 def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_dir: str,
                 chain_bytes: bytes, conn, status: Status, warmup: bool, mem_fraction: float,
                 parent: int) -> None:
@@ -95,14 +117,14 @@ def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_di
 
     from djx.core.resources import PeakUss
     peak = PeakUss()
+    inbox = _read_on_a_thread(conn)
     while True:
         try:
-            while not conn.poll(1.0):
-                if os.getppid() != parent:  # the parent was killed (kill -9): do not linger
-                    return
-            task = recv(conn)
-        except (EOFError, OSError):
-            return
+            task = inbox.get(timeout=1.0)
+        except queue.Empty:
+            if os.getppid() != parent:  # the parent was killed (kill -9): do not linger
+                return
+            continue
         if task is None:
             return
         status.task_id, status.op_index, status.since = task.id, -1, time.monotonic()
