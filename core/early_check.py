@@ -24,8 +24,8 @@ class _Watch:
 
 
 class EarlyCheck:
-    def __init__(self, op_names: list[str], image_token: str):
-        self.op_names, self.image_token = op_names, image_token
+    def __init__(self, op_names: list[str], image_token: str, image_keys: list[str]):
+        self.op_names, self.image_token, self.image_keys = op_names, image_token, image_keys
         self.watching = {k: _Watch() for k in range(len(op_names))}
 
     def add(self, res: BatchResult) -> str | None:
@@ -62,6 +62,11 @@ class EarlyCheck:
         out_of = max(w.with_images if code == TOKEN_MISMATCH else w.seen, n)
         if n < SHARE * out_of:
             return None
+        if code == TOKEN_MISMATCH and w.with_images == 0:  # tokens in the text, but no images at all
+            return (f"op {self.op_names[k]} (process[{k}]): none of the first {w.seen} samples that reached it "
+                    f"has images under image_key {self.image_keys[k]!r}, yet {n} of them have image tokens "
+                    f"in their text. Check image_key (the field that lists each sample's image paths); the "
+                    f"run stopped and wrote no export.")
         return _message(self.op_names[k], k, n, out_of, w.example[(code, error)], self.image_token)
 
 

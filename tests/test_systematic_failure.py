@@ -119,3 +119,15 @@ def test_dry_run_warns_of_an_emulated_dtype_and_auto_runs_float32_on_this_cpu(tm
               for p in (tmp_path / "o" / "k.jsonl", tmp_path / "f" / "k.jsonl")]
     if not native:
         assert scores[0] == scores[1]  # float32, bit for bit
+
+
+def test_a_wrong_image_key_is_named_not_blamed_on_the_token(tmp_path, write_recipe, djx_cli, make_image):
+    make_image("r.png", (64, 64))
+    data = write_lines(tmp_path / "d.jsonl", [{"text": f"<__dj__image> a red square {i}", "image": ["r.png"]}
+                                              for i in range(40)])  # "image", not the default "images"
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(data), export_path="out/kept.jsonl", np=1,
+                          process=[{"image_text_similarity_filter": {"hf_clip": CLIP}}])
+    res = djx_cli("process", recipe, "--quiet")
+    assert res.rc == 1 and "has images under image_key 'images'" in res.err and "Check image_key" in res.err
+    assert "image_special_token" not in res.err
+    assert not (tmp_path / "out" / "kept.jsonl").exists()
