@@ -15,6 +15,7 @@ from typing import Any, Literal
 import yaml
 
 from djx.core.context import RunContext
+from djx.core.dj_keys import DJ_GLOBAL_KEYS, DJ_OP_KEYS
 from djx.core.errors import RecipeError
 from djx.core.params import coerce, _type_name
 from djx.core.reader import dataset_root
@@ -99,37 +100,6 @@ class Recipe:
 
 _FIELDS = {f.name: f for f in fields(Recipe) if f.name not in ("base_dir", "ignored")}
 
-# Keys a Data-Juicer recipe may carry that mean nothing to djx: accepted, ignored, and reported at
-# the start of a run (so a Data-Juicer recipe runs as it is, and nobody thinks they took effect).
-DJ_GLOBAL_KEYS = {
-    "use_cache": "djx does not cache datasets; it streams them",
-    "ds_cache_dir": "djx does not cache datasets", "cache_compress": "djx does not cache datasets",
-    "use_checkpoint": "djx always checkpoints; see checkpoint_every",
-    "temp_dir": "djx keeps its state next to export_path",
-    "open_monitor": "the summary reports per-op time and memory",
-    "open_tracer": "djx writes every dropped sample with its op and reason",
-    "op_list_to_trace": "djx writes every dropped sample", "trace_num": "djx writes every dropped sample",
-    "op_fusion": "djx runs the whole op chain per batch", "fusion_strategy": "djx runs the whole chain per batch",
-    "adaptive_batch_size": "batch_size is fixed; model forwards halve on CUDA OOM",
-    "keep_stats_in_res_ds": "djx always keeps stats in the export (the completeness check reads them)",
-    "keep_hashes_in_res_ds": "djx has no hash ops",
-    "export_shard_size": "djx writes one export file", "export_in_parallel": "djx writes one export file",
-    "export_type": "djx writes JSON Lines", "suffixes": "djx reads .jsonl, .json and .parquet",
-    "save_stats_in_one_file": "stats stay in each sample", "export_original_dataset": "see export_dropped",
-    "turbo": "not used", "debug": "not used", "auto": "not used", "auto_num": "not used",
-    "percentiles": "not used", "event_logging": "not used",
-    "audio_key": "djx has no audio ops", "video_key": "djx has no video ops",
-    "audio_special_token": "djx has no audio ops", "video_special_token": "djx has no video ops",
-}
-# Data-Juicer's per-op runtime keys, ignored unless the op itself takes them
-DJ_OP_KEYS = {
-    "num_proc": "workers come from the recipe's np", "accelerator": "devices come from the plan",
-    "mem_required": "the planner sizes workers from the models' footprint",
-    "cpu_required": "the planner sizes workers", "gpu_required": "the planner sizes workers",
-    "turbo": "not used", "skip_op_error": "see on_error", "work_dir": "not used",
-    "index_key": "not used", "auto_op_parallelism": "not used", "runtime_np": "not used",
-    "ray_execution_mode": "not used",
-}
 _EXECUTOR_TYPES = {"default": "local", "local": "local", "ray": "ray"}  # Data-Juicer's executor_type
 _HINTS = typing.get_type_hints(Recipe)
 _REQUIRED = ("dataset_path", "export_path")

@@ -23,6 +23,7 @@ from multiprocess.connection import wait
 from djx.core.chain import OpChain
 from djx.core.errors import DjxError
 from djx.core.executors.base import InputBatch
+from djx.core.executors.inflight import InFlight, Job
 from djx.core.executors.worker import (Crashed, Done, Failed, Ready, StartFailed, Status, Task, recv, send,
                                        worker_main)
 from djx.core.planner import Plan
@@ -49,15 +50,6 @@ def _main_importable():
 
 
 @dataclass
-class _Job:
-    """Part of an input batch given to a worker: the whole batch, a retry, or a bisected half."""
-    task: Task
-    batch_no: int
-    deaths: int = 0
-    bisected: bool = False
-
-
-@dataclass
 class _Worker:
     rank: int
     proc: object
@@ -65,30 +57,6 @@ class _Worker:
     status: Status
     jobs: deque = field(default_factory=deque)  # ids of the jobs sent to it, oldest first
     timed_out: bool = False                     # the watchdog killed it
-
-
-@dataclass
-class _InFlight:
-    """The batches read and not yet emitted, and the jobs that will account for them."""
-    jobs: dict = field(default_factory=dict)        # job id -> _Job
-    ready: deque = field(default_factory=deque)     # jobs waiting for a worker
-    missing: dict = field(default_factory=dict)     # batch no -> items not yet accounted for
-    parts: dict = field(default_factory=dict)       # batch no -> [(first position, BatchResult)]
-    read_at: dict = field(default_factory=dict)     # batch no -> reader position after it
-
-    def add_part(self, batch_no: int, first_pos: int, result: BatchResult, n_items: int) -> None:
-        self.parts[batch_no].append((first_pos, result))
-        self.missing[batch_no] -= n_items
-
-    def pop_complete(self, batch_no: int, n_ops: int) -> BatchResult | None:
-        """Batch `batch_no` merged from its parts in input order, once every item is in."""
-        if self.missing.get(batch_no, -1) != 0:
-            return None
-        parts = sorted(self.parts.pop(batch_no), key=lambda p: p[0])
-        del self.missing[batch_no]
-        merged = sum((r for _, r in parts), BatchResult.empty(n_ops))
-        merged.read_at = self.read_at.pop(batch_no)
-        return merged
 
 
 class LocalExecutor:
@@ -178,7 +146,7 @@ class LocalExecutor:
     # -- the dispatch loop ------------------------------------------------------------------
     def _loop(self, workers: list[_Worker], batches: Iterator[InputBatch]) -> Iterator[BatchResult]:
         n_ops = len(self.chain.ops)
-        fl = _InFlight()
+        fl = InFlight()
         next_batch, next_emit, exhausted = 0, 0, False
         while True:
             while (done := fl.pop_complete(next_emit, n_ops)) is not None:
@@ -189,7 +157,7 @@ class LocalExecutor:
                 if batch is None:
                     exhausted = True
                     break
-                job = _Job(Task(next(self._ids), batch.items), next_batch)
+                job = Job(Task(next(self._ids), batch.items), next_batch)
                 fl.jobs[job.task.id] = job
                 fl.missing[next_batch], fl.parts[next_batch] = len(batch.items), []
                 fl.read_at[next_batch] = batch.read_at
@@ -235,7 +203,7 @@ class LocalExecutor:
                 wake = min(wake, left)
         return max(wake, 0.05)
 
-    def _on_message(self, w: _Worker, msg, fl: _InFlight) -> None:
+    def _on_message(self, w: _Worker, msg, fl: InFlight) -> None:
         if isinstance(msg, Done):
             job = fl.jobs.pop(msg.task_id)
             w.jobs.remove(msg.task_id)
@@ -246,7 +214,7 @@ class LocalExecutor:
         elif isinstance(msg, Crashed):
             raise DjxError(f"worker {w.rank} hit an internal error (a bug, please report it): {msg.message}")
 
-    def _drain(self, w: _Worker, fl: _InFlight) -> None:
+    def _drain(self, w: _Worker, fl: InFlight) -> None:
         """Take results the dead worker sent before it died."""
         while True:
             try:
@@ -257,7 +225,7 @@ class LocalExecutor:
                 return
             self._on_message(w, msg, fl)
 
-    def _replace(self, dead: _Worker, fl: _InFlight) -> _Worker:
+    def _replace(self, dead: _Worker, fl: InFlight) -> _Worker:
         """Restart a dead worker; retry, bisect or reject the job it was running."""
         self.restarts += 1
         code = dead.proc.exitcode
@@ -281,7 +249,7 @@ class LocalExecutor:
         self._await_ready(fresh)
         return fresh
 
-    def _after_death(self, job: _Job, op_index: int, how: str, fl: _InFlight, timed_out: bool) -> None:
+    def _after_death(self, job: Job, op_index: int, how: str, fl: InFlight, timed_out: bool) -> None:
         """Retry a job whose worker died once; after that, bisect it; reject a lone sample. A job
         that timed out goes one sample at a time at once (bisecting would wait out the timeout at
         every level)."""
@@ -290,15 +258,15 @@ class LocalExecutor:
             self._reject_lone(job, op_index, how, fl, "timeout" if timed_out else "worker_died")
         elif timed_out:
             for item in reversed(items):
-                self._queue(_Job(Task(next(self._ids), [item]), job.batch_no, 1, True), fl)
+                self._queue(Job(Task(next(self._ids), [item]), job.batch_no, 1, True), fl)
         elif not (job.deaths >= 2 or job.bisected):
-            self._queue(_Job(Task(next(self._ids), items), job.batch_no, job.deaths), fl)
+            self._queue(Job(Task(next(self._ids), items), job.batch_no, job.deaths), fl)
         else:
             mid = len(items) // 2
             for half in (items[mid:], items[:mid]):
-                self._queue(_Job(Task(next(self._ids), half), job.batch_no, 1, True), fl)
+                self._queue(Job(Task(next(self._ids), half), job.batch_no, 1, True), fl)
 
-    def _reject_lone(self, job: _Job, op_index: int, how: str, fl: _InFlight, code: str) -> None:
+    def _reject_lone(self, job: Job, op_index: int, how: str, fl: InFlight, code: str) -> None:
         item = job.task.items[0]
         if item.pending:  # the worker parsed it; here we only had the line
             parse_pending([item])
@@ -313,6 +281,6 @@ class LocalExecutor:
         fl.add_part(job.batch_no, item.pos, res, 1)
 
     @staticmethod
-    def _queue(job: _Job, fl: _InFlight) -> None:
+    def _queue(job: Job, fl: InFlight) -> None:
         fl.jobs[job.task.id] = job
         fl.ready.appendleft(job)
