@@ -19,6 +19,8 @@ LIMIT = {limit}
 
 @register_op("{name}")
 class IdBelowFilter(Filter):
+    """Keeps samples whose id is below LIMIT."""
+
     stats_keys = ("id_seen",)
 
     def compute_stats(self, batch):

@@ -8,6 +8,8 @@ from djx import Filter, register_op
 
 @register_op("stuck_filter")
 class StuckFilter(Filter):
+    """Never returns on a sample whose `stuck` field is set (writes its pid to `marker` first)."""
+
     stats_keys = ("seen",)
 
     def __init__(self, marker: str = "", **common):
