@@ -80,9 +80,15 @@ class RunLedger:
 
     def _checkpoint(self, read_at: dict) -> dict:
         """The manifest of a checkpoint after `read_at`, with the whole run's time and restarts."""
-        self.counts.seconds = self.before[0] + time.monotonic() - self.t0
-        self.counts.restarts = self.before[1] + self.executor.restarts
+        self._update_totals()
         return self.start.checkpoint(read_at, self.counts)
+
+    def _update_totals(self) -> float:
+        """Whole-run seconds and restarts (earlier sessions' plus this one's); this session's seconds."""
+        session = time.monotonic() - self.t0
+        self.counts.seconds = self.before[0] + session
+        self.counts.restarts = self.before[1] + self.executor.restarts
+        return session
 
     def finish(self, plan, state: ReadState) -> dict:
         """Check the written parts, move them into place with the summary; return the summary.
@@ -94,9 +100,7 @@ class RunLedger:
             self.log(f"[djx] {r.dataset_path} holds no samples; writing empty outputs")
         report = check_outputs(w.part("kept"), w.part("dropped"), w.part("rejected"),
                                self.chain.filter_stats_keys(), r.image_key, state.records)
-        session = time.monotonic() - self.t0
-        self.counts.seconds = self.before[0] + session
-        self.counts.restarts = self.before[1] + self.executor.restarts
+        session = self._update_totals()
         summary = build_summary(r, w.paths, plan, self.executor, self.chain.ops, self.counts, state, report,
                                 session, self.session_samples, self.start.resumed)
         try:
