@@ -86,7 +86,7 @@ def _check(args) -> int:
             input_count = summary.get("input")
     chain = OpChain(pipe.ops, pipe.recipe.run_context())
     report = check_outputs(paths.export, paths.dropped, paths.rejected, chain.filter_stats_keys(),
-                           pipe.recipe.image_key, input_count, dropped_count)
+                           pipe.recipe.image_key, input_count, dropped_count, ops=chain.ops)
     print(report.describe())
     if input_count is None:
         print("note: no summary found and no --input-count given: counts were not checked")

@@ -3,7 +3,10 @@
 Stats completeness: a kept sample carries every stat of every filter; a dropped sample carries the
 stats of every filter up to and including the one that dropped it; every value is a finite number
 (or a list of them, non-empty when the sample has images). Accounting: input = kept + dropped +
-rejected and every input position appears exactly once across the three files.
+rejected and every input position appears exactly once across the three files. Verdicts: given
+the recipe's ops, every kept sample passes every filter on its recorded stats, and every dropped
+sample fails the op its `__dj__drop__` names (an export made with other thresholds, or a stat
+edited afterwards, fails the check).
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field
 
 from djx.core.context import DROP_KEY, POSITION_KEY, STATS_KEY
 from djx.core.errors import CheckError
+from djx.core.verdicts import Judge
 
 MAX_LISTED = 10
 
@@ -84,12 +88,14 @@ def _iter_jsonl(path: str):
 
 def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str | None,
                   filters: list[tuple[str, tuple[str, ...]]], image_key: str = "images",
-                  input_count: int | None = None, dropped_count: int | None = None) -> CheckReport:
+                  input_count: int | None = None, dropped_count: int | None = None,
+                  ops: list | None = None) -> CheckReport:
     """Check the three output files against the op list [(op name, stats keys), ...].
 
     Without a dropped file (export_dropped: false), `dropped_count` (from the summary) stands in
-    for it in the count check."""
-    check = _OutputCheck(filters, image_key, input_count)
+    for it in the count check. With `ops` (the recipe's ops, in the order of `filters`), each
+    sample's verdicts are re-applied to its recorded stats."""
+    check = _OutputCheck(filters, image_key, input_count, Judge(ops) if ops is not None else None)
     for _, sample in _iter_jsonl(kept_path):
         check.kept(sample)
     has_dropped = bool(dropped_path and os.path.exists(dropped_path))
@@ -107,8 +113,10 @@ def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str |
 class _OutputCheck:
     """One pass over the outputs: stats per record, positions across all three files."""
 
-    def __init__(self, filters: list[tuple[str, tuple[str, ...]]], image_key: str, input_count: int | None):
+    def __init__(self, filters: list[tuple[str, tuple[str, ...]]], image_key: str, input_count: int | None,
+                 judge: Judge | None = None):
         self.filters, self.image_key, self.input_count = filters, image_key, input_count
+        self.judge = judge
         self.report = CheckReport()
         self.index_of: dict[str, int] = {}
         for i, (name, _) in enumerate(filters):
@@ -119,7 +127,9 @@ class _OutputCheck:
     def kept(self, sample: dict) -> None:
         self.counts["kept"] += 1
         self._mark(sample.get(POSITION_KEY), "kept")
-        self._check_stats(sample, len(self.filters) - 1, "kept")
+        if self._check_stats(sample, len(self.filters) - 1, "kept") and self.judge:
+            for problem in self.judge.kept(sample.get(STATS_KEY)):
+                self.report.add(problem, sample.get(POSITION_KEY))
 
     def dropped(self, sample: dict) -> None:
         self.counts["dropped"] += 1
@@ -130,7 +140,9 @@ class _OutputCheck:
                 or self.filters[upto][0] != drop.get("op"):
             self.report.add(f"dropped sample without a valid {DROP_KEY} op", sample.get(POSITION_KEY))
             return
-        self._check_stats(sample, upto, "dropped")
+        if self._check_stats(sample, upto, "dropped") and self.judge:
+            for problem in self.judge.dropped(sample.get(STATS_KEY), upto):
+                self.report.add(problem, sample.get(POSITION_KEY))
 
     def rejected(self, rec: dict) -> None:
         self.counts["rejected"] += 1
@@ -168,15 +180,20 @@ class _OutputCheck:
             else:
                 self.seen[pos] = 1
 
-    def _check_stats(self, sample: dict, upto: int, kind: str) -> None:
+    def _check_stats(self, sample: dict, upto: int, kind: str) -> bool:
+        """Report missing or malformed stats of the filters up to `upto`; True when all are sound."""
         stats = sample.get(STATS_KEY)
         pos = sample.get(POSITION_KEY)
         has_images = bool(sample.get(self.image_key))
+        sound = True
         for name, keys in self.filters[:upto + 1]:
             for k in keys:
                 if not isinstance(stats, dict) or k not in stats:
                     self.report.add(f"{kind} sample missing stat {k!r} of op {name}", pos)
+                    sound = False
                     continue
                 bad = _bad_value(stats[k], has_images)
                 if bad:
                     self.report.add(f"{kind} sample has stat {k!r} of op {name} {bad}", pos)
+                    sound = False
+        return sound

@@ -99,7 +99,7 @@ class RunLedger:
         if state.records == 0:
             self.log(f"[djx] {r.dataset_path} holds no samples; writing empty outputs")
         report = check_outputs(w.part("kept"), w.part("dropped"), w.part("rejected"),
-                               self.chain.filter_stats_keys(), r.image_key, state.records)
+                               self.chain.filter_stats_keys(), r.image_key, state.records, ops=self.chain.ops)
         session = self._update_totals()
         summary = build_summary(r, w.paths, plan, self.executor, self.chain.ops, self.counts, state, report,
                                 session, self.session_samples, self.start.resumed)

@@ -145,3 +145,46 @@ def test_a_run_whose_op_leaves_a_bad_stat_fails_naming_the_op_and_sample(
     summary = json.loads((tmp_path / "out" / "kept.summary.json").read_text())
     assert summary["check"]["ok"] is False  # the outputs are written, for inspection
     assert len(read_jsonl(tmp_path / "out" / "kept.jsonl")) == 3
+
+
+def set_stat(key: str, value):
+    def edit(line: str) -> str:
+        sample = json.loads(line)
+        sample[STATS_KEY][key] = value
+        return json.dumps(sample) + "\n"
+    return edit
+
+
+def test_check_fails_on_an_export_made_with_other_thresholds(good_run, djx_cli, write_recipe, tmp_path):
+    recipe, export = good_run
+    kept_lengths = [json.loads(line)[STATS_KEY]["text_len"] for line in export.read_text().splitlines()]
+    assert max(kept_lengths) > 5, "the fixture must keep texts longer than the stricter threshold"
+    stricter = write_recipe(tmp_path / "stricter.yaml", dataset_path="unused.jsonl", export_path="out/kept.jsonl",
+                            process=[{"text_length_filter": {"min_len": 3}},
+                                     {"text_length_filter": {"min_len": 0, "max_len": 5}}])
+    res = djx_cli("check", export, "--recipe", stricter)
+    assert res.rc == 1
+    assert "kept sample fails op 1 (text_length_filter) on its recorded stats" in res.out
+    # the samples named are exactly those the stricter threshold would drop
+    assert f"{sum(n > 5 for n in kept_lengths)} sample(s)" in res.out
+
+
+def test_check_fails_when_a_kept_stat_was_edited_below_the_minimum(good_run, djx_cli):
+    recipe, export = good_run
+    pos = edit_line(export, 0, set_stat("text_len", 1))
+    res = djx_cli("check", export, "--recipe", recipe)
+    assert res.rc == 1
+    assert "kept sample fails op 0 (text_length_filter)" in res.out
+    assert f"positions {pos}" in res.out
+
+
+def test_check_fails_when_a_dropped_sample_passes_the_op_its_drop_names(good_run, djx_cli):
+    recipe, export = good_run
+    dropped = export.with_name("kept.dropped.jsonl")
+    lines = dropped.read_text().splitlines()
+    index = next(i for i, line in enumerate(lines) if json.loads(line)["__dj__drop__"]["op_index"] == 1)
+    pos = edit_line(dropped, index, set_stat("text_len", 4))
+    res = djx_cli("check", export, "--recipe", recipe)
+    assert res.rc == 1
+    assert "dropped sample passes op 1 (text_length_filter) that its drop names" in res.out
+    assert f"positions {pos}" in res.out
