@@ -67,12 +67,13 @@ def _ops(args) -> int:
 def _check(args) -> int:
     from djx.core.check import check_outputs
     from djx.core.chain import OpChain
+    from djx.core.output_reader import export_files
     from djx.core.outputs import OutputPaths
     from djx.core.pipeline import Pipeline
     pipe = Pipeline.from_recipe(args.recipe, custom_ops=_plugins(args.custom_ops))
     paths = OutputPaths.for_export(args.output)
-    if not os.path.exists(paths.export):
-        raise DjxError(f"no such output: {paths.export}")
+    if not export_files(paths.export):
+        raise DjxError(f"no such output: {paths.export} (nor shards of it)")
     input_count, dropped_count = args.input_count, None
     if os.path.exists(paths.summary):
         try:

@@ -10,13 +10,13 @@ edited afterwards, fails the check).
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, field
 
 from djx.core.context import DROP_KEY, POSITION_KEY, STATS_KEY
 from djx.core.errors import CheckError
+from djx.core.output_reader import iter_output
 from djx.core.verdicts import Judge
 
 MAX_LISTED = 10
@@ -73,19 +73,6 @@ def _bad_value(value, has_images: bool) -> str | None:
     return f"of unexpected type {type(value).__name__}"
 
 
-def _iter_jsonl(path: str):
-    """The records of an output file; a line that does not parse (a file cut off or edited) is a
-    CheckError naming the file and line, not a traceback."""
-    with open(path, "rb") as f:
-        for n, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    yield n, json.loads(line.decode("utf-8"))
-                except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-                    raise CheckError(f"{path}, line {n}: not valid JSON ({e}); the file is damaged (cut off "
-                                     f"mid-line?) and cannot be checked") from None
-
-
 def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str | None,
                   filters: list[tuple[str, tuple[str, ...]]], image_key: str = "images",
                   input_count: int | None = None, dropped_count: int | None = None,
@@ -96,16 +83,16 @@ def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str |
     for it in the count check. With `ops` (the recipe's ops, in the order of `filters`), each
     sample's verdicts are re-applied to its recorded stats."""
     check = _OutputCheck(filters, image_key, input_count, Judge(ops) if ops is not None else None)
-    for _, sample in _iter_jsonl(kept_path):
+    for _, sample in iter_output(kept_path):
         check.kept(sample)
     has_dropped = bool(dropped_path and os.path.exists(dropped_path))
     if has_dropped:
-        for _, sample in _iter_jsonl(dropped_path):
+        for _, sample in iter_output(dropped_path):
             check.dropped(sample)
     else:
         check.counts["dropped"] = dropped_count
     if rejected_path and os.path.exists(rejected_path):
-        for _, rec in _iter_jsonl(rejected_path):
+        for _, rec in iter_output(rejected_path):
             check.rejected(rec)
     return check.finish(has_dropped)
 

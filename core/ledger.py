@@ -103,6 +103,8 @@ class RunLedger:
         session = self._update_totals()
         summary = build_summary(r, w.paths, plan, self.executor, self.chain.ops, self.counts, state, report,
                                 session, self.session_samples, self.start.resumed)
+        summary["outputs"].update(export_files=w.export_files(self.counts.kept),
+                                  stats=None if r.keep_stats_in_res_ds else w.paths.stats)
         try:
             w.finish(summary)
         except OSError as e:

@@ -16,6 +16,7 @@ import shutil
 from dataclasses import dataclass
 
 from djx.core.errors import DjxError, ResumeError
+from djx.core.writers import count_records, dumps, existing_shards, export_format, shard_names, write_part
 
 
 @dataclass(frozen=True)
@@ -25,19 +26,18 @@ class OutputPaths:
     rejected: str
     summary: str
     state_dir: str
+    stats: str = ""      # the stats file, written when keep_stats_in_res_ds is false
+    fmt: str = ".jsonl"  # the export's format, from its suffix
 
     @classmethod
     def for_export(cls, export_path: str) -> "OutputPaths":
         folder, name = os.path.split(os.path.abspath(export_path))
-        stem = name[:-len(".jsonl")] if name.endswith(".jsonl") else name
+        fmt = export_format(name)
+        stem = name[:-len(fmt)]
         join = lambda suffix: os.path.join(folder, stem + suffix)  # noqa: E731
-        return cls(export=os.path.abspath(export_path), dropped=join(".dropped.jsonl"),
-                   rejected=join(".rejected.jsonl"), summary=join(".summary.json"),
-                   state_dir=os.path.join(folder, f".{stem}.djx-state"))
-
-
-def dumps(obj) -> str:
-    return json.dumps(obj, ensure_ascii=False, default=str)
+        return cls(export=os.path.abspath(export_path), dropped=join(".dropped" + fmt),
+                   rejected=join(".rejected" + fmt), summary=join(".summary.json"),
+                   state_dir=os.path.join(folder, f".{stem}.djx-state"), stats=join("_stats.jsonl"), fmt=fmt)
 
 
 class OutputWriter:
@@ -45,9 +45,11 @@ class OutputWriter:
 
     KINDS = ("kept", "dropped", "rejected")
 
-    def __init__(self, paths: OutputPaths, export_dropped: bool = True):
+    def __init__(self, paths: OutputPaths, export_dropped: bool = True, keep_stats: bool = True,
+                 shard_size: int = 0):
         self.paths = paths
         self.export_dropped = export_dropped
+        self.keep_stats, self.shard_size = keep_stats, shard_size  # of the kept samples' export
         self._files = {}
 
     def part(self, kind: str) -> str:
@@ -144,9 +146,11 @@ class OutputWriter:
             moves["dropped"] = self.paths.dropped
         elif os.path.exists(self.paths.dropped):
             os.remove(self.paths.dropped)  # an old run's file would contradict this summary
+        if os.path.exists(self.part("kept")):  # an earlier run's files would contradict this one's
+            self._remove_stale_exports()
         for kind, dest in moves.items():
             if os.path.exists(self.part(kind)):
-                os.replace(self.part(kind), dest)
+                self._materialize(kind, dest)
         if os.path.exists(self._state_summary):
             os.replace(self._state_summary, self.paths.summary)
         for name in os.listdir(self.paths.state_dir):  # the manifest goes last: while it is
@@ -154,6 +158,34 @@ class OutputWriter:
                 os.remove(os.path.join(self.paths.state_dir, name))
         os.remove(self.manifest_path)
         shutil.rmtree(self.paths.state_dir, ignore_errors=True)
+
+    def export_files(self, kept: int) -> list[str]:
+        """The files the kept samples will be exported to (one, or the shards), once every
+        part is written; `kept` is their number."""
+        if self.shard_size <= 0:
+            return [self.paths.export]
+        size = os.path.getsize(self.part("kept")) if os.path.exists(self.part("kept")) else 0
+        return shard_names(self.paths.export, max(1, min(size // self.shard_size + 1, kept)))
+
+    def _remove_stale_exports(self) -> None:
+        stale = existing_shards(self.paths.export) + [self.paths.export]
+        if self.keep_stats:
+            stale.append(self.paths.stats)
+        for path in stale:
+            if os.path.exists(path):
+                os.remove(path)
+
+    def _materialize(self, kind: str, dest: str) -> None:
+        """Write one part file as its final output(s), then remove it. Plain JSON Lines with
+        stats is a rename; any other format, a stats file or shards are written from the part."""
+        part = self.part(kind)
+        split_stats, shards = kind == "kept" and not self.keep_stats, kind == "kept" and self.shard_size > 0
+        if self.paths.fmt == ".jsonl" and not split_stats and not shards:
+            os.replace(part, dest)
+            return
+        files = self.export_files(count_records(part)) if shards else [dest]
+        write_part(part, files, self.paths.fmt, self.paths.stats if split_stats else None)
+        os.remove(part)
 
     def complete_interrupted(self, log=print) -> dict:
         """Complete the finish of a run that was stopped inside it; its summary."""

@@ -106,7 +106,7 @@ class Pipeline:
         root = dataset_root(r.dataset_path)
         chain = OpChain(self.ops, r.run_context(
             input_files=tuple(os.path.relpath(f, root) for f in files) if len(files) > 1 else ()))
-        writer = OutputWriter(paths, r.export_dropped)
+        writer = OutputWriter(paths, r.export_dropped, r.keep_stats_in_res_ds, r.export_shard_size)
         start = resume_point(None if restart else writer.load_manifest(), fingerprint(r, self.ops, files, root),
                              len(self.ops), paths.state_dir)
         if start.finishing:  # killed while moving its outputs into place: complete that, nothing else

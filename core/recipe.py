@@ -39,6 +39,8 @@ class Recipe:
     start_method: Literal["auto", "fork", "spawn", "forkserver"] = "auto"
     custom_ops: list[str] = field(default_factory=list)
     export_dropped: bool = True
+    keep_stats_in_res_ds: bool = True         # false: the export without stats, + <stem>_stats.jsonl
+    export_shard_size: int = 0                # bytes per export shard (Data-Juicer's); 0: one file
     on_error: Literal["reject", "fail"] = "reject"
     devices: list[str] = field(default_factory=list)
     gpu_mem_fraction: float = 0.9
@@ -103,6 +105,7 @@ _FIELDS = {f.name: f for f in fields(Recipe) if f.name not in ("base_dir", "igno
 _EXECUTOR_TYPES = {"default": "local", "local": "local", "ray": "ray"}  # Data-Juicer's executor_type
 _HINTS = typing.get_type_hints(Recipe)
 _REQUIRED = ("dataset_path", "export_path")
+_SAME_AS = {"num_proc": "np", "text_key": "text_keys", "image_keys": "image_key"}  # close in meaning, not in spelling
 
 
 def load_recipe(path: str, overrides: dict | None = None, custom_ops: list[str] = ()) -> Recipe:
@@ -150,7 +153,7 @@ def recipe_from_dict(raw: dict, base_dir: str = ".") -> Recipe:
             ignored.append((key, DJ_GLOBAL_KEYS[key]))
             continue
         if key not in _FIELDS:
-            hint = closest(str(key), _FIELDS)
+            hint = _SAME_AS.get(key) or closest(str(key), _FIELDS)
             raise RecipeError(f"unknown recipe key {key!r}" + (f"; did you mean {hint!r}?" if hint else ""))
         if key == "process":
             values[key] = _parse_process(value)
@@ -165,11 +168,14 @@ def recipe_from_dict(raw: dict, base_dir: str = ".") -> Recipe:
     for key in _REQUIRED:
         if not values.get(key):
             raise RecipeError(f"recipe key {key!r} is required")
+    refuse_mixture(values["dataset_path"])
     for key in ("dataset_path", "export_path"):
         values[key] = _abs(values[key], base_dir)
-    if not values["export_path"].endswith(".jsonl"):
-        raise RecipeError(f"export_path: djx writes JSON Lines; use a path ending in .jsonl, "
-                          f"got {values['export_path']!r}")
+    if not values["export_path"].lower().endswith((".jsonl", ".json", ".parquet")):
+        raise RecipeError(f"export_path: the suffix chooses the format: use a path ending in .jsonl, .json "
+                          f"or .parquet, got {values['export_path']!r}")
+    if values.get("export_shard_size", 0) < 0:
+        raise RecipeError(f"export_shard_size: bytes per shard, >= 0 (0: one file), got {values['export_shard_size']}")
     for key in ("np", "batch_size", "max_in_flight", "checkpoint_every", "max_image_pixels", "max_batch_bytes"):
         if values.get(key) is not None and values[key] < 1:
             raise RecipeError(f"{key}: must be >= 1, got {values[key]}")
@@ -228,6 +234,29 @@ def _without_dj_op_keys(cls, params: dict) -> tuple[dict, list[str]]:
     takes = {name for name, _, _ in describe_params(cls)}
     dropped = [k for k in params if k in DJ_OP_KEYS and k not in takes]
     return {k: v for k, v in params.items() if k not in dropped}, dropped
+
+
+def refuse_mixture(path: str) -> None:
+    """Data-Juicer's mixture `"0.5 a.jsonl 0.5 b.jsonl"` (weights and files): djx streams one
+    dataset in a fixed order (positions, resume), so it refuses rather than samples differently."""
+    parts = path.split()
+    if len(parts) < 2 or os.path.exists(os.path.expanduser(path)):
+        return
+    if any(_is_number(p) for p in parts) or all(p.lower().endswith((".jsonl", ".json", ".parquet")) for p in parts):
+        files = [p for p in parts if not _is_number(p)]
+        raise RecipeError(f"dataset_path {path!r} is a Data-Juicer mixture (weights and files); djx reads one "
+                          f"dataset and does not sample: to process the files whole, put them in one folder or "
+                          f"match them with a glob (e.g. dataset_path: data/*.jsonl); to mix by weight, write the "
+                          f"sample first (e.g. `shuf -n N {files[0]} > part.jsonl` per file, then a folder of "
+                          f"the parts)")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
 
 
 def _abs(path: str, base_dir: str) -> str:

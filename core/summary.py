@@ -75,7 +75,10 @@ def format_summary(s: dict) -> str:
     check = s.get("check") or {}
     lines.append("  check: " + ("passed" if check.get("ok") else "FAILED") )
     outs = s.get("outputs") or {}
-    for k in ("export", "dropped", "rejected", "summary"):
-        if outs.get(k):
+    shards = outs.get("export_files") or []
+    for k in ("export", "stats", "dropped", "rejected", "summary"):
+        if k == "export" and len(shards) > 1:
+            lines.append(f"  export: {len(shards)} shards, {shards[0]} ... {shards[-1]}")
+        elif outs.get(k):
             lines.append(f"  {k}: {outs[k]}")
     return "\n".join(lines)

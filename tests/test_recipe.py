@@ -40,9 +40,9 @@ def test_dataset_and_export_paths_are_required(tmp_path, write_recipe):
     assert "'dataset_path' is required" in recipe_error(path)
 
 
-def test_export_path_must_be_json_lines(tmp_path, write_recipe):
-    path = write_recipe(tmp_path / "r.yaml", dataset_path="d.jsonl", export_path="out.parquet")
-    assert ".jsonl" in recipe_error(path)
+def test_export_path_suffix_must_name_a_format(tmp_path, write_recipe):
+    path = write_recipe(tmp_path / "r.yaml", dataset_path="d.jsonl", export_path="out.csv")
+    assert ".jsonl, .json or .parquet" in recipe_error(path)
 
 
 def test_invalid_yaml_is_a_recipe_error(tmp_path):
@@ -132,12 +132,12 @@ def test_a_data_juicer_recipe_runs_as_it_is_and_says_which_keys_it_ignores(tmp_p
                                                                            text_dataset, read_jsonl, djx_cli):
     recipe = write_recipe(tmp_path / "dj.yaml", project_name="dj", dataset_path=str(text_dataset.path),
                           export_path="out/kept.jsonl", np=1, executor_type="default", use_cache=False,
-                          open_tracer=True, op_fusion=False, keep_stats_in_res_ds=True,
+                          open_tracer=True, op_fusion=False, keep_hashes_in_res_ds=False,
                           process=[{"text_length_filter": {"min_len": 4, "num_proc": 8, "mem_required": "1GB",
                                                            "batch_size": 16}}])
     res = djx_cli("process", recipe, "--quiet")
     assert res.rc == 0, res.err
-    for key in ("use_cache", "open_tracer", "op_fusion", "keep_stats_in_res_ds",
+    for key in ("use_cache", "open_tracer", "op_fusion", "keep_hashes_in_res_ds",
                 "process[0].text_length_filter.num_proc", "process[0].text_length_filter.mem_required"):
         assert f"note: {key} ignored: " in res.out, key
     assert "batch_size ignored" not in res.out  # a djx op parameter too: it takes effect
