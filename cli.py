@@ -31,7 +31,7 @@ def _process(args) -> int:
             specs = ", ".join(s.label() for s in op.model_specs())
             print(f"  op {i}: {op!r}" + (f"  [models: {specs}]" if specs else ""))
         return 0
-    pipe.run(restart=args.restart, progress=not args.quiet)
+    pipe.run(restart=args.restart, progress=not args.quiet, limit=args.limit)
     return 0
 
 
@@ -85,6 +85,9 @@ def _check(args) -> int:
         dropped_count = summary.get("dropped")
         if input_count is None:
             input_count = summary.get("input")
+            if summary.get("partial"):
+                print(f"note: a trial run (--limit {summary.get('limit')}): checked against its first "
+                      f"{input_count} input samples")
     chain = OpChain(pipe.ops, pipe.recipe.run_context())
     report = check_outputs(paths.export, paths.dropped, paths.rejected, chain.filter_stats_keys(),
                            pipe.recipe.image_key, input_count, dropped_count, ops=chain.ops)
@@ -109,6 +112,8 @@ def main(argv=None) -> int:
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     p.add_argument("--restart", action="store_true", help="discard an unfinished run's state and start over")
     p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.add_argument("--limit", type=int, metavar="N",
+                   help="a trial run: process the first N samples and estimate the whole dataset")
     p.set_defaults(fn=_process)
 
     p = sub.add_parser("ops", help="list ops, or show one")

@@ -9,6 +9,7 @@ import time
 from djx.core.check import check_outputs
 from djx.core.chain import OpChain
 from djx.core.early_check import EarlyCheck
+from djx.core.estimate import RunWatch
 from djx.core.errors import CheckError, DjxError
 from djx.core.outputs import OutputWriter
 from djx.core.progress import Progress
@@ -24,7 +25,7 @@ class RunLedger:
     batches saves every batch finished by then, so the next run resumes from there."""
 
     def __init__(self, writer: OutputWriter, start: ResumePoint, chain: OpChain, recipe: Recipe, executor,
-                 progress: bool = True, log=print, t0: float | None = None):
+                 progress: bool = True, log=print, t0: float | None = None, watch: RunWatch | None = None):
         self.writer, self.start, self.chain, self.recipe, self.log = writer, start, chain, recipe, log
         self.executor = executor
         self.counts = start.counts
@@ -32,6 +33,7 @@ class RunLedger:
         self.before = (start.counts.seconds, start.counts.restarts)  # earlier sessions' totals
         self.session_samples = 0
         self.progress = progress
+        self.watch = watch  # the run's expected size and start-up end; a trial's limit
         self.bar: Progress | None = None
         self.read_at: dict | None = None   # reader position after the last batch written
         self.batches = self.saved = 0      # batches written; ... as of the last checkpoint
@@ -43,7 +45,10 @@ class RunLedger:
 
     def __enter__(self) -> "RunLedger":
         self.writer.open(self.start.manifest)
-        self.bar = Progress(enabled=self.progress)
+        w = self.watch
+        self.bar = Progress(w.total if w else None, self.start.read.records, self.progress, t0=self.t0)
+        self.bar.starting([s.label() for s in dict.fromkeys(self.chain.model_specs())],
+                          getattr(getattr(self.executor, "plan", None), "workers", None))
         return self
 
     def add(self, res: BatchResult) -> None:
@@ -58,6 +63,9 @@ class RunLedger:
         self.session_samples += res.samples
         self.read_at = res.read_at
         self.batches += 1
+        if self.watch is not None:
+            self.watch.processing()  # engines that do not say when reading starts: the first result
+        self.bar.processing(self.watch.processing_at if self.watch else self.t0)
         self.bar.update(res.samples, len(res.kept))
         if self.batches % self.recipe.checkpoint_every == 0:
             self.writer.checkpoint(self._checkpoint(self.read_at))
@@ -94,6 +102,7 @@ class RunLedger:
         """Check the written parts, move them into place with the summary; return the summary.
         Raises CheckError (after writing) when the stats or the counts do not add up."""
         r, w = self.recipe, self.writer
+        self.bar.close()  # its last line before the table
         if self.early is not None:
             self._stop_if(self.early.at_end())
         if state.records == 0:
@@ -103,6 +112,8 @@ class RunLedger:
         session = self._update_totals()
         summary = build_summary(r, w.paths, plan, self.executor, self.chain.ops, self.counts, state, report,
                                 session, self.session_samples, self.start.resumed)
+        if self.watch is not None:
+            summary.update(self.watch.summary_fields(summary, self.start.resumed))
         summary["outputs"].update(export_files=w.export_files(self.counts.kept),
                                   stats=None if r.keep_stats_in_res_ds else w.paths.stats)
         try:

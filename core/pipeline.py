@@ -13,12 +13,15 @@ from typing import Iterable, Iterator
 
 from djx.core.chain import OpChain
 from djx.core.dtypes import slow_dtype_warnings
+from djx.core.errors import DjxError
+from djx.core.estimate import RunWatch
 from djx.core.executors import DatasetSource, make_executor
+from djx.core.input_size import measure_input
 from djx.core.ledger import RunLedger
 from djx.core.model_pool import estimate_bytes, process_pool
 from djx.core.outputs import OutputPaths, OutputWriter, guard_outputs
 from djx.core.planner import Plan, cuda_inventory, plan_workers
-from djx.core.reader import dataset_files, dataset_root
+from djx.core.reader import dataset_files, dataset_root, has_more
 from djx.core.recipe import Recipe, load_recipe, recipe_from_dict
 from djx.core.records import Item
 from djx.core.resources import cpu_count
@@ -93,13 +96,16 @@ class Pipeline:
 
     # -- files ------------------------------------------------------------------------------
     def run(self, dataset_path: str | None = None, export_path: str | None = None, *,
-            restart: bool = False, progress: bool = True, log=print, plan: Plan | None = None) -> dict:
+            restart: bool = False, progress: bool = True, log=print, plan: Plan | None = None,
+            limit: int | None = None) -> dict:
         """Process a dataset (a file, a folder of files or a glob) into the export files; return the summary (also written as JSON).
 
-        Resumes an interrupted run of the same recipe and input unless `restart`. Raises
+        Resumes an interrupted run of the same recipe and input unless `restart`. `limit`: a trial
+        run of the first `limit` samples, whose summary estimates the whole dataset. Raises
         CheckError (after writing the outputs) when the stats or the counts do not add up."""
         t0 = time.monotonic()
         r = self._with_paths(dataset_path, export_path)
+        _check_limit(limit, r)
         files = dataset_files(r.dataset_path)
         paths = OutputPaths.for_export(r.export_path)
         guard_outputs(r.dataset_path, paths)
@@ -107,8 +113,11 @@ class Pipeline:
         chain = OpChain(self.ops, r.run_context(
             input_files=tuple(os.path.relpath(f, root) for f in files) if len(files) > 1 else ()))
         writer = OutputWriter(paths, r.export_dropped, r.keep_stats_in_res_ds, r.export_shard_size)
-        start = resume_point(None if restart else writer.load_manifest(), fingerprint(r, self.ops, files, root),
+        start = resume_point(None if restart else writer.load_manifest(),
+                             {**fingerprint(r, self.ops, files, root), **({"limit": limit} if limit else {})},
                              len(self.ops), paths.state_dir)
+        if start.note:
+            log(start.note)
         if start.finishing:  # killed while moving its outputs into place: complete that, nothing else
             return writer.complete_interrupted(log)
         if start.resumed:
@@ -116,10 +125,12 @@ class Pipeline:
         plan = plan or self.plan(r.np)
         log(self.describe(plan))
         executor = make_executor(chain, plan, r, replan=lambda measured: self.plan(r.np, measured), log=log)
-        source = DatasetSource(files, start.read, r.batch_size, r.max_batch_bytes)
-        with RunLedger(writer, start, chain, r, executor, progress, log, t0) as ledger:
+        watch = RunWatch(measure_input(files), limit, t0)
+        source = DatasetSource(files, start.read, r.batch_size, r.max_batch_bytes, limit, watch.processing)
+        with RunLedger(writer, start, chain, r, executor, progress, log, t0, watch) as ledger:
             for result in executor.run(source):
                 ledger.add(result)
+            watch.partial = limit is not None and has_more(files, source.state)
             ledger.end(source.state)
             return ledger.finish(plan, source.state)
 
@@ -132,3 +143,14 @@ class Pipeline:
                                  "dataset_path": os.path.abspath(dataset_path or r.dataset_path),
                                  "export_path": os.path.abspath(export_path or r.export_path)},
                                 base_dir=r.base_dir)
+
+
+def _check_limit(limit, r: Recipe) -> None:
+    """A trial run's limit: a positive number of samples, on the local executor."""
+    if limit is None:
+        return
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise DjxError(f"limit: expected a positive number of samples, got {limit!r}")
+    if r.executor == "ray":
+        raise DjxError("--limit (a trial run) runs on the local executor: add --executor local; its estimate "
+                       "is for the local executor on this machine")

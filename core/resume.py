@@ -62,6 +62,7 @@ class ResumePoint:
     read: ReadState
     counts: RunCounts
     manifest: dict | None = None
+    note: str = ""           # said at the start of the run (a trial's state discarded)
 
     @property
     def resumed(self) -> bool:
@@ -79,8 +80,18 @@ class ResumePoint:
 
 def resume_point(manifest: dict | None, fingerprint: dict, n_ops: int, state_dir: str) -> ResumePoint:
     """Start from `manifest` (an unfinished run's state, or None) if it is this run's."""
+    fresh = ResumePoint(fingerprint, ReadState(), RunCounts([OpCounts() for _ in range(n_ops)]))
     if manifest is None:
-        return ResumePoint(fingerprint, ReadState(), RunCounts([OpCounts() for _ in range(n_ops)]))
+        return fresh
+    old_limit = (manifest.get("fingerprint") or {}).get("limit")
+    if old_limit != fingerprint.get("limit") and not manifest.get("finishing"):
+        if old_limit is not None:  # a trial's samples are no part of another run: start over
+            fresh.note = (f"[djx] {state_dir} held an unfinished trial run (--limit {old_limit}); "
+                          f"it is discarded and this run starts from the first sample")
+            return fresh
+        raise ResumeError(f"{state_dir} holds an unfinished run of the whole dataset; a trial run (--limit) "
+                          f"would discard it: run the same command without --limit to finish that run, or "
+                          f"add --restart to discard it")
     if manifest.get("fingerprint") != fingerprint:
         raise ResumeError(f"{state_dir} holds an unfinished run of a different recipe, input or code "
                           f"({_diff(manifest.get('fingerprint', {}), fingerprint)}); run again with "

@@ -1,7 +1,10 @@
 """The run summary: written as <stem>.summary.json and printed as a table at the end."""
 from __future__ import annotations
 
+from djx.core.estimate import format_estimate
 from djx.core.resources import peak_rss_bytes, uss_bytes
+
+OPS_SECONDS = "time inside each op's calls, summed over the workers (not wall time)"
 
 
 def build_summary(r, paths, plan, executor, ops, counts, state, report, session_seconds: float,
@@ -20,6 +23,7 @@ def build_summary(r, paths, plan, executor, ops, counts, state, report, session_
         "rejected_by_code": dict(sorted(counts.rejected_by_code.items(), key=lambda kv: -kv[1])),
         "ops": [{"name": op.name, "in": c.seen, "kept": c.kept, "dropped": c.dropped, "rejected": c.rejected,
                  "seconds": round(c.seconds, 3)} for op, c in zip(ops, counts.ops)],
+        "ops_seconds_are": OPS_SECONDS,
         "seconds": round(counts.seconds, 3),
         # the rate of this session: samples it processed over its own time
         "samples_per_second": round(session_samples / max(session_seconds, 1e-9), 2),
@@ -63,15 +67,17 @@ def format_summary(s: dict) -> str:
     ops = s.get("ops") or []
     if ops:
         w = max(len(o["name"]) for o in ops)
-        lines.append(f"  {'op'.ljust(w)}  {'in':>8} {'kept':>8} {'dropped':>8} {'rejected':>8} {'seconds':>8}")
+        lines.append(f"  {'op'.ljust(w)}  {'in':>8} {'kept':>8} {'dropped':>8} {'rejected':>8} {'op-sec*':>8}")
         for o in ops:
             lines.append(f"  {o['name'].ljust(w)}  {o['in']:>8} {o['kept']:>8} {o['dropped']:>8} "
                          f"{o['rejected']:>8} {o['seconds']:>8.2f}")
+        lines.append(f"  * op-sec: {OPS_SECONDS}, over {s.get('workers')} worker(s)")
     mem = s.get("memory", {})
     lines.append(f"  workers: {s.get('workers')}, loads of one model per process (max): "
                  f"{s.get('max_model_loads_per_process', 0)}, worker restarts: {s.get('worker_restarts', 0)}")
     lines.append(f"  peak memory: main USS {_mb(mem.get('main_peak_uss_bytes'))}, worker USS max "
                  f"{_mb(mem.get('worker_peak_uss_bytes_max'))}")
+    lines += format_estimate(s)
     check = s.get("check") or {}
     lines.append("  check: " + ("passed" if check.get("ok") else "FAILED") )
     outs = s.get("outputs") or {}

@@ -4,7 +4,7 @@ the Ray engine implement it; the ledger consumes what they yield."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Protocol
+from typing import Callable, Iterable, Iterator, Protocol
 
 from djx.core.reader import ReadState, read_files
 from djx.core.records import BatchResult, Item, WorkerReport
@@ -27,9 +27,13 @@ class DatasetSource:
     state: ReadState = field(default_factory=ReadState)
     batch_size: int = 64
     max_batch_bytes: int = 64 << 20
+    limit: int | None = None          # read no sample past the first `limit` (a trial run)
+    on_first_read: Callable[[], None] | None = None  # called once reading starts (start-up is over)
 
     def __iter__(self) -> Iterator[InputBatch]:
-        items = read_files(self.files, self.state, parse=False)  # workers parse the lines
+        if self.on_first_read is not None:
+            self.on_first_read()
+        items = read_files(self.files, self.state, parse=False, limit=self.limit)  # workers parse the lines
         block, size = [], 0
         for item in items:
             block.append(item)

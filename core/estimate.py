@@ -1,0 +1,107 @@
+"""What a run knows about its size and pace, and a trial run's estimate for the whole dataset.
+
+`djx process RECIPE --limit N` processes the first N samples; from them the summary estimates the
+whole run on this machine with this plan: samples (the input's size), seconds (start-up measured
+once + the samples at the trial's steady rate), peak memory (the trial's peaks: memory does not
+grow with the dataset) and keep rates (the trial's counts). Each figure says how it was found.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from djx.core.input_size import InputSize
+
+
+@dataclass
+class RunWatch:
+    """The expected size of a run and the instants that split its time: `t0` (the session
+    began), `processing_at` (workers ready, models loaded: the first batch was read). `limit`: the trial's sample limit (None: the whole dataset)."""
+    size: InputSize
+    limit: int | None = None
+    t0: float = field(default_factory=time.monotonic)
+    processing_at: float | None = None
+    partial: bool = False   # the limit stopped the reader before the dataset's end
+
+    @property
+    def total(self) -> int | None:
+        """Samples this run is expected to read in all (resumed sessions included); None: unknown."""
+        n = self.size.samples
+        if not self.size.exact and n == 0:
+            return self.limit
+        return min(self.limit, n) if self.limit is not None else n
+
+    def processing(self) -> None:
+        """Mark the first batch read: start-up (workers, models) is over."""
+        if self.processing_at is None:
+            self.processing_at = time.monotonic()
+
+    def summary_fields(self, summary: dict, resumed: bool) -> dict:
+        """`partial`, `limit` and, for a trial that stopped before the dataset's end, `estimate`."""
+        out = {"partial": self.partial, "limit": self.limit}
+        if self.partial:
+            out["estimate"] = self.estimate(summary, resumed)
+        return out
+
+    def estimate(self, s: dict, resumed: bool) -> dict:
+        """The whole dataset's figures from this trial's summary `s`."""
+        n_all, n = self.size.samples, s["input"]
+        now = time.monotonic()
+        start = (self.processing_at or self.t0) - self.t0
+        busy = max(now - (self.processing_at or self.t0), 1e-9)  # processing and the check
+        done = s["session"]["samples"]
+        rate = done / busy
+        workers = s.get("workers")
+        seconds = start + n_all / max(rate, 1e-9)
+        mem = s.get("memory", {})
+        peak = mem.get("main_peak_uss_bytes", 0) + sum((mem.get("worker_peak_uss_bytes") or {}).values())
+        kept = s["kept"] / n if n else 0.0
+        return {
+            "samples": n_all,
+            "samples_how": self.size.how,
+            "seconds": round(seconds, 1),
+            "seconds_how": (f"start-up (starting workers, loading models) {start:.1f} s, measured once, + "
+                            f"{n_all:,} samples at the trial's steady rate of {rate:.2f} samples/s after "
+                            f"start-up ({done:,} samples in {busy:.1f} s) on {workers} worker(s)"
+                            + ("; the trial was resumed: its last session's start-up and rate" if resumed else "")),
+            "peak_memory_bytes": int(peak),
+            "peak_memory_how": ("the trial's peaks: main process USS + the sum of every worker's peak USS; "
+                                "read-ahead is bounded, so memory does not grow with the dataset"),
+            "keep_rate": round(kept, 4),
+            "keep_rate_ops": {o["name"]: round(o["kept"] / o["in"], 4) if o["in"] else None
+                              for o in s.get("ops", [])},
+            "keep_rate_how": (f"the trial's counts over the first {n:,} samples (per op: kept / reaching it); "
+                              f"the first samples stand for the whole dataset, so a dataset sorted by "
+                              f"anything that matters to the filters is misjudged"),
+        }
+
+
+def duration(seconds: float) -> str:
+    """'3 h 10 min', '4 min 8 s', '12 s': the two leading units, for a person."""
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60} min"
+    if s >= 60:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s} s"
+
+
+def _size(b: int) -> str:
+    return f"{b / (1 << 30):.1f} GB" if b >= 1 << 30 else f"{b / (1 << 20):,.0f} MB"
+
+
+def format_estimate(s: dict) -> list[str]:
+    """The table's lines about a trial run: what it covered and the whole dataset's estimate."""
+    if s.get("limit") is None:
+        return []
+    if not s.get("partial"):
+        return [f"  --limit {s['limit']:,}: the dataset holds fewer samples; this run covered all of it"]
+    e = s["estimate"]
+    approx = "" if e["samples_how"].startswith("exact") else "about "
+    lines = [f"  partial run: the first {s['input']:,} samples (--limit {s['limit']:,})",
+             f"  estimate for the whole dataset ({approx}{e['samples']:,} samples): about "
+             f"{duration(e['seconds'])} on {s.get('workers')} worker(s), {e['keep_rate']:.0%} kept, "
+             f"peak memory about {_size(e['peak_memory_bytes'])}"]
+    for key in ("samples", "seconds", "keep_rate", "peak_memory"):
+        lines.append(f"    {key.replace('_', ' ')}: {e[key + '_how']}")
+    return lines
