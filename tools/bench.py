@@ -1,6 +1,7 @@
 """djx benchmarks: ratios measured within one run (absolute times are noise on shared machines).
 
     python tools/bench.py [--quick] [--skip-models] [--skip-core]
+    python tools/bench.py estimate [--sizes 1000 10000] [--limit 200]   (tools/bench_estimate.py)
 
 1. Streaming memory: peak USS (main + workers, sampled from outside) at 2,000 vs 20,000 samples;
    samples/s at np=1 and np=2 (text and image-header filters); and peak USS of a run that decodes
@@ -233,8 +234,19 @@ def main() -> None:
     ap.add_argument("--skip-core", action="store_true")
     ap.add_argument("--skip-models", action="store_true")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    ap.add_argument("what", nargs="?", default="all", choices=["all", "estimate"],
+                    help="estimate: a --limit trial's estimate against the full run (tools/bench_estimate.py)")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000], help="estimate: dataset sizes")
+    ap.add_argument("--limit", type=int, default=200, help="estimate: the trial's --limit")
     args = ap.parse_args()
     rows = []
+    if args.what == "estimate":
+        from tools.bench_estimate import bench_estimate
+        with tempfile.TemporaryDirectory(prefix="djx-bench-") as tmp:
+            rows = bench_estimate(Path(tmp), args.sizes, args.limit)
+        for r in rows:
+            print("  " + "  ".join(str(c) for c in r if c))
+        return
     with tempfile.TemporaryDirectory(prefix="djx-bench-") as tmp:
         work = Path(tmp)
         if not args.skip_core:
