@@ -14,17 +14,38 @@ def _plugins(values) -> list[str]:
     return [os.path.abspath(v) if v.endswith(".py") or "/" in v else v for v in values or ()]
 
 
+def _recipe_arg(args) -> str:
+    """The recipe, given as `djx process RECIPE` or, as in Data-Juicer, `--config RECIPE`."""
+    if args.config and args.recipe and os.path.abspath(args.config) != os.path.abspath(args.recipe):
+        raise DjxError(f"two recipes given ({args.recipe} and --config {args.config}); give one")
+    if not (args.config or args.recipe):
+        raise DjxError("no recipe given: `djx process RECIPE.yaml` (or `djx process --config RECIPE.yaml`)")
+    return args.config or args.recipe
+
+
+def _paths_from_cwd(overrides: dict) -> None:
+    """Paths typed on the command line are relative to the current folder: --set dataset_path=P
+    and --set export_path=P as --export-path P (a recipe's own paths are relative to the recipe)."""
+    from djx.core.recipe import refuse_mixture
+    for key in ("dataset_path", "export_path"):
+        value = overrides.get(key)
+        if isinstance(value, str) and value:
+            refuse_mixture(value)
+            overrides[key] = os.path.abspath(os.path.expanduser(value))
+
+
 def _process(args) -> int:
     from djx.core.pipeline import Pipeline
     from djx.core.recipe import parse_set
     overrides = parse_set(args.set)
+    _paths_from_cwd(overrides)
     if args.np is not None:
         overrides["np"] = args.np
     if args.export_path:
         overrides["export_path"] = os.path.abspath(args.export_path)
     if args.executor:
         overrides["executor"] = args.executor
-    pipe = Pipeline.from_recipe(args.recipe, overrides, _plugins(args.custom_ops))
+    pipe = Pipeline.from_recipe(_recipe_arg(args), overrides, _plugins(args.custom_ops))
     if args.dry_run:
         print(pipe.describe(pipe.plan(estimate=True)))
         for i, op in enumerate(pipe.ops):
@@ -37,7 +58,7 @@ def _process(args) -> int:
 
 def _ops(args) -> int:
     from djx.core.op import Filter
-    from djx.core.params import describe_params
+    from djx.core.params import describe_params, shown
     from djx.core.registry import aliases, get_op_class, load_custom_ops, load_entry_point_ops, registered_ops
     load_custom_ops(_plugins(args.custom_ops), os.getcwd())
     load_entry_point_ops()
@@ -58,7 +79,7 @@ def _ops(args) -> int:
         if getattr(cls, "stats_keys", ()):
             print(f"    stats: {', '.join(cls.stats_keys)}")
         for pname, ptype, default in describe_params(cls):
-            print(f"    {pname}: {ptype} = {default!r}")
+            print(f"    {pname}: {ptype} = {shown(default)}")
         if args.name and len(doc) > 1:
             print("\n".join("    " + line.strip() for line in doc[1:]))
     return 0
@@ -98,16 +119,21 @@ def _check(args) -> int:
 
 
 def main(argv=None) -> int:
+    from djx import __version__
     parser = argparse.ArgumentParser(prog="djx", description="Clean multimodal training data.")
+    parser.add_argument("--version", action="version", version=f"djx {__version__}")
     sub = parser.add_subparsers(dest="cmd", required=True)
 
     p = sub.add_parser("process", help="run a recipe")
-    p.add_argument("recipe")
+    p.add_argument("recipe", nargs="?", help="the recipe, a YAML file in Data-Juicer's format (dataset_path, "
+                   "export_path, process: [...]); its relative paths are relative to its own folder")
+    p.add_argument("--config", metavar="RECIPE", help="the recipe, as Data-Juicer's `dj-process --config` takes it")
     p.add_argument("--np", type=int, help="number of workers (overrides the recipe)")
-    p.add_argument("--export-path", help="where the kept samples go (overrides the recipe)")
+    p.add_argument("--export-path", help="where the kept samples go (overrides the recipe); relative to the current folder")
     p.add_argument("--executor", choices=["local", "ray"])
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="override any recipe key; dotted keys reach into ops, e.g. process.0.text_length_filter.min_len=3")
+                   help="override any recipe key; dotted keys reach into ops, e.g. process.0.text_length_filter.min_len=3; "
+                        "dataset_path and export_path given here are relative to the current folder")
     p.add_argument("--custom-ops", action="append", metavar="PATH_OR_MODULE", help="load plug-in ops")
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     p.add_argument("--restart", action="store_true", help="discard an unfinished run's state and start over")

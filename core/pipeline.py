@@ -132,7 +132,10 @@ class Pipeline:
                 ledger.add(result)
             watch.partial = limit is not None and has_more(files, source.state)
             ledger.end(source.state)
-            return ledger.finish(plan, source.state)
+            summary = ledger.finish(plan, source.state)
+        if r.report:
+            _write_report(self.ops, r, paths.export, log)
+        return summary
 
     def _with_paths(self, dataset_path: str | None, export_path: str | None) -> Recipe:
         """The recipe, with the paths given to run() in place of its own."""
@@ -154,3 +157,13 @@ def _check_limit(limit, r: Recipe) -> None:
     if r.executor == "ray":
         raise DjxError("--limit (a trial run) runs on the local executor: add --executor local; its estimate "
                        "is for the local executor on this machine")
+
+
+def _write_report(ops, r: Recipe, export: str, log) -> None:
+    """`report: true`: the analysis of the finished run next to its export (<stem>.analysis/)."""
+    from djx.analyze import analyze
+    try:
+        analyze(export, ops=ops, recipe=r, log=log)
+    except DjxError as e:
+        raise DjxError(f"the run finished and its outputs are written, but its report could not be: {e}; "
+                       f"`djx analyze {export}` retries it") from None

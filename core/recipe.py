@@ -49,6 +49,7 @@ class Recipe:
     max_in_flight: int | None = None          # batches dispatched ahead; None: 2 x workers
     checkpoint_every: int = 10                # batches between resume checkpoints
     max_rejected_fraction: float | None = None  # a finished run rejecting more exits non-zero
+    report: bool = False                      # write the analysis (djx analyze) next to the export
     sample_timeout: float = 600.0             # seconds one op call may make no progress (then killed)
     ray_address: str | None = None
     inject_faults: list[str] = field(default_factory=list)  # testing: "oom_above:N", "oom_always"

@@ -1,0 +1,131 @@
+"""`djx analyze`: one streaming pass over a run's outputs, then stats.csv, the pictures and report.html."""
+from __future__ import annotations
+
+import csv
+import math
+import os
+from dataclasses import dataclass
+
+from djx.core.reader import dataset_root
+
+from djx.analyze.collect import Collector
+from djx.analyze.plots import curve_png, ensure_dir, histogram_png, safe_name
+from djx.analyze.reader import iter_records, output_paths, read_summary
+from djx.analyze.thresholds import FilterInfo, filters_from_names, filters_from_ops
+
+COLUMNS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
+
+
+@dataclass
+class Analysis:
+    out_dir: str
+    collector: Collector
+    summary: dict | None
+    rows: list[dict]           # stats.csv, one dict per stat
+    histograms: dict           # stat -> file name under out_dir
+    curves: list[dict]         # per filter curve: op, stat, file, readouts
+    report: str                # path of report.html
+
+
+def default_out_dir(export: str) -> str:
+    """Where the analysis of an export goes unless told: `<stem>.analysis/` next to it."""
+    from djx.core.writers import export_format
+    folder, name = os.path.split(os.path.abspath(export))
+    return os.path.join(folder, name[:-len(export_format(name))] + ".analysis")
+
+
+def analyze(export: str, out_dir: str | None = None, ops=None, recipe=None, log=print) -> Analysis:
+    """Analyze the outputs of the run whose export is `export`. `ops` (op objects) give the filters'
+    thresholds; without them, the ops named in the run summary give the stats' filters only."""
+    from djx.analyze.report import write_report
+    paths = output_paths(export)
+    summary = read_summary(paths.summary)
+    out_dir = ensure_dir(out_dir or default_out_dir(export))
+    if ops is not None:
+        filters = filters_from_ops(ops)
+    else:
+        filters = filters_from_names([o.get("name", "") for o in (summary or {}).get("ops") or []])
+    text_key = recipe.text_key if recipe else "text"
+    image_key = recipe.image_key if recipe else "images"
+    col = Collector(filters, text_key, image_key)
+    for rec in iter_records(paths.export):
+        col.add(rec, "kept")
+    for rec in iter_records(paths.dropped):
+        col.add(rec, "dropped")
+    for rec in iter_records(paths.rejected):
+        col.add_rejected(rec)
+    col.finish()
+    rows = stats_rows(col)
+    write_stats_csv(rows, os.path.join(out_dir, "stats.csv"))
+    log(format_stats(rows))
+    histograms = _histograms(col, filters, out_dir)
+    curves = _curves(col, filters, out_dir)
+    dataset_path = recipe.dataset_path if recipe else (summary or {}).get("dataset_path")
+    report = write_report(out_dir, col, summary, rows, histograms, curves, filters,
+                          dataset_root(dataset_path) if dataset_path else None, ops is not None)
+    log(f"[djx] analysis of {paths.export}: {out_dir}/stats.csv, {len(histograms)} histograms, "
+        f"{len(curves)} keep-rate curves, {report}")
+    return Analysis(out_dir, col, summary, rows, histograms, curves, report)
+
+
+def stats_rows(col: Collector) -> list[dict]:
+    rows = []
+    for stat in sorted(col.stats):
+        s = col.stats[stat]["all"]
+        s.flush()
+        q = s.percentiles([0.25, 0.5, 0.75])
+        rows.append({"stat": stat, "count": s.n, "mean": s.mean if s.n else math.nan, "std": s.std,
+                     "min": s.min if s.n else math.nan, "25%": q[0], "50%": q[1], "75%": q[2],
+                     "max": s.max if s.n else math.nan, "exact": s.is_exact})
+    return rows
+
+
+def write_stats_csv(rows: list[dict], path: str) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(("stat",) + COLUMNS)
+        for r in rows:
+            w.writerow([r["stat"], r["count"]] + [repr(float(r[c])) for c in COLUMNS[1:]])
+
+
+def format_stats(rows: list[dict]) -> str:
+    if not rows:
+        return "no stats in these outputs"
+    w = max(len(r["stat"]) for r in rows)
+    lines = [f"{'stat'.ljust(w)}  " + " ".join(c.rjust(11) for c in COLUMNS)]
+    for r in rows:
+        lines.append(f"{r['stat'].ljust(w)}  {r['count']:>11} " + " ".join(f"{r[c]:>11.5g}" for c in COLUMNS[1:]))
+    return "\n".join(lines)
+
+
+def _histograms(col: Collector, filters: list[FilterInfo], out_dir: str) -> dict:
+    bounds = {}
+    for f in filters:
+        for t in f.thresholds:
+            bounds.setdefault(t.stat, []).append(t)
+    out = {}
+    for stat, sketches in sorted(col.stats.items()):
+        if sketches["all"].n == 0:
+            continue
+        name = f"hist_{safe_name(stat)}.png"
+        histogram_png(stat, sketches, bounds.get(stat, []), os.path.join(out_dir, name))
+        out[stat] = name
+    return out
+
+
+def _curves(col: Collector, filters: list[FilterInfo], out_dir: str) -> list[dict]:
+    from djx.analyze.readout import readouts, write_keep_rate_csv
+    out = []
+    by_index = {f.op_index: f for f in filters}
+    passing = {g.threshold: g.passing for g in col.galleries}
+    for (op_index, stat), curve in sorted(col.curves.items()):
+        if not any(v.n for v in curve.sides.values()):
+            continue
+        bounds = [t for t in by_index[op_index].thresholds if t.stat == stat]
+        name = f"keep_rate_{op_index}_{safe_name(curve.op)}_{safe_name(stat)}.png"
+        read = readouts(curve, bounds, passing)
+        curve_png(curve, bounds, [rate for _, _, rate in read["at_bounds"]], os.path.join(out_dir, name))
+        out.append({"op_index": op_index, "op": curve.op, "stat": stat, "file": name, "reached": curve.reached,
+                    "readouts": read, "curve": curve, "bounds": bounds})
+    write_keep_rate_csv(out, os.path.join(out_dir, "keep_rate.csv"))
+    return out

@@ -1,0 +1,192 @@
+"""The one streaming pass over a run's outputs: every figure of the analysis, in bounded memory.
+
+Per stat: sketches of all, kept and dropped values. Per filter and bound: the distribution of the
+value that decides each sample reaching the filter (for the keep-rate curve), and the k samples
+nearest the bound on each side (the galleries). Per rejection code: a count and a few examples.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import Counter
+from dataclasses import dataclass, field
+
+from djx.core.context import DROP_KEY, POSITION_KEY, STATS_KEY
+
+from djx.analyze.sketch import ValueSketch
+from djx.analyze.thresholds import FilterInfo, Threshold, reduce_for
+
+GALLERY_SIZE = 6        # samples per side of each bound
+REJECTION_EXAMPLES = 3  # examples per rejection code
+_TEXT_CHARS = 300
+
+
+@dataclass
+class Curve:
+    """The deciding values of the samples that reach one filter, per bound side ("min", "max")."""
+    op_index: int
+    op: str
+    stat: str
+    any_or_all: str
+    sides: dict = field(default_factory=dict)   # side -> ValueSketch of each sample's deciding value
+    reached: int = 0
+    free: int = 0        # samples without values (no images): kept whatever the bound
+
+
+class Gallery:
+    """The samples nearest one bound, on the dropped and on the kept side (bounded heaps)."""
+
+    def __init__(self, threshold: Threshold, reduce: str, k: int = GALLERY_SIZE):
+        self.threshold, self.reduce, self.k = threshold, reduce, k
+        self.sides: dict[str, list] = {"dropped": [], "kept": []}
+        self.passing = 0  # samples with values that meet this bound (counted exactly)
+        self._seq = itertools.count()
+
+    def wants(self, side: str, distance: float) -> bool:
+        heap = self.sides[side]
+        return len(heap) < self.k or distance < -heap[0][0]
+
+    def offer(self, side: str, distance: float, item: dict) -> None:
+        entry = (-distance, next(self._seq), item)
+        heap = self.sides[side]
+        if len(heap) < self.k:
+            heapq.heappush(heap, entry)
+        else:
+            heapq.heapreplace(heap, entry)
+
+    def items(self, side: str) -> list[dict]:
+        return [e[2] for e in sorted(self.sides[side], key=lambda e: (-e[0], e[1]))]
+
+
+def _decide(value, reduce: str):
+    """The one number of a stat value that meets or misses a bound; None when there is none."""
+    if isinstance(value, list):
+        nums = [v for v in value if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if not nums:
+            return None
+        return max(nums) if reduce == "max" else min(nums)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    return None
+
+
+class Collector:
+    def __init__(self, filters: list[FilterInfo], text_key: str = "text", image_key: str = "images"):
+        self.filters, self.text_key, self.image_key = filters, text_key, image_key
+        self.stats: dict[str, dict[str, ValueSketch]] = {}
+        self.kept = self.dropped = self.rejected = 0
+        self.dropped_by: Counter = Counter()       # op index -> samples it dropped
+        self.rejected_by_code: Counter = Counter()
+        self.rejected_by_op: Counter = Counter()
+        self.rejection_examples: dict[str, list] = {}
+        self.curves: dict[tuple, Curve] = {}
+        self.galleries: list[Gallery] = []
+        self._plan = []  # per filter: (info, [(stat, curve, [(side, reduce, [galleries])])])
+        for f in filters:
+            per_stat = []
+            for stat in f.stats:
+                bounds = [t for t in f.thresholds if t.stat == stat]
+                curve = self.curves[(f.op_index, stat)] = Curve(f.op_index, f.name, stat, f.any_or_all)
+                sides = []
+                for side in sorted({t.side for t in bounds}) or ["min"]:
+                    curve.sides[side] = ValueSketch()
+                    gals = [Gallery(t, reduce_for(side, f.any_or_all)) for t in bounds if t.side == side]
+                    self.galleries += gals
+                    sides.append((side, reduce_for(side, f.any_or_all), gals))
+                per_stat.append((stat, curve, sides))
+            self._plan.append((f, per_stat))
+
+    def add(self, rec: dict, kind: str) -> None:
+        """One kept or dropped record."""
+        stats = rec.get(STATS_KEY)
+        stats = stats if isinstance(stats, dict) else {}
+        drop = rec.get(DROP_KEY) if kind == "dropped" else None
+        drop_at = drop.get("op_index") if isinstance(drop, dict) else None
+        if kind == "kept":
+            self.kept += 1
+        else:
+            self.dropped += 1
+            self.dropped_by[drop_at] += 1
+        for name, value in stats.items():
+            sk = self.stats.get(name)
+            if sk is None:
+                sk = self.stats[name] = {"all": ValueSketch(), "kept": ValueSketch(), "dropped": ValueSketch()}
+            if isinstance(value, list):
+                sk["all"].extend(value)
+                sk[kind].extend(value)
+            else:
+                sk["all"].add(value)
+                sk[kind].add(value)
+        for f, per_stat in self._plan:
+            if drop_at is not None and drop_at < f.op_index:
+                continue  # dropped before this filter: never reached it
+            for stat, curve, sides in per_stat:
+                if stat not in stats:
+                    continue
+                curve.reached += 1
+                if _decide(stats[stat], "max") is None:
+                    curve.free += 1
+                    continue
+                for side, red, gals in sides:
+                    v = _decide(stats[stat], red)
+                    curve.sides[side].add(v)
+                    for g in gals:
+                        self._offer(g, v, rec, stats, drop, drop_at == f.op_index)
+
+    def _offer(self, g: Gallery, v: float, rec: dict, stats: dict, drop, dropped_here: bool) -> None:
+        t = g.threshold
+        passes = v >= t.value if t.side == "min" else v <= t.value
+        g.passing += passes
+        if dropped_here and passes:
+            return  # dropped by this filter, but for another bound
+        if not passes and not dropped_here:
+            return  # misses this bound yet was kept by the filter (any_or_all across stats)
+        side = "kept" if passes else "dropped"
+        distance = abs(v - t.value)
+        if g.wants(side, distance):
+            g.offer(side, distance, self._item(rec, stats, drop, v))
+
+    def _item(self, rec: dict, stats: dict, drop, value: float) -> dict:
+        text = rec.get(self.text_key)
+        text = text if isinstance(text, str) else ""
+        images = rec.get(self.image_key)
+        images = [i for i in images if isinstance(i, str)][:4] if isinstance(images, list) else []
+        return {"pos": rec.get(POSITION_KEY), "value": value,
+                "text": text[:_TEXT_CHARS] + ("…" if len(text) > _TEXT_CHARS else ""),
+                "images": images, "stats": {k: _short(v) for k, v in stats.items()},
+                "reason": drop.get("reason", "") if isinstance(drop, dict) else "",
+                "dropped_by": drop.get("op", "") if isinstance(drop, dict) else ""}
+
+    def finish(self) -> None:
+        """Every record is in: bring the sketches up to date."""
+        for sketches in self.stats.values():
+            for s in sketches.values():
+                s.flush()
+        for curve in self.curves.values():
+            for s in curve.sides.values():
+                s.flush()
+
+    def add_rejected(self, rec: dict) -> None:
+        self.rejected += 1
+        code = str(rec.get("code") or "unknown")
+        self.rejected_by_code[code] += 1
+        self.rejected_by_op[rec.get("op")] += 1
+        examples = self.rejection_examples.setdefault(code, [])
+        if len(examples) < REJECTION_EXAMPLES:
+            examples.append({"pos": rec.get(POSITION_KEY), "op": rec.get("op"), "reason": rec.get("reason", ""),
+                             "where": f"{rec.get('file') or ''}:{rec['line']}" if rec.get("line") else "",
+                             "record": _excerpt(rec.get("record", rec.get("raw")))})
+
+
+def _short(value):
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, list):
+        return [_short(v) for v in value[:6]] + (["…"] if len(value) > 6 else [])
+    return value
+
+
+def _excerpt(record) -> str:
+    import json
+    text = record if isinstance(record, str) else json.dumps(record, ensure_ascii=False, default=str)
+    return text[:200] + ("…" if len(text) > 200 else "")

@@ -1,0 +1,109 @@
+"""The analysis's pictures (PNG, matplotlib without a display) and the keep-rate numbers behind them."""
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from djx.analyze.collect import Curve
+from djx.analyze.sketch import ValueSketch
+from djx.analyze.thresholds import Threshold
+
+CURVE_POINTS = 101
+
+
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _span(lo: float, hi: float, bounds: list[float]) -> tuple[float, float]:
+    """The x range of a plot: the data, widened to show bounds that lie near it."""
+    width = (hi - lo) or max(abs(hi), 1.0)
+    for b in bounds:
+        if lo - width <= b <= hi + width:
+            lo, hi = min(lo, b), max(hi, b)
+    pad = ((hi - lo) or 1.0) * 0.02
+    return lo - pad, hi + pad
+
+
+def histogram_png(stat: str, sketches: dict[str, ValueSketch], bounds: list[Threshold], path: str) -> None:
+    """Kept and dropped values of one stat, stacked, with the recipe's bounds as vertical lines."""
+    plt = _pyplot()
+    whole = sketches["all"]
+    lo, hi = _span(whole.min, whole.max, [t.value for t in bounds])
+    edges = np.linspace(lo, hi, 51)
+    kept, dropped = sketches["kept"].histogram(edges), sketches["dropped"].histogram(edges)
+    fig, ax = plt.subplots(figsize=(6, 3.2), dpi=90)
+    ax.bar(edges[:-1], kept, width=np.diff(edges), align="edge", color="#4c9a5e", label="kept")
+    ax.bar(edges[:-1], dropped, width=np.diff(edges), align="edge", bottom=kept, color="#d26a4c", label="dropped")
+    for t in bounds:
+        if lo <= t.value <= hi:
+            ax.axvline(t.value, color="#222", linestyle="--", linewidth=1)
+            ax.annotate(f"{t.param}={t.value:g}", (t.value, 1), xycoords=("data", "axes fraction"),
+                        rotation=90, va="top", ha="right", fontsize=7)
+    ax.set_title(stat, fontsize=10)
+    ax.set_xlabel("value (per image or chunk for list stats)", fontsize=8)
+    ax.set_ylabel("values", fontsize=8)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def keep_rates(curve: Curve, side: str, ts: np.ndarray) -> np.ndarray:
+    """Share of the samples reaching the filter that a bound at each t would keep (this bound alone)."""
+    values = curve.sides[side]
+    if curve.reached == 0:
+        return np.full(len(ts), math.nan)
+    if side == "min":
+        passing = values.n - values.count_below(ts)
+    else:  # values equal to t pass a max bound too
+        passing = values.count_below(np.nextafter(ts, np.inf))
+    return (curve.free + passing) / curve.reached
+
+
+def curve_points(curve: Curve, bounds: list[Threshold]) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(side, thresholds, keep rates) for each side of the curve (min when the recipe sets none)."""
+    out = []
+    for side, values in sorted(curve.sides.items(), reverse=True):
+        if values.n == 0:
+            continue
+        lo, hi = _span(values.min, values.max, [t.value for t in bounds])
+        ts = np.linspace(lo, hi, CURVE_POINTS)
+        out.append((side, ts, keep_rates(curve, side, ts)))
+    return out
+
+
+def curve_png(curve: Curve, bounds: list[Threshold], rates: list[float], path: str) -> None:
+    """The keep-rate curve of one filter's stat, with the recipe's bounds and their (exact) keep rates."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 3.2), dpi=90)
+    for side, ts, rates in curve_points(curve, bounds):
+        label = f"kept if {curve.stat} {'>=' if side == 'min' else '<='} t"
+        ax.plot(ts, rates * 100, label=label, color="#2c6fbb" if side == "min" else "#8a4fbf")
+    for t, rate in zip(bounds, rates):
+        ax.axvline(t.value, color="#222", linestyle="--", linewidth=1)
+        ax.annotate(f"{t.param}={t.value:g}: {rate:.0%}", (t.value, rate * 100), fontsize=7,
+                    xytext=(4, -10), textcoords="offset points")
+    ax.set_ylim(0, 102)
+    ax.set_title(f"{curve.op}: keep rate of the {curve.reached} samples reaching it", fontsize=9)
+    per = "" if curve.any_or_all == "any" else " (all of a sample's values)"
+    ax.set_xlabel(f"threshold t on {curve.stat}{per}", fontsize=8)
+    ax.set_ylabel("% kept", fontsize=8)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def safe_name(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+
+
+def ensure_dir(path: str) -> str:
+    os.makedirs(path, exist_ok=True)
+    return path

@@ -1,0 +1,37 @@
+"""Small JPEG thumbnails of the gallery samples' images, written once each under DIR/thumbs/."""
+from __future__ import annotations
+
+import hashlib
+import os
+
+THUMB_PX = 128
+
+
+def resolve_image(ref: str, dataset_dir: str | None) -> str:
+    if os.path.isabs(ref) or not dataset_dir:
+        return ref
+    return os.path.join(dataset_dir, ref)
+
+
+def make_thumbs(refs, dataset_dir: str | None, out_dir: str) -> dict[str, str | None]:
+    """ref -> path of its thumbnail relative to out_dir, or None when the image cannot be read now."""
+    from PIL import Image, ImageOps
+    os.makedirs(os.path.join(out_dir, "thumbs"), exist_ok=True)
+    done: dict[str, str | None] = {}
+    for ref in refs:
+        if ref in done:
+            continue
+        path = resolve_image(ref, dataset_dir)
+        rel = os.path.join("thumbs", hashlib.sha1(path.encode("utf-8", "replace")).hexdigest()[:16] + ".jpg")
+        try:
+            if not os.path.isfile(path):
+                raise OSError("not a file")
+            with Image.open(path) as im:
+                im.draft("RGB", (THUMB_PX * 2, THUMB_PX * 2))  # JPEG: decode at a reduced scale
+                im = ImageOps.exif_transpose(im).convert("RGB")
+                im.thumbnail((THUMB_PX, THUMB_PX))
+                im.save(os.path.join(out_dir, rel), "JPEG", quality=75)
+            done[ref] = rel
+        except Exception:  # noqa: BLE001 - any unreadable image just shows no thumbnail
+            done[ref] = None
+    return done

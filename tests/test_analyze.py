@@ -1,0 +1,215 @@
+"""`djx analyze` over a run's outputs: the stats table against numpy/pandas, histograms, keep-rate
+curves that agree with what the filters did, galleries, and `report: true` at the end of a run."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from djx.analyze import analyze
+from djx.analyze.sketch import EXACT_LIMIT, ValueSketch
+from djx.tools.make_analysis_outputs import run_ops, write_outputs
+
+REPO_DIR = Path(__file__).resolve().parent.parent
+DEMO = REPO_DIR / "configs" / "demo.yaml"
+DEMO_STATS = {"text_len", "image_width", "image_height", "aspect_ratios", "image_text_similarity",
+              "image_text_matching_score"}
+
+
+def _values(paths) -> dict[str, list[float]]:
+    """Every stat's values over the given outputs, read the plain way (list stats flattened)."""
+    out: dict[str, list[float]] = {}
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                for k, v in json.loads(line)["__dj__stats__"].items():
+                    out.setdefault(k, []).extend(v if isinstance(v, list) else [v])
+    return out
+
+
+def _stats_csv(path) -> dict[str, dict[str, float]]:
+    with open(path, newline="") as f:
+        return {row.pop("stat"): {k: float(v) for k, v in row.items()} for row in csv.DictReader(f)}
+
+
+@pytest.mark.parametrize("kind", ["normal", "lognormal", "ints", "few"])
+def test_sketch_matches_numpy(kind):
+    rng = np.random.default_rng(1)
+    data = {"normal": rng.normal(3, 2, 60_000), "lognormal": rng.lognormal(0, 2.5, 60_000),
+            "ints": rng.integers(0, 50, 60_000).astype(float), "few": rng.normal(0, 1, 300)}[kind]
+    s = ValueSketch()
+    for chunk in np.array_split(data, 13):   # a mix of single values and lists, as records give them
+        s.extend(chunk[:-1].tolist())
+        s.add(float(chunk[-1]))
+    s.flush()
+    assert s.n == data.size and s.min == data.min() and s.max == data.max()
+    assert s.mean == pytest.approx(data.mean(), rel=1e-12)
+    assert s.std == pytest.approx(data.std(ddof=1), rel=1e-9)
+    qs = [0.25, 0.5, 0.75]
+    err = np.abs(np.array(s.percentiles(qs)) - np.percentile(data, [25, 50, 75])) / np.ptp(data)
+    assert err.max() < 0.01
+    assert s.is_exact == (data.size <= EXACT_LIMIT)
+    if s.is_exact:
+        assert err.max() == 0
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    """The outputs of a 20,000-sample run (written directly), analyzed with its ops."""
+    export = tmp_path_factory.mktemp("gen") / "run.jsonl"
+    summary = write_outputs(str(export), 20_000, seed=3)
+    ops = run_ops()
+    result = analyze(str(export), ops=ops, log=lambda *a: None)
+    return export, summary, ops, result
+
+
+def test_stats_csv_of_a_large_output_agrees_with_pandas_describe(generated):
+    import pandas as pd
+    export, _, _, result = generated
+    table = _stats_csv(Path(result.out_dir) / "stats.csv")
+    values = _values([export, str(export).replace(".jsonl", ".dropped.jsonl")])
+    assert set(table) == set(values) == {"text_len", "aspect_ratios", "image_text_similarity"}
+    for stat, vals in values.items():
+        want = pd.Series(vals).describe()
+        got = table[stat]
+        assert got["count"] == want["count"] and got["min"] == want["min"] and got["max"] == want["max"]
+        assert got["mean"] == pytest.approx(want["mean"], rel=1e-9)
+        assert got["std"] == pytest.approx(want["std"], rel=1e-9)
+        for q in ("25%", "50%", "75%"):
+            assert abs(got[q] - want[q]) <= 0.01 * (want["max"] - want["min"]), (stat, q)
+
+
+def test_keep_rate_at_each_bound_is_what_the_filter_kept(generated):
+    export, summary, _, result = generated
+    tallies = {o["name"]: o for o in summary["ops"]}
+    curves = {c["op"]: c for c in result.curves}
+    for op in ("text_length_filter", "image_text_similarity_filter"):  # one effective bound each
+        (label, side, rate), = [b for b in curves[op]["readouts"]["at_bounds"] if b[1] == "min"]
+        t = tallies[op]
+        assert rate == pytest.approx(t["kept"] / t["in"], abs=0.002), label
+    # a bound on a list stat alone, under any_or_all=any: a sample meets min_ratio when its widest
+    # image does, max_ratio when its narrowest does; over the samples reaching the filter
+    reaching = [r["__dj__stats__"]["aspect_ratios"] for path in (export, str(export).replace(".jsonl", ".dropped.jsonl"))
+                for r in map(json.loads, open(path)) if "aspect_ratios" in r["__dj__stats__"]]
+    want = {"min": np.mean([max(v) >= 0.5 for v in reaching]), "max": np.mean([min(v) <= 2.0 for v in reaching])}
+    rates = {side: r for _, side, r in curves["image_aspect_ratio_filter"]["readouts"]["at_bounds"]}
+    assert rates == pytest.approx(want, abs=1e-12)
+    assert curves["image_aspect_ratio_filter"]["reached"] == tallies["image_aspect_ratio_filter"]["in"]
+
+
+def test_galleries_hold_the_samples_nearest_each_bound(generated):
+    export, _, ops, result = generated
+    dropped = [json.loads(line) for line in open(str(export).replace(".jsonl", ".dropped.jsonl"))]
+    gallery = next(g for g in result.collector.galleries if g.threshold.param == "min_score")
+    by_sim = sorted((max(r["__dj__stats__"]["image_text_similarity"]) for r in dropped
+                     if r["__dj__drop__"]["op"] == "image_text_similarity_filter"), reverse=True)
+    shown = [item["value"] for item in gallery.items("dropped")]
+    assert shown == by_sim[:len(shown)] and len(shown) == gallery.k
+    assert all(item["reason"] and item["images"] for item in gallery.items("dropped"))
+    kept = gallery.items("kept")
+    assert len(kept) == gallery.k and all(item["value"] >= 0.2 for item in kept)
+
+
+def test_rejections_are_counted_by_code_with_examples(generated):
+    _, summary, _, result = generated
+    col = result.collector
+    assert col.rejected == summary["rejected"] > 0
+    assert dict(col.rejected_by_code) == {"bad_image": summary["rejected"]}
+    assert 0 < len(col.rejection_examples["bad_image"]) <= 3
+    html = Path(result.report).read_text()
+    assert "bad_image" in html and "Funnel" in html
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    """The demo recipe run with --report through the CLI (tiny CLIP and BLIP, 100 samples)."""
+    from djx.cli import main
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    out = tmp_path_factory.mktemp("demo")
+    export = out / "demo.jsonl"
+    assert main(["process", str(DEMO), "--export-path", str(export), "--quiet", "--report"]) == 0
+    return export
+
+
+def test_report_flag_writes_the_analysis_next_to_the_export(demo_run):
+    folder = demo_run.parent / "demo.analysis"
+    table = _stats_csv(folder / "stats.csv")
+    assert set(table) == DEMO_STATS
+    for stat in DEMO_STATS:
+        assert (folder / f"hist_{stat}.png").stat().st_size > 1000
+    curves = sorted(p.name for p in folder.glob("keep_rate_*.png"))
+    assert len(curves) == 6 and all(f"_{s}.png" in " ".join(curves) for s in DEMO_STATS)
+    html = (folder / "report.html").read_text()
+    assert "http://" not in html and "https://" not in html  # nothing to fetch: opens offline
+    assert html.count('class="card"') > 0 and list((folder / "thumbs").glob("*.jpg"))
+
+
+def test_analyze_cli_agrees_with_the_run_summary(demo_run, djx_cli, tmp_path):
+    res = djx_cli("analyze", demo_run, "--recipe", DEMO, "--out", tmp_path / "a")
+    assert res.rc == 0, res.err
+    assert "image_text_similarity" in res.out and "count" in res.out  # the table is printed
+    summary = json.loads((demo_run.parent / "demo.summary.json").read_text())
+    table = _stats_csv(tmp_path / "a" / "stats.csv")
+    values = _values([demo_run, demo_run.parent / "demo.dropped.jsonl"])
+    for stat in DEMO_STATS:  # small: every figure exact
+        assert table[stat]["count"] == len(values[stat])
+        assert table[stat]["50%"] == pytest.approx(float(np.percentile(values[stat], 50)), rel=1e-12)
+    rates = {}
+    with open(tmp_path / "a" / "keep_rate.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            rates.setdefault((row["op"], row["side"]), []).append(float(row["keep_rate"]))
+    sim = rates[("image_text_similarity_filter", "min")]
+    assert sim[0] == 1.0 and sim[-1] < 0.05 and sorted(sim, reverse=True) == sim
+    ops = {o["name"]: o for o in summary["ops"]}
+    # the demo's CLIP bound kept 68 of the 85 samples reaching it; the report says so
+    html = (tmp_path / "a" / "report.html").read_text()
+    t = ops["image_text_similarity_filter"]
+    assert f"{t['kept'] / t['in']:.1%}" in html
+
+
+def test_analyze_without_a_recipe_draws_no_thresholds(demo_run, djx_cli, tmp_path):
+    res = djx_cli("analyze", demo_run, "--out", tmp_path / "a")
+    assert res.rc == 0, res.err
+    assert set(_stats_csv(tmp_path / "a" / "stats.csv")) == DEMO_STATS
+    html = (tmp_path / "a" / "report.html").read_text()
+    assert 'id="no-recipe"' in html and 'class="threshold"' not in html
+    assert len(list((tmp_path / "a").glob("keep_rate_*.png"))) == 6  # stats' filters from the summary
+
+
+def test_bad_outputs_are_clear_errors(tmp_path, djx_cli):
+    res = djx_cli("analyze", tmp_path / "missing.jsonl")
+    assert res.rc == 1 and "no such output" in res.err and "Traceback" not in res.err
+    damaged = tmp_path / "cut.jsonl"
+    damaged.write_text('{"text": "a", "__dj__stats__": {"text_len": 1}}\n{"text": "b", "__dj__st')
+    res = djx_cli("analyze", damaged)
+    assert res.rc == 1 and "cut.jsonl, line 2" in res.err
+
+
+def test_ray_outputs_are_analyzed_the_same_way(tmp_path, write_recipe, djx_cli):
+    pytest.importorskip("ray", reason="the Ray executor needs the ray extra")
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(REPO_DIR / "tests/assets/demo/demo.jsonl"),
+                          export_path=str(tmp_path / "out" / "ray.jsonl"), executor="ray", np=1,
+                          report=True, process=[{"text_length_filter": {"min_len": 30}},
+                                                {"image_shape_filter": {"min_width": 64, "min_height": 64}}])
+    res = djx_cli("process", recipe, "--quiet")
+    assert res.rc == 0, res.err
+    folder = tmp_path / "out" / "ray.analysis"
+    assert set(_stats_csv(folder / "stats.csv")) == {"text_len", "image_width", "image_height"}
+    assert _stats_csv(folder / "stats.csv")["text_len"]["count"] == 100
+    html = (folder / "report.html").read_text()
+    assert "image_shape_filter.min_width = 64" in html and "text_length_filter.min_len = 30" in html
+
+
+def test_a_parquet_export_is_analyzed(tmp_path, write_recipe, djx_cli):
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(REPO_DIR / "tests/assets/demo/demo.jsonl"),
+                          export_path=str(tmp_path / "out" / "p.parquet"), np=1,
+                          process=[{"text_length_filter": {"min_len": 30}}])
+    assert djx_cli("process", recipe, "--quiet").rc == 0
+    res = djx_cli("analyze", tmp_path / "out" / "p.parquet", "--recipe", recipe)
+    assert res.rc == 0, res.err
+    table = _stats_csv(tmp_path / "out" / "p.analysis" / "stats.csv")
+    assert table["text_len"]["count"] == 100  # kept (parquet) + dropped
