@@ -51,8 +51,9 @@ class Progress:
                   + (f" {self.total - self.done:,} samples" if self.total is not None else ""))
         if self.enabled and self.tty:
             from tqdm import tqdm
+            # smoothing 0: tqdm's rate is this session's samples over the time since start-up
             self.bar = tqdm(total=self.total, initial=self.done, unit="sample", file=self.stream,
-                            dynamic_ncols=True)
+                            dynamic_ncols=True, smoothing=0)
 
     def rate(self) -> float | None:
         """This session's samples per second since start-up ended."""
@@ -86,9 +87,7 @@ class Progress:
             return
         if self.bar is not None:
             self.bar.update(n)
-            rate = self.rate()
-            self.bar.set_postfix_str(f"kept={self.kept:,}" + (f", {rate:.1f}/s steady" if rate else ""),
-                                     refresh=False)
+            self.bar.set_postfix_str(f"kept this session={self.kept:,}", refresh=False)
             return
         now = time.monotonic()
         if first or now - self.last >= self.every_s:

@@ -63,3 +63,35 @@ def test_after_a_resume_progress_counts_the_earlier_samples_as_done_and_rates_th
     assert "processing 12 samples" in err
     # this session kept the odd ids from 48 on, but 52 is rejected: 49, 51, 53, 55, 57, 59
     assert re.search(r"\[djx\] 60 / 60 samples \(100\.0%\), 6 kept this session, [\d.]+ samples/s\n", err), err
+
+
+def test_a_terminal_gets_a_bar_with_the_total_from_the_start_of_processing(tmp_path):
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"text": "x" * (i % 20)}) + "\n" for i in range(3000)))
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({"dataset_path": str(data), "export_path": str(tmp_path / "out/o.jsonl"),
+                                      "np": 1, "batch_size": 100, "start_method": "fork",
+                                      "process": [{"text_length_filter": {"min_len": 10}}]}))
+    parent, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "djx.cli", "process", str(recipe), "--limit", "2000"],
+                            stderr=child, stdout=subprocess.DEVNULL)
+    os.close(child)
+    shown = b""
+    while True:
+        try:
+            block = os.read(parent, 4096)
+        except OSError:  # the run closed the terminal: it has ended
+            break
+        if not block:
+            break
+        shown += block
+    assert proc.wait() == 0
+    text = shown.decode()
+    assert "start-up took" in text and "processing 2,000 samples" in text
+    assert re.search(r"100%\|[^\r]*\| 2000/2000 \[[^\]]*sample/s, kept this session=1,000\]", text), repr(text[-500:])
