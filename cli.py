@@ -1,4 +1,4 @@
-"""The `djx` command: process, ops, check. A thin layer over the Python API."""
+"""The `djx` command: process, ops, check, analyze. A thin layer over the Python API."""
 from __future__ import annotations
 
 import argparse
@@ -45,6 +45,8 @@ def _process(args) -> int:
         overrides["export_path"] = os.path.abspath(args.export_path)
     if args.executor:
         overrides["executor"] = args.executor
+    if args.report:
+        overrides["report"] = True
     pipe = Pipeline.from_recipe(_recipe_arg(args), overrides, _plugins(args.custom_ops))
     if args.dry_run:
         print(pipe.describe(pipe.plan(estimate=True)))
@@ -118,6 +120,16 @@ def _check(args) -> int:
     return 0 if report.ok else 1
 
 
+def _analyze(args) -> int:
+    from djx.analyze import analyze
+    pipe = None
+    if args.recipe:
+        from djx.core.pipeline import Pipeline
+        pipe = Pipeline.from_recipe(args.recipe, custom_ops=_plugins(args.custom_ops))
+    analyze(args.export, out_dir=args.out, ops=pipe.ops if pipe else None, recipe=pipe.recipe if pipe else None)
+    return 0
+
+
 def main(argv=None) -> int:
     from djx import __version__
     parser = argparse.ArgumentParser(prog="djx", description="Clean multimodal training data.")
@@ -138,6 +150,7 @@ def main(argv=None) -> int:
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     p.add_argument("--restart", action="store_true", help="discard an unfinished run's state and start over")
     p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.add_argument("--report", action="store_true", help="write the analysis (djx analyze) next to the export")
     p.add_argument("--limit", type=int, metavar="N",
                    help="a trial run: process the first N samples and estimate the whole dataset")
     p.set_defaults(fn=_process)
@@ -153,6 +166,13 @@ def main(argv=None) -> int:
     p.add_argument("--custom-ops", action="append", metavar="PATH_OR_MODULE")
     p.add_argument("--input-count", type=int, help="input samples (default: from the run summary)")
     p.set_defaults(fn=_check)
+
+    p = sub.add_parser("analyze", help="stats table, histograms, keep-rate curves and report.html of a run's outputs")
+    p.add_argument("export", help="the export path (kept samples) of a finished run")
+    p.add_argument("--recipe", help="the run's recipe: draws its thresholds, fills the galleries")
+    p.add_argument("--out", help="folder for the analysis (default: <stem>.analysis/ next to the export)")
+    p.add_argument("--custom-ops", action="append", metavar="PATH_OR_MODULE", help="load plug-in ops")
+    p.set_defaults(fn=_analyze)
 
     args = parser.parse_args(argv)
     try:
