@@ -1,0 +1,87 @@
+"""report.html in a real headless browser (Debian's chromium, driven by Playwright): it loads from
+disk without console errors or network, shows every stat of the recipe, and its pictures load.
+
+Without chromium (or the playwright package) the test says what to install and skips; with
+DJX_REQUIRE_BROWSER=1 (set by .ci/run) a missing browser fails it.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+import yaml
+
+from djx.tools.make_analysis_outputs import recipe_text, run_ops, write_outputs
+
+CHROMIUM = os.environ.get("DJX_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def _browser_or_say_why():
+    """The playwright module, or a skip (a failure under DJX_REQUIRE_BROWSER=1) saying what is missing."""
+    missing = []
+    if not os.path.exists(CHROMIUM):
+        missing.append(f"chromium ({CHROMIUM}): apt-get install -y chromium, or set DJX_CHROMIUM")
+    try:
+        from playwright import sync_api
+    except ImportError:
+        sync_api = None
+        missing.append("the playwright package: pip install '.[test]'")
+    if missing:
+        why = "the report's browser test needs " + " and ".join(missing)
+        if os.environ.get("DJX_REQUIRE_BROWSER") == "1":
+            pytest.fail(why)
+        pytest.skip(why)
+    return sync_api
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """A run's outputs (3,000 samples, demo images) analyzed through the CLI with their recipe."""
+    from djx.cli import main
+    folder = tmp_path_factory.mktemp("report")
+    export = folder / "run.jsonl"
+    write_outputs(str(export), 3000, seed=5)
+    recipe = folder / "run.yaml"
+    recipe.write_text(recipe_text(str(export)))
+    assert main(["analyze", str(export), "--recipe", str(recipe)]) == 0
+    return folder / "run.analysis" / "report.html", recipe
+
+
+def test_report_renders_offline_with_every_stat_and_its_pictures(report, tmp_path):
+    sync_api = _browser_or_say_why()
+    page_path, recipe = report
+    stats = {s for op in run_ops() for s in op.stats_keys}
+    errors, requests = [], []
+    with sync_api.sync_playwright() as pw:
+        ctx = pw.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM,
+                                                    headless=True, args=ARGS)
+        try:
+            page = ctx.new_page()
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("request", lambda r: requests.append(r.url))
+            page.on("requestfailed", lambda r: errors.append(f"failed: {r.url}"))
+            page.goto(page_path.as_uri(), wait_until="load")
+            shown_stats = set(page.eval_on_selector_all("#stats-table tr.stat-row", "rows => rows.map(r => r.dataset.stat)"))
+            plotted = set(page.eval_on_selector_all("figure[data-stat]", "fs => fs.map(f => f.dataset.stat)"))
+            curves = page.eval_on_selector_all("div.curve", "ds => ds.map(d => d.dataset.op + ' ' + d.dataset.stat)")
+            images = page.eval_on_selector_all(
+                "img", "imgs => imgs.map(i => ({src: i.getAttribute('src'), ok: i.complete && i.naturalWidth > 0, "
+                       "cls: i.className}))")
+            bounds = page.eval_on_selector_all("div.threshold", "ds => ds.map(d => d.dataset.param)")
+            funnel = page.inner_text("#funnel + table")
+        finally:
+            ctx.close()
+    assert errors == []
+    assert all(u.startswith(("file://", "data:")) for u in requests), requests  # nothing from a network
+    assert shown_stats == plotted == stats
+    assert len(curves) == len(stats)
+    thumbs = [i for i in images if i["cls"] == "thumb"]
+    assert thumbs and len(images) == len(thumbs) + 2 * len(stats)
+    assert [i["src"] for i in images if not i["ok"]] == []
+    assert {"min_len", "min_ratio", "max_ratio", "min_score"} <= set(bounds)
+    ops = [list(p)[0] for p in yaml.safe_load(recipe.read_text())["process"]]
+    assert all(op in funnel for op in ops)
