@@ -11,15 +11,21 @@ from djx.core.context import DROP_KEY, POSITION_KEY, STATS_KEY, RunContext
 from djx.core.errors import SampleError
 from djx.core.images import BatchImages
 from djx.core.op import Batch, Filter, Mapper, Op
+from djx.core.paths import path_writer
 from djx.core.records import BatchResult, FailFast, Item, Rejection, parse_pending
+from djx.core.reinput import input_sample, unwrap_rejected
+from djx.core.stat_reuse import reusable
 
 
 class OpChain:
     """The ops of a recipe plus the run context; picklable, so it travels to workers by value."""
 
-    def __init__(self, ops: list[Op], ctx: RunContext):
+    def __init__(self, ops: list[Op], ctx: RunContext, export_kept: bool = True):
         self.ops = list(ops)
         self.ctx = ctx
+        # False for a stage that hands its kept samples to the next (Ray): their paths stay as read
+        self.export_kept = export_kept
+        self.lazy_models = False  # True: workers load models when a sample first needs one (stat reuse)
 
     def model_specs(self) -> list:
         return [spec for op in self.ops for spec in op.model_specs()]
@@ -33,14 +39,13 @@ class OpChain:
         samples = []
         parse_pending(items)
         for item in items:
+            unwrap_rejected(item)  # a line of a rejected file read back: the record it holds
             reason = item.error or _not_an_object(item.record)
             if reason:
                 result.rejected.append(self.reject(item, None, reason, "bad_input"))
                 continue
             originals[item.pos] = item
-            sample = dict(item.record)
-            sample[POSITION_KEY] = item.pos
-            samples.append(sample)
+            samples.append(input_sample(item.record, item.pos))
 
         images = BatchImages(self.ctx.dataset_dir, self.ctx.max_image_pixels,
                              load_truncated_images=self.ctx.load_truncated_images)
@@ -64,7 +69,18 @@ class OpChain:
         finally:
             images.close()
         result.kept = samples
+        self._write_paths(result)
         return result
+
+    def _write_paths(self, result: BatchResult) -> None:
+        """Image paths of the records a run writes, rewritten to resolve from its outputs."""
+        writer = path_writer(self.ctx, self.ops)
+        if writer is None:
+            return
+        for s in (result.kept if self.export_kept else []) + result.dropped:
+            writer.rewrite(s)
+        for rej in result.rejected:
+            rej.record = writer.copy(rej.record)
 
     # -- one op over the live samples -------------------------------------------------------
     def _run_op(self, k, op, samples, images, pool, result, originals) -> list[dict]:
@@ -77,6 +93,10 @@ class OpChain:
             if reason:
                 rejected[i] = (reason, "bad_input", None)
         live = [i for i in range(len(samples)) if i not in rejected]
+        if isinstance(op, Filter) and not ctx.recompute_stats:  # stats already there: not recomputed
+            reused = {i for i in live if reusable(op, samples[i], ctx)}
+            result.op_counts[k].reused += len(reused)
+            live = [i for i in live if i not in reused]
         step = op.batch_size or len(live) or 1
         for start in range(0, len(live), step):
             idx = live[start:start + step]

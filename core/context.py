@@ -25,6 +25,9 @@ class RunContext:
     on_error: str = "reject"  # or "fail"
     fault: tuple[str, ...] = field(default=())  # injected faults (recipe inject_faults), e.g. ("oom_above:2",)
     input_files: tuple[str, ...] = ()  # a dataset of several files: their names (Item.file indexes)
+    export_dir: str | None = None  # set for a run that writes files: image paths are rewritten for it
+    image_paths: str = "absolute"  # how image paths are written: "absolute" or "relative" (to export_dir)
+    recompute_stats: bool = False  # False: a filter reuses valid stats a sample already carries
 
     def with_(self, **changes) -> "RunContext":
         return replace(self, **changes)

@@ -86,8 +86,7 @@ class Op:
         return dict(self._params)
 
     def __repr__(self) -> str:
-        from djx.core.params import shown
-        args = ", ".join(f"{k}={shown(v)}" for k, v in self.params().items())
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
         return f"{self.name or type(self).__name__}({args})"
 
 

@@ -26,6 +26,7 @@ from djx.core.recipe import Recipe, load_recipe, recipe_from_dict
 from djx.core.records import Item
 from djx.core.resources import cpu_count
 from djx.core.resume import fingerprint, resume_point
+from djx.core.stat_reuse import models_unneeded
 
 
 class Pipeline:
@@ -111,7 +112,9 @@ class Pipeline:
         guard_outputs(r.dataset_path, paths)
         root = dataset_root(r.dataset_path)
         chain = OpChain(self.ops, r.run_context(
-            input_files=tuple(os.path.relpath(f, root) for f in files) if len(files) > 1 else ()))
+            input_files=tuple(os.path.relpath(f, root) for f in files) if len(files) > 1 else (),
+            export_dir=os.path.dirname(paths.export)))
+        chain.lazy_models = models_unneeded(chain, files)  # a re-filter of an export loads no model
         writer = OutputWriter(paths, r.export_dropped, r.keep_stats_in_res_ds, r.export_shard_size)
         start = resume_point(None if restart else writer.load_manifest(),
                              {**fingerprint(r, self.ops, files, root), **({"limit": limit} if limit else {})},

@@ -19,6 +19,7 @@ from djx.core.dj_keys import DJ_GLOBAL_KEYS, DJ_OP_KEYS
 from djx.core.errors import RecipeError
 from djx.core.params import coerce, _type_name
 from djx.core.reader import dataset_root
+from djx.core.recipe_ops import problems
 from djx.core.suggest import closest
 
 
@@ -52,6 +53,10 @@ class Recipe:
     report: bool = False                      # write the analysis (djx analyze) next to the export
     sample_timeout: float = 600.0             # seconds one op call may make no progress (then killed)
     ray_address: str | None = None
+    image_root: str | None = None             # relative image paths resolve here (default: the dataset's folder)
+    image_paths: Literal["absolute", "relative"] = "absolute"  # image paths in the outputs
+    recompute_stats: bool = False             # False: filters reuse valid stats samples already carry
+    skip_unknown_ops: bool = False            # True: run without the ops djx does not have (listed)
     inject_faults: list[str] = field(default_factory=list)  # testing: "oom_above:N", "oom_always"
     base_dir: str = "."                       # the recipe's folder (set by the loader)
     ignored: tuple = ()                       # Data-Juicer keys accepted and ignored: (key, why)
@@ -64,29 +69,29 @@ class Recipe:
         return RunContext(text_key=self.text_key, image_key=self.image_key,
                           image_special_token=self.image_special_token,
                           eoc_special_token=self.eoc_special_token,
-                          dataset_dir=dataset_root(self.dataset_path),
+                          dataset_dir=self.image_root or dataset_root(self.dataset_path),
+                          image_paths=self.image_paths, recompute_stats=self.recompute_stats,
                           max_image_pixels=self.max_image_pixels, on_error=self.on_error,
                           load_truncated_images=self.load_truncated_images,
                           fault=tuple(self.inject_faults), **extra)
 
     def build_ops(self) -> list:
         """Instantiate the process list (loads plug-ins first); validates every op parameter."""
-        from djx.core.registry import build_op, get_op_class, load_custom_ops, load_entry_point_ops
-        load_custom_ops(self.custom_ops, self.base_dir)
-        load_entry_point_ops()
-        ops = []
-        for i, (name, params) in enumerate(self.process):
-            where = f"process[{i}].{name}"
-            params, _ = _without_dj_op_keys(get_op_class(name), params)
-            params = _resolve_path_params(get_op_class(name), params, self.base_dir)
-            ops.append(build_op(name, params, where))
-        return ops
+        from djx.core.recipe_ops import build_ops
+        return build_ops(self)
+
+    def skipped_ops(self) -> list[dict]:
+        """The ops this recipe names that djx does not have, run without (skip_unknown_ops: true)."""
+        from djx.core.recipe_ops import skipped_ops
+        return skipped_ops(self)
 
     def notes(self) -> list[str]:
         """What a run should tell the user about this recipe: the Data-Juicer keys it ignores
         (call after build_ops, which loads the plug-ins)."""
-        from djx.core.registry import get_op_class
+        from djx.core.registry import get_op_class, unknown_op
         out = [f"{key} ignored: {why}" for key, why in self.ignored]
+        out += [f"process[{s['index']}].{s['name']} skipped (skip_unknown_ops): {unknown_op(s['name'])}"
+                for s in self.skipped_ops()]
         for i, (name, params) in enumerate(self.process):
             try:
                 _, dropped = _without_dj_op_keys(get_op_class(name), params)
@@ -149,13 +154,15 @@ def recipe_from_dict(raw: dict, base_dir: str = ".") -> Recipe:
         if raw.get("executor") not in (None, _EXECUTOR_TYPES[kind]):
             raise RecipeError(f"executor_type: {kind!r} contradicts executor: {raw['executor']!r}; keep one")
         raw["executor"] = _EXECUTOR_TYPES[kind]
+    errors = []  # every unknown key and wrong type, in one error
     for key, value in raw.items():
         if key in DJ_GLOBAL_KEYS and key not in _FIELDS:
             ignored.append((key, DJ_GLOBAL_KEYS[key]))
             continue
         if key not in _FIELDS:
             hint = _SAME_AS.get(key) or closest(str(key), _FIELDS)
-            raise RecipeError(f"unknown recipe key {key!r}" + (f"; did you mean {hint!r}?" if hint else ""))
+            errors.append(f"unknown recipe key {key!r}" + (f"; did you mean {hint!r}?" if hint else ""))
+            continue
         if key == "process":
             values[key] = _parse_process(value)
             continue
@@ -165,13 +172,19 @@ def recipe_from_dict(raw: dict, base_dir: str = ".") -> Recipe:
         try:
             values[key] = coerce(value, tp)
         except TypeError:
-            raise RecipeError(f"{key}: expected {_type_name(tp)}, got {value!r}") from None
+            errors.append(f"{key}: expected {_type_name(tp)}, got {value!r}")
+    if errors:
+        raise RecipeError(problems(errors))
     for key in _REQUIRED:
         if not values.get(key):
             raise RecipeError(f"recipe key {key!r} is required")
     refuse_mixture(values["dataset_path"])
     for key in ("dataset_path", "export_path"):
         values[key] = _abs(values[key], base_dir)
+    if values.get("image_root"):
+        values["image_root"] = _abs(values["image_root"], base_dir)
+        if not os.path.isdir(values["image_root"]):
+            raise RecipeError(f"image_root: no such folder: {values['image_root']}")
     if not values["export_path"].lower().endswith((".jsonl", ".json", ".parquet")):
         raise RecipeError(f"export_path: the suffix chooses the format: use a path ending in .jsonl, .json "
                           f"or .parquet, got {values['export_path']!r}")

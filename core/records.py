@@ -95,17 +95,19 @@ class OpCounts:
     rejected: int = 0
     seconds: float = 0.0
     with_images: int = 0
+    reused: int = 0  # samples whose stats for this filter were already there (not recomputed)
 
     def __add__(self, other: "OpCounts") -> "OpCounts":
         return OpCounts(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
 
     def to_dict(self) -> dict:
         return {"in": self.seen, "kept": self.kept, "dropped": self.dropped, "rejected": self.rejected,
-                "seconds": self.seconds, "with_images": self.with_images}
+                "seconds": self.seconds, "with_images": self.with_images, "reused": self.reused}
 
     @classmethod
     def from_dict(cls, d: dict) -> "OpCounts":
-        return cls(d["in"], d["kept"], d["dropped"], d["rejected"], d["seconds"], d.get("with_images", 0))
+        return cls(d["in"], d["kept"], d["dropped"], d["rejected"], d["seconds"], d.get("with_images", 0),
+                   d.get("reused", 0))
 
 
 def add_counters(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:

@@ -56,15 +56,27 @@ def load_builtin_ops() -> None:
     import djx.ops  # noqa: F401  (registers the built-ins)
 
 
+FIND_OPS_HINT = "`djx ops` lists all ops; plug-ins need `custom_ops`"
+
+
 def get_op_class(name: str) -> type[Op]:
-    load_builtin_ops()
-    cls = _OPS.get(name) or _OPS.get(_ALIASES.get(name, ""))
+    cls = find_op_class(name)
     if cls is None:
-        near = closest(name, list(_OPS) + list(_ALIASES), n=3)
-        raise OpNotFoundError(f"unknown op {name!r}"
-                              + (f"; closest registered: {', '.join(near)}" if near else "")
-                              + " (`djx ops` lists all ops; plug-ins need `custom_ops`)")
+        raise OpNotFoundError(f"{unknown_op(name)} ({FIND_OPS_HINT})")
     return cls
+
+
+def find_op_class(name: str) -> type[Op] | None:
+    """The op registered under `name` (or an alias of it); None when there is none."""
+    load_builtin_ops()
+    return _OPS.get(name) or _OPS.get(_ALIASES.get(name, ""))
+
+
+def unknown_op(name: str) -> str:
+    """'unknown op NAME' with the closest registered names."""
+    load_builtin_ops()
+    near = closest(name, list(_OPS) + list(_ALIASES), n=3)
+    return f"unknown op {name!r}" + (f"; closest registered: {', '.join(near)}" if near else "")
 
 
 def build_op(name: str, params: dict | None, where: str | None = None) -> Op:

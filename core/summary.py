@@ -22,7 +22,8 @@ def build_summary(r, paths, plan, executor, ops, counts, state, report, session_
         "rejected_share": round(counts.rejected / max(n, 1), 4),
         "rejected_by_code": dict(sorted(counts.rejected_by_code.items(), key=lambda kv: -kv[1])),
         "ops": [{"name": op.name, "in": c.seen, "kept": c.kept, "dropped": c.dropped, "rejected": c.rejected,
-                 "seconds": round(c.seconds, 3)} for op, c in zip(ops, counts.ops)],
+                 "seconds": round(c.seconds, 3), "reused_stats": c.reused} for op, c in zip(ops, counts.ops)],
+        "skipped_ops": r.skipped_ops(),  # unknown ops a skip_unknown_ops recipe ran without
         "ops_seconds_are": OPS_SECONDS,
         "seconds": round(counts.seconds, 3),
         # the rate of this session: samples it processed over its own time
@@ -72,6 +73,7 @@ def format_summary(s: dict) -> str:
             lines.append(f"  {o['name'].ljust(w)}  {o['in']:>8} {o['kept']:>8} {o['dropped']:>8} "
                          f"{o['rejected']:>8} {o['seconds']:>8.2f}")
         lines.append(f"  * op-sec: {OPS_SECONDS}, over {s.get('workers')} worker(s)")
+    lines += _reused_and_skipped(s)
     mem = s.get("memory", {})
     lines.append(f"  workers: {s.get('workers')}, loads of one model per process (max): "
                  f"{s.get('max_model_loads_per_process', 0)}, worker restarts: {s.get('worker_restarts', 0)}")
@@ -88,3 +90,11 @@ def format_summary(s: dict) -> str:
         elif outs.get(k):
             lines.append(f"  {k}: {outs[k]}")
     return "\n".join(lines)
+
+
+def _reused_and_skipped(s: dict) -> list[str]:
+    """Filters that reused the stats samples carried (no recompute), and unknown ops skipped."""
+    reused = [f"{o['name']} {o['reused_stats']}" for o in s.get("ops") or [] if o.get("reused_stats")]
+    skipped = [f"process[{o['index']}] {o['name']}" for o in s.get("skipped_ops") or []]
+    return ([f"  stats reused (samples that carried them, not recomputed): {', '.join(reused)}"] if reused else []) \
+        + ([f"  skipped (unknown ops, skip_unknown_ops): {', '.join(skipped)}"] if skipped else [])

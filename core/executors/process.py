@@ -48,7 +48,7 @@ def bind_process(chain_bytes: bytes, device: str, threads: int, custom_ops: tupl
             if mem_fraction > 0:
                 torch.cuda.set_per_process_memory_fraction(min(mem_fraction, 1.0), device)
     pool = process_pool(device)
-    if warmup:
+    if warmup and not getattr(chain, "lazy_models", False):  # lazy: stats reused, maybe no model needed
         for spec in chain.model_specs():
             pool.get(spec)
     return chain, pool

@@ -14,11 +14,9 @@ sample that kills (see ray_poison). A resumed run starts reading at the saved by
 from __future__ import annotations
 
 import logging
-import os
 import pickle
 import re
 import sys
-import uuid
 import warnings
 from typing import Iterator
 
@@ -74,8 +72,7 @@ class RayExecutor:
         parquet = files[0].lower().endswith(".parquet")
         try:
             if self.groups:
-                self._poison = ray.remote(num_cpus=0)(PoisonLedger).options(
-                    name=f"djx-poison-ledger-{os.getpid()}-{uuid.uuid4().hex[:8]}").remote()
+                self._poison = ray.remote(num_cpus=0)(PoisonLedger).remote()
             yield from self._collect(self._dataset(ray, files, parquet, state), state, not parquet)
         except ray.exceptions.RayError as e:
             raise DjxError(f"ray executor: {_explain(e)}") from None
@@ -147,15 +144,15 @@ class RayExecutor:
         per_gpu = max((info.get("workers", 1) for dev, info in self.plan.per_device.items()
                        if dev.startswith("cuda")), default=1)
         threads = max(1, self.plan.threads_per_worker // n_model_stages) if specs else 1
-        stage_chain = OpChain(self.chain.ops[first:last], self.chain.ctx.with_(on_error="reject"))
+        stage_chain = OpChain(self.chain.ops[first:last], self.chain.ctx.with_(on_error="reject"),
+                              export_kept=s == len(self.groups) - 1)  # paths of kept: at the last stage
         return {"memory": need, "num_gpus": 1.0 / (per_gpu * n_model_stages) if gpu else 0,
                 "fn_constructor_kwargs": {
                     # by value, with its RunContext (tokens included); the driver enforces on_error: fail
                     "chain_bytes": dill.dumps(stage_chain), "first": first, "stage": s,
                     "final": s == len(self.groups) - 1, "threads": threads, "gpu": gpu,
                     "custom_ops": tuple(self.recipe.custom_ops), "base_dir": self.recipe.base_dir,
-                    "sys_path": [p for p in sys.path if p], "poison": self._poison,
-                    "sample_timeout": self.recipe.sample_timeout, "max_batch_bytes": self.recipe.max_batch_bytes}}
+                    "sys_path": [p for p in sys.path if p], "poison": self._poison}}
 
     # -- the driver: number the rows, rebuild BatchResults ----------------------------------
     def _collect(self, ds, state: ReadState, lines: bool) -> Iterator[BatchResult]:

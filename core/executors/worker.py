@@ -104,12 +104,12 @@ def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_di
         from djx.core.executors.process import bind_process
         from djx.core.outputs import dumps
         chain, pool = bind_process(chain_bytes, device, threads, custom_ops, base_dir, mem_fraction, warmup)
-        started = Ready(rank, pool.report())
+        send(conn, Ready(rank, pool.report()))
     except DjxError as e:
-        started = StartFailed(rank, str(e), True)
+        send(conn, StartFailed(rank, str(e), True))
+        return
     except BaseException as e:  # noqa: BLE001  (reported to the parent, which stops the run)
-        started = StartFailed(rank, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}", False)
-    if not _tell(conn, started) or isinstance(started, StartFailed):
+        send(conn, StartFailed(rank, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}", False))
         return
 
     def on_op(k: int) -> None:
@@ -130,20 +130,8 @@ def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_di
         status.task_id, status.op_index, status.since = task.id, -1, time.monotonic()
         try:
             result = chain.run(task.items, pool, on_op).encode(dumps)
-            answer = Done(task.id, result, pool.report(peak.peak))
+            send(conn, Done(task.id, result, pool.report(peak.peak)))
         except FailFast as e:
-            answer = Failed(task.id, str(e))
+            send(conn, Failed(task.id, str(e)))
         except BaseException as e:  # noqa: BLE001
-            answer = Crashed(task.id, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}")
-        if not _tell(conn, answer):
-            return
-
-
-def _tell(conn, msg) -> bool:
-    """Send to the parent; False (quietly) when it is gone, e.g. killed with kill -9: a dying
-    worker has no one to report to, and a traceback about the closed pipe would only mislead."""
-    try:
-        send(conn, msg)
-        return True
-    except (BrokenPipeError, ConnectionResetError, EOFError):
-        return False
+            send(conn, Crashed(task.id, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"))

@@ -11,6 +11,7 @@ class ImageAspectRatioFilter(Filter):
     """Keep samples whose images' aspect ratio (width / height) is within [min_ratio, max_ratio]."""
 
     stats_keys = ("aspect_ratios",)
+    stat_shapes = {"aspect_ratios": "per_image"}
     uses_text = False
     uses_images = True
 

@@ -12,6 +12,7 @@ class ImageShapeFilter(Filter):
     """Keep samples whose images' width and height are within the given ranges (header-only read)."""
 
     stats_keys = ("image_width", "image_height")
+    stat_shapes = {"image_width": "per_image", "image_height": "per_image"}
     uses_text = False
     uses_images = True
 

@@ -27,6 +27,7 @@ class ImageSizeFilter(Filter):
     """Keep samples whose image files' sizes (bytes on disk) are within [min_size, max_size]."""
 
     stats_keys = ("image_sizes",)
+    stat_shapes = {"image_sizes": "per_image"}
     uses_text = False
     uses_images = True
 

@@ -77,6 +77,10 @@ class ImageTextModelFilter(Filter):
         return [self.spec]
 
     @property
+    def stat_shapes(self) -> dict[str, str]:
+        return {self.stat: "per_chunk"}  # one score per chunk that holds images
+
+    @property
     def stat(self) -> str:
         return self.stats_keys[0]
 

@@ -1,0 +1,82 @@
+"""Stats a sample already carries are reused: re-filtering an export with a new threshold loads no
+model (the model path need not even exist) and gives what a fresh run with that threshold gives;
+`recompute_stats: true` and invalid stats compute again. Through the `djx` command."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from djx import Pipeline
+
+ASSETS = Path(__file__).parent / "assets"
+DEMO = ASSETS / "demo"
+CLIP = str(ASSETS / "models" / "tiny-clip")
+
+
+def _process(clip: str, min_score: float) -> list[dict]:
+    return [{"text_length_filter": {"min_len": 30, "max_len": 1000}},
+            {"image_aspect_ratio_filter": {"min_ratio": 0.5, "max_ratio": 2.0}},
+            {"image_text_similarity_filter": {"hf_clip": clip, "min_score": min_score}}]
+
+
+def _run(djx_cli, recipe) -> dict:
+    res = djx_cli("process", recipe, "--quiet")
+    assert res.rc == 0, res.err
+    export = Path(recipe).parent / "out" / "o.jsonl"
+    return json.loads(export.with_name("o.summary.json").read_text()) | {"table": res.out}
+
+
+@pytest.fixture
+def first_export(tmp_path, write_recipe, djx_cli):
+    """The first 40 demo samples (image paths relative to the demo folder: image_root) through CLIP
+    at min_score 0.2; the export path and its summary."""
+    lines = (DEMO / "demo.jsonl").read_text().splitlines(keepends=True)[:40]
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "d.jsonl").write_text("".join(lines))
+    recipe = write_recipe(tmp_path / "one" / "r.yaml", dataset_path="../data/d.jsonl", export_path="out/o.jsonl",
+                          image_root=str(DEMO), np=1, process=_process(CLIP, 0.2))
+    summary = _run(djx_cli, recipe)
+    assert summary["max_model_loads_per_process"] == 1
+    return tmp_path / "one" / "out" / "o.jsonl", summary
+
+
+def test_refiltering_an_export_reuses_its_stats_and_loads_no_model(tmp_path, first_export, write_recipe,
+                                                                   read_jsonl, djx_cli):
+    export, first = first_export
+    refilter = write_recipe(tmp_path / "two" / "r.yaml", dataset_path=str(export), export_path="out/o.jsonl",
+                            np=1, process=_process("/no/such/model/clip", 0.23))
+    again = _run(djx_cli, refilter)
+    assert again["input"] == first["kept"] and 0 < again["kept"] < first["kept"]
+    assert again["max_model_loads_per_process"] == 0 and all(not v for v in again["model_loads"].values())
+    assert [op["reused_stats"] for op in again["ops"]] == [first["kept"]] * 3
+    assert "stats reused" in again["table"] and "image_text_similarity_filter " + str(first["kept"]) in again["table"]
+    # a fresh run with the new threshold (the same chain, in this process) keeps the same samples
+    # with the same stats
+    fresh = write_recipe(tmp_path / "fresh" / "r.yaml", dataset_path="../data/d.jsonl", export_path="out/o.jsonl",
+                         image_root=str(DEMO), np=1, process=_process(CLIP, 0.23))
+    computed = {s["id"]: s["__dj__stats__"]
+                for s in Pipeline.from_recipe(str(fresh)).process(read_jsonl(tmp_path / "data" / "d.jsonl"))}
+    reused = {s["id"]: s["__dj__stats__"] for s in read_jsonl(tmp_path / "two" / "out" / "o.jsonl")}
+    assert reused == computed
+
+
+def test_recompute_stats_and_invalid_stats_compute_again(tmp_path, first_export, write_recipe, read_jsonl,
+                                                         djx_cli):
+    export, first = first_export
+    kept = read_jsonl(export)
+    kept[3]["__dj__stats__"]["image_text_similarity"] = []        # one value per chunk expected: invalid
+    kept[5]["__dj__stats__"]["image_text_similarity"] = [float("nan")]  # not finite: invalid
+    copy = tmp_path / "copy.jsonl"
+    copy.write_text("".join(json.dumps(s) + "\n" for s in kept))
+    recipe = write_recipe(tmp_path / "two" / "r.yaml", dataset_path=str(copy), export_path="out/o.jsonl",
+                          np=1, process=_process(CLIP, 0.2))
+    again = _run(djx_cli, recipe)
+    assert again["ops"][2]["reused_stats"] == len(kept) - 2 and again["max_model_loads_per_process"] == 1
+    out = {s["id"]: s["__dj__stats__"]["image_text_similarity"] for s in read_jsonl(tmp_path / "two/out/o.jsonl")}
+    assert out[kept[3]["id"]] == pytest.approx(read_jsonl(export)[3]["__dj__stats__"]["image_text_similarity"])
+    forced = _run(djx_cli, write_recipe(tmp_path / "three" / "r.yaml", dataset_path=str(copy),
+                                        export_path="out/o.jsonl", np=1, recompute_stats=True,
+                                        process=_process(CLIP, 0.2)))
+    assert [op["reused_stats"] for op in forced["ops"]] == [0, 0, 0] and forced["kept"] == len(kept)

@@ -1,0 +1,72 @@
+"""A Data-Juicer recipe with ops djx does not have and wrong parameters: one error names every
+problem (with the closest op names); `skip_unknown_ops: true` runs without the unknown ops and
+lists them in the dry run, the table and the summary."""
+from __future__ import annotations
+
+import json
+
+# the shape of Data-Juicer's llava-pretrain-refine.yaml: text mappers and filters djx does not have,
+# among image filters it has
+DJ_PROCESS = [
+    {"fix_unicode_mapper": None},
+    {"punctuation_normalization_mapper": None},
+    {"alphanumeric_filter": {"tokenization": False, "min_ratio": 0.60}},
+    {"character_repetition_filter": {"rep_len": 10, "max_ratio": 0.09373663}},
+    {"text_length_filter": {"min_len": 5, "num_proc": 4}},
+    {"image_aspect_ratio_filter": {"min_ratio": 0.333, "max_ratio": 3.0}},
+    {"image_shape_filter": {"max_width": 1000}},
+    {"image_text_similarity_filtr": {"min_score": 0.2}},
+]
+
+
+def test_every_unknown_op_and_bad_parameter_in_one_error(tmp_path, text_dataset, write_recipe, djx_cli):
+    process = [dict(e) for e in DJ_PROCESS]
+    process[4] = {"text_length_filter": {"min_len": "five"}}
+    process[5] = {"image_aspect_ratio_filter": {"min_ratio": 0.333, "colour": "red"}}
+    recipe = write_recipe(tmp_path / "dj.yaml", dataset_path=str(text_dataset.path), export_path="out/o.jsonl",
+                          process=process)
+    for args in ((), ("--dry-run",)):
+        res = djx_cli("process", recipe, *args)
+        assert res.rc == 1 and "Traceback" not in res.err
+        assert "the recipe has 7 problems" in res.err
+        for line in ("process[0]: unknown op 'fix_unicode_mapper'",
+                     "process[1]: unknown op 'punctuation_normalization_mapper'",
+                     "process[2]: unknown op 'alphanumeric_filter'",
+                     "process[3]: unknown op 'character_repetition_filter'",
+                     "process[4].text_length_filter.min_len: expected int, got 'five'",
+                     "process[5].image_aspect_ratio_filter: unknown parameter 'colour'",
+                     "process[7]: unknown op 'image_text_similarity_filtr'; closest registered: "
+                     "image_text_similarity_filter"):
+            assert line in res.err
+        assert "skip_unknown_ops: true" in res.err
+    assert not (tmp_path / "out").exists()
+
+
+def test_unknown_recipe_keys_and_wrong_types_in_one_error(tmp_path, text_dataset, write_recipe, djx_cli):
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(text_dataset.path), export_path="o.jsonl",
+                          batch_size="big", exprot_dropped=False, np="two")
+    res = djx_cli("process", recipe)
+    assert res.rc == 1 and "the recipe has 3 problems" in res.err
+    assert "batch_size: expected int, got 'big'" in res.err and "did you mean 'export_dropped'" in res.err
+    assert "np: expected" in res.err
+
+
+def test_skip_unknown_ops_runs_without_them_and_lists_them(tmp_path, text_dataset, write_recipe, read_jsonl,
+                                                           djx_cli):
+    recipe = write_recipe(tmp_path / "dj.yaml", dataset_path=str(text_dataset.path), export_path="out/o.jsonl",
+                          np=1, skip_unknown_ops=True, process=DJ_PROCESS)
+    skipped = ["fix_unicode_mapper", "punctuation_normalization_mapper", "alphanumeric_filter",
+               "character_repetition_filter", "image_text_similarity_filtr"]
+    dry = djx_cli("process", recipe, "--dry-run")
+    assert dry.rc == 0, dry.err
+    for i, name in zip((0, 1, 2, 3, 7), skipped):
+        assert f"note: process[{i}].{name} skipped (skip_unknown_ops): unknown op '{name}'" in dry.out
+    assert "op 0: text_length_filter(min_len=5)" in dry.out and "op 3" not in dry.out
+    res = djx_cli("process", recipe, "--quiet")
+    assert res.rc == 0, res.err
+    assert "skipped (unknown ops, skip_unknown_ops): process[0] fix_unicode_mapper" in res.out
+    summary = json.loads((tmp_path / "out" / "o.summary.json").read_text())
+    assert [s["name"] for s in summary["skipped_ops"]] == skipped
+    assert [op["name"] for op in summary["ops"]] == ["text_length_filter", "image_aspect_ratio_filter",
+                                                     "image_shape_filter"]
+    assert [s["id"] for s in read_jsonl(tmp_path / "out" / "o.jsonl")] == text_dataset.kept_ids(5)
