@@ -36,11 +36,15 @@ class CheckReport:
 
     def describe(self) -> str:
         if self.ok:
-            return f"check passed: {self.counts}"
+            return f"check passed: {_counts_line(self.counts)}"
         lines = ["check FAILED:"]
         for what, positions in self.problems.items():
-            shown = ", ".join(str(p) for p in positions[:MAX_LISTED])
-            more = f" and {len(positions) - MAX_LISTED} more" if len(positions) > MAX_LISTED else ""
+            valid = [p for p in positions if isinstance(p, int) and not isinstance(p, bool) and p >= 0]
+            if not valid:  # a problem of the whole output (the counts), or of records without a position
+                lines.append(f"  {what}" + (f": {len(positions)} record(s)" if len(positions) > 1 else ""))
+                continue
+            shown = ", ".join(str(p) for p in valid[:MAX_LISTED])
+            more = f" and {len(valid) - MAX_LISTED} more" if len(valid) > MAX_LISTED else ""
             lines.append(f"  {what}: {len(positions)} sample(s), positions {shown}{more}")
         return "\n".join(lines)
 
@@ -48,6 +52,12 @@ class CheckReport:
         return {"ok": self.ok, "counts": self.counts,
                 "problems": {k: {"samples": len(v), "positions": v[:MAX_LISTED]}
                              for k, v in self.problems.items()}}
+
+
+def _counts_line(counts: dict) -> str:
+    """`60 input = 40 kept + 10 dropped + 10 rejected`, or what of it is known."""
+    parts = " + ".join(f"{counts[k]} {k}" for k in ("kept", "dropped", "rejected") if counts.get(k) is not None)
+    return f"{counts['input']} input = {parts}" if counts.get("input") is not None else parts
 
 
 def _bad_value(value, has_images: bool) -> str | None:

@@ -86,7 +86,8 @@ class Op:
         return dict(self._params)
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        from djx.core.params import shown
+        args = ", ".join(f"{k}={shown(v)}" for k, v in self.params().items())
         return f"{self.name or type(self).__name__}({args})"
 
 

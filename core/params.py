@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import inspect
+import sys
 import types
 import typing
 from typing import Any, Literal, Union
@@ -90,6 +91,12 @@ def validate_params(cls: type, params: dict, where: str) -> dict:
         except TypeError:
             raise RecipeError(f"{where}.{key}: expected {_type_name(tp)}, got {value!r}") from None
     return out
+
+
+def shown(value: Any) -> str:
+    """A parameter value as a person reads it: sys.maxsize (an int bound left open) is "none"."""
+    return "none (unbounded)" if isinstance(value, int) and not isinstance(value, bool) and value == sys.maxsize \
+        else repr(value)
 
 
 def describe_params(cls: type) -> list[tuple[str, str, Any]]:

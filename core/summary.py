@@ -56,7 +56,8 @@ def _mb(b) -> str:
 def format_summary(s: dict) -> str:
     lines = [f"djx run '{s.get('project_name', '')}': {s['input']} in = {s['kept']} kept + "
              f"{s['dropped']} dropped + {s['rejected']} rejected"
-             + (f" ({s['blank_lines']} blank lines skipped)" if s.get("blank_lines") else "")
+             + (f" ({s['blank_lines']} blank line{'' if s['blank_lines'] == 1 else 's'} skipped)"
+                if s.get("blank_lines") else "")
              + (f"  in {s['seconds']:.1f} s over all sessions; this session {s['session']['samples']} samples "
                 f"at {s['samples_per_second']:.1f} samples/s" if s.get("resumed") and s.get("session") else
                 f"  in {s['seconds']:.1f} s ({s['samples_per_second']:.1f} samples/s)")]

@@ -104,12 +104,12 @@ def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_di
         from djx.core.executors.process import bind_process
         from djx.core.outputs import dumps
         chain, pool = bind_process(chain_bytes, device, threads, custom_ops, base_dir, mem_fraction, warmup)
-        send(conn, Ready(rank, pool.report()))
+        started = Ready(rank, pool.report())
     except DjxError as e:
-        send(conn, StartFailed(rank, str(e), True))
-        return
+        started = StartFailed(rank, str(e), True)
     except BaseException as e:  # noqa: BLE001  (reported to the parent, which stops the run)
-        send(conn, StartFailed(rank, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}", False))
+        started = StartFailed(rank, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}", False)
+    if not _tell(conn, started) or isinstance(started, StartFailed):
         return
 
     def on_op(k: int) -> None:
@@ -130,8 +130,20 @@ def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_di
         status.task_id, status.op_index, status.since = task.id, -1, time.monotonic()
         try:
             result = chain.run(task.items, pool, on_op).encode(dumps)
-            send(conn, Done(task.id, result, pool.report(peak.peak)))
+            answer = Done(task.id, result, pool.report(peak.peak))
         except FailFast as e:
-            send(conn, Failed(task.id, str(e)))
+            answer = Failed(task.id, str(e))
         except BaseException as e:  # noqa: BLE001
-            send(conn, Crashed(task.id, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"))
+            answer = Crashed(task.id, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}")
+        if not _tell(conn, answer):
+            return
+
+
+def _tell(conn, msg) -> bool:
+    """Send to the parent; False (quietly) when it is gone, e.g. killed with kill -9: a dying
+    worker has no one to report to, and a traceback about the closed pipe would only mislead."""
+    try:
+        send(conn, msg)
+        return True
+    except (BrokenPipeError, ConnectionResetError, EOFError):
+        return False

@@ -1,0 +1,114 @@
+"""The command line a Data-Juicer user types: --version, --config, help for the recipe, np for
+num_proc, paths typed on the command line relative to the current folder; and a worker whose run
+was killed dies quietly."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import djx
+
+
+def test_version_is_printed(capsys):
+    proc = subprocess.run([sys.executable, "-m", "djx.cli", "--version"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == f"djx {djx.__version__}"
+
+
+def test_config_flag_is_the_recipe_argument(tmp_path, text_dataset, write_recipe, djx_cli, read_jsonl):
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(text_dataset.path), export_path="out/kept.jsonl",
+                          np=1, start_method="fork", process=[{"text_length_filter": {"min_len": 4}}])
+    res = djx_cli("process", "--config", recipe, "--quiet")
+    assert res.rc == 0, res.err
+    assert [s["id"] for s in read_jsonl(tmp_path / "out" / "kept.jsonl")] == text_dataset.kept_ids(4)
+    other = write_recipe(tmp_path / "other.yaml", dataset_path="x.jsonl", export_path="y.jsonl")
+    res = djx_cli("process", recipe, "--config", other)
+    assert res.rc == 1 and "two recipes given" in res.err
+    res = djx_cli("process")
+    assert res.rc == 1 and "no recipe given" in res.err and "--config" in res.err
+
+
+def test_process_help_says_what_the_recipe_is():
+    proc = subprocess.run([sys.executable, "-m", "djx.cli", "process", "--help"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0
+    help_text = " ".join(proc.stdout.split())
+    assert "the recipe, a YAML file in Data-Juicer's format" in help_text
+    assert "--config RECIPE" in help_text and "relative to the current folder" in help_text
+
+
+def test_num_proc_at_the_top_level_suggests_np(tmp_path, write_recipe, djx_cli):
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path="d.jsonl", export_path="k.jsonl", num_proc=4)
+    res = djx_cli("process", recipe)
+    assert res.rc == 1 and "unknown recipe key 'num_proc'; did you mean 'np'?" in res.err
+
+
+def test_paths_typed_on_the_command_line_are_relative_to_the_current_folder(tmp_path, text_dataset, write_recipe,
+                                                                           djx_cli, read_jsonl, monkeypatch):
+    recipe = write_recipe(tmp_path / "recipes" / "r.yaml", dataset_path="nowhere.jsonl", export_path="x.jsonl",
+                          np=1, start_method="fork", process=[{"text_length_filter": {"min_len": 4}}])
+    work = tmp_path / "work"
+    (work / "data").mkdir(parents=True)
+    (work / "data" / "mine.jsonl").write_bytes(text_dataset.path.read_bytes())
+    monkeypatch.chdir(work)
+    res = djx_cli("process", recipe, "--set", "dataset_path=data/mine.jsonl", "--export-path", "out/a.jsonl", "--quiet")
+    assert res.rc == 0, res.err
+    assert [s["id"] for s in read_jsonl(work / "out" / "a.jsonl")] == text_dataset.kept_ids(4)
+    res = djx_cli("process", recipe, "--set", "dataset_path=data/mine.jsonl", "--set", "export_path=out/b.jsonl",
+                  "--quiet")
+    assert res.rc == 0, res.err
+    assert (work / "out" / "b.jsonl").read_bytes() == (work / "out" / "a.jsonl").read_bytes()
+    assert not (tmp_path / "recipes" / "out").exists()
+
+
+def test_a_worker_whose_run_is_gone_exits_quietly(tmp_path):
+    """The run (the worker's parent end of the pipe) is gone while the worker finishes a batch:
+    the worker exits 0 without a BrokenPipe traceback."""
+    script = textwrap.dedent("""
+        import os, sys, dill, multiprocess as mp
+        from djx.core.context import RunContext
+        from djx.core.chain import OpChain
+        from djx.core.executors.worker import Status, Task, recv, send, worker_main
+        from djx.core.records import Item
+        from djx.ops.filter.text_length_filter import TextLengthFilter
+        if __name__ == "__main__":
+            ctx = mp.get_context("spawn")  # as with model ops: the worker holds no copy of the run's end
+            parent_end, child_end = ctx.Pipe()
+            chain = dill.dumps(OpChain([TextLengthFilter(min_len=1)], RunContext()))
+            status = ctx.Value(Status, lock=False)
+            proc = ctx.Process(target=worker_main, args=(0, "cpu", 1, (), ".", chain, child_end, status, False,
+                                                         0.0, os.getpid()))
+            proc.start()
+            child_end.close()
+            recv(parent_end)  # Ready
+            send(parent_end, Task(1, [Item(i, record={"text": "x" * 10}) for i in range(200)]))
+            parent_end.close()  # the run is gone before the result comes back
+            proc.join(60)
+            print("exitcode", proc.exitcode)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    assert "exitcode 0" in proc.stdout, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+
+
+def test_an_open_upper_bound_is_shown_as_none(djx_cli):
+    res = djx_cli("ops", "image_shape_filter")
+    assert res.rc == 0
+    assert "max_width: int = none (unbounded)" in res.out and str(sys.maxsize) not in res.out
+
+
+def test_the_check_and_the_summary_read_as_sentences(tmp_path, write_jsonl, write_recipe, djx_cli):
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": "long enough text"}, {"text": "no"}, {"text": "long again"}])
+    data.write_text(data.read_text().replace("\n", "\n\n", 1))  # exactly one blank line
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(data), export_path="out/k.jsonl", np=1,
+                          start_method="fork", process=[{"text_length_filter": {"min_len": 5}}])
+    res = djx_cli("process", recipe, "--quiet")
+    assert res.rc == 0, res.err
+    assert "(1 blank line skipped)" in res.out
+    check = djx_cli("check", tmp_path / "out" / "k.jsonl", "--recipe", recipe)
+    assert check.rc == 0 and "check passed: 3 input = 2 kept + 1 dropped + 0 rejected" in check.out
+    wrong = djx_cli("check", tmp_path / "out" / "k.jsonl", "--recipe", recipe, "--input-count", "5")
+    assert wrong.rc == 1 and "count mismatch: input 5 != kept 2 + dropped 1 + rejected 0 = 3" in wrong.out
+    assert "positions -1" not in wrong.out
