@@ -326,3 +326,73 @@ def test_demo_recipe_gives_the_same_samples_and_stats_on_ray(ray_address, tmp_pa
     assert summary["max_model_loads_per_process"] == 1
     # the actors' declared memory counts the models: their footprints are estimated for Ray
     assert all(b > 0 for b in summary["plan"]["model_bytes"].values())
+
+
+def test_a_sample_stuck_in_an_op_is_rejected_with_code_timeout_on_ray(ray_address, tmp_path, write_recipe):
+    (tmp_path / "data.jsonl").write_text(
+        "".join(json.dumps({"id": i, "text": LONG, "stuck": i == 13}) + "\n" for i in range(24)))
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path="data.jsonl", export_path="out/kept.jsonl",
+                          executor="ray", ray_address=ray_address, np=1, batch_size=8, sample_timeout=3,
+                          custom_ops=[str(PLUGINS_DIR / "stuck_ops.py")],
+                          process=[{"text_length_filter": {"min_len": 5}}, {"stuck_filter": {}}])
+    summary = Pipeline.from_recipe(str(recipe)).run(progress=False, log=lambda *a: None)
+    rejected = read_jsonl_file(tmp_path / "out" / "kept.rejected.jsonl")
+    assert [(r["record"]["id"], r["code"], r["op"]) for r in rejected] == [(13, "timeout", "stuck_filter")]
+    assert "sample_timeout" in rejected[0]["reason"]
+    assert (summary["input"], summary["kept"], summary["rejected"]) == (24, 23, 1) and summary["check"]["ok"]
+
+
+BATCH_PROBE = '''
+from djx import Filter, register_op
+
+
+@register_op("batch_probe_filter")
+class BatchProbeFilter(Filter):
+    """Records how many samples the op call that scored a sample held."""
+
+    stats_keys = ("batch_samples",)
+
+    def compute_stats(self, batch):
+        for sample in batch.samples:
+            batch.stats(sample)["batch_samples"] = len(batch.samples)
+
+    def keep(self, stats):
+        return True
+'''
+
+
+def test_batches_are_bounded_in_bytes_on_ray_as_on_local(ray_address, tmp_path, write_recipe):
+    (tmp_path / "probe.py").write_text(BATCH_PROBE)
+    line = json.dumps({"text": "y" * 1000}) + "\n"
+    (tmp_path / "data.jsonl").write_text(line * 40)
+    seen = {}
+    for executor in ("local", "ray"):
+        recipe = write_recipe(tmp_path / f"{executor}.yaml", dataset_path="data.jsonl",
+                              export_path=f"{executor}/kept.jsonl", executor=executor, ray_address=ray_address,
+                              np=1, batch_size=16, max_batch_bytes=3 * len(line), start_method="fork",
+                              custom_ops=[str(tmp_path / "probe.py")], process=[{"batch_probe_filter": {}}])
+        summary = Pipeline.from_recipe(str(recipe)).run(progress=False, log=lambda *a: None)
+        assert summary["kept"] == 40 and summary["check"]["ok"]
+        kept = read_jsonl_file(tmp_path / executor / "kept.jsonl")
+        seen[executor] = {s["__dj__stats__"]["batch_samples"] for s in kept}
+    # a batch ends once its lines reach max_batch_bytes: 3 or 4 lines here, never batch_size's 16
+    assert max(seen["local"]) in (3, 4) and max(seen["ray"]) in (3, 4)
+
+
+def test_a_killed_poison_ledger_actor_stops_the_run_with_a_message_and_the_rerun_resumes(ray_address, tmp_path,
+                                                                                         write_recipe):
+    (tmp_path / "data.jsonl").write_text(
+        "".join(json.dumps({"id": i, "text": LONG, "kill_ledger": i == 9}) + "\n" for i in range(40)))
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path="data.jsonl", export_path="out/kept.jsonl",
+                          executor="ray", ray_address=ray_address, np=1, batch_size=4, checkpoint_every=1,
+                          custom_ops=[str(PLUGINS_DIR / "chaos_ops.py")],
+                          process=[{"kill_ray_ledger_mapper": {"done_file": str(tmp_path / "killed")}},
+                                   {"text_length_filter": {"min_len": 5}}])
+    with pytest.raises(DjxError) as e:
+        Pipeline.from_recipe(str(recipe)).run(progress=False, log=lambda *a: None)
+    assert "poison-sample ledger (a Ray actor) died" in str(e.value) and "run the same command" in str(e.value)
+    assert (tmp_path / "killed").exists()
+    summary = Pipeline.from_recipe(str(recipe)).run(progress=False, log=lambda *a: None)
+    assert summary["check"]["ok"] and summary["input"] == 40  # resumed from what reached the driver, if any
+    kept = read_jsonl_file(tmp_path / "out" / "kept.jsonl")
+    assert sorted(s["id"] for s in kept) == list(range(40))

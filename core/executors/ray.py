@@ -14,9 +14,11 @@ sample that kills (see ray_poison). A resumed run starts reading at the saved by
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import re
 import sys
+import uuid
 import warnings
 from typing import Iterator
 
@@ -72,7 +74,8 @@ class RayExecutor:
         parquet = files[0].lower().endswith(".parquet")
         try:
             if self.groups:
-                self._poison = ray.remote(num_cpus=0)(PoisonLedger).remote()
+                self._poison = ray.remote(num_cpus=0)(PoisonLedger).options(
+                    name=f"djx-poison-ledger-{os.getpid()}-{uuid.uuid4().hex[:8]}").remote()
             yield from self._collect(self._dataset(ray, files, parquet, state), state, not parquet)
         except ray.exceptions.RayError as e:
             raise DjxError(f"ray executor: {_explain(e)}") from None
@@ -152,7 +155,8 @@ class RayExecutor:
                     "chain_bytes": dill.dumps(stage_chain), "first": first, "stage": s,
                     "final": s == len(self.groups) - 1, "threads": threads, "gpu": gpu,
                     "custom_ops": tuple(self.recipe.custom_ops), "base_dir": self.recipe.base_dir,
-                    "sys_path": [p for p in sys.path if p], "poison": self._poison}}
+                    "sys_path": [p for p in sys.path if p], "poison": self._poison,
+                    "sample_timeout": self.recipe.sample_timeout, "max_batch_bytes": self.recipe.max_batch_bytes}}
 
     # -- the driver: number the rows, rebuild BatchResults ----------------------------------
     def _collect(self, ds, state: ReadState, lines: bool) -> Iterator[BatchResult]:

@@ -73,3 +73,22 @@ class HoldMapper(Mapper):
                 return int(f.read())
         except FileNotFoundError:
             return None
+
+
+@register_op("kill_ray_ledger_mapper")
+class KillRayLedgerMapper(Mapper):
+    """On the first sample with `kill_ledger` set (once: `done_file` marks it), kills the run's
+    poison-sample ledger actor on Ray, as an operator cleaning up a cluster by hand might."""
+
+    def __init__(self, done_file: str = "", **common):
+        super().__init__(**common)
+        self.done_file = done_file
+
+    def process(self, batch):
+        if os.path.exists(self.done_file) or not any(s.get("kill_ledger") for s in batch.samples):
+            return
+        import ray
+        for actor in ray.util.list_named_actors(all_namespaces=True):
+            if actor["name"].startswith("djx-poison-ledger"):
+                ray.kill(ray.get_actor(actor["name"], namespace=actor["namespace"]))
+        open(self.done_file, "w").close()
