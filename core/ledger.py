@@ -3,6 +3,7 @@ counts, takes checkpoints every `checkpoint_every` batches (and on the way out o
 runs the early checks, and at the end checks the outputs and writes the summary."""
 from __future__ import annotations
 
+import errno
 import shutil
 import time
 
@@ -55,10 +56,10 @@ class RunLedger:
         self.between_batches = False
         if self.early is not None:
             self._stop_if(self.early.add(res))
-        names = self.chain.ctx.input_files
-        self.writer.write("kept", res.kept)
-        self.writer.write("dropped", res.dropped)
-        self.writer.write("rejected", [r.to_record(names) for r in res.rejected])
+        try:
+            self._write(res)
+        except OSError as e:
+            raise DjxError(self._write_failed(e)) from None
         self.counts.add(res)
         self.session_samples += res.samples
         self.read_at = res.read_at
@@ -68,9 +69,25 @@ class RunLedger:
         self.bar.processing(self.watch.processing_at if self.watch else self.t0)
         self.bar.update(res.samples, len(res.kept))
         if self.batches % self.recipe.checkpoint_every == 0:
-            self.writer.checkpoint(self._checkpoint(self.read_at))
+            try:
+                self.writer.checkpoint(self._checkpoint(self.read_at))
+            except OSError as e:
+                raise DjxError(self._write_failed(e)) from None
             self.saved = self.batches
         self.between_batches = True
+
+    def _write(self, res: BatchResult) -> None:
+        names = self.chain.ctx.input_files
+        self.writer.write("kept", res.kept)
+        self.writer.write("dropped", res.dropped)
+        self.writer.write("rejected", [r.to_record(names) for r in res.rejected])
+
+    def _write_failed(self, e: OSError) -> str:
+        """What a failed write means: the data up to the last checkpoint survived, and how to go on."""
+        why = "the disk is full" if e.errno == errno.ENOSPC else (e.strerror or str(e))
+        return (f"could not write the outputs in {self.writer.paths.state_dir} ({why}); every sample up to "
+                f"the last checkpoint is saved there and the input is untouched: free space (or fix the "
+                f"cause) and run the same command again to resume")
 
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
@@ -78,8 +95,13 @@ class RunLedger:
                 self._save_progress()
         finally:
             self.bar.close()
-            self.writer.close()
-            self.writer.release()  # held to the very end: no second run during the check or finish
+            try:
+                self.writer.close()
+            except OSError:  # a full disk again: the error that stopped the run says it
+                if exc_type is None:
+                    raise
+            finally:
+                self.writer.release()  # held to the very end: no second run during the check or finish
 
     def end(self, state: ReadState) -> None:
         """Every batch is in: the final checkpoint, at the reader's end."""

@@ -156,3 +156,29 @@ def test_batches_are_bounded_in_bytes_as_well_as_records(tmp_path, write_recipe)
                process=[{"text_length_filter": {"min_len": 1}}])
     summary = Pipeline.from_recipe(str(r)).run(progress=False, log=lambda *a: None)
     assert summary["input"] == summary["kept"] == len(sizes)
+
+
+def _file_size_limit(limit: int):
+    def apply():  # in the child: writes past `limit` bytes fail (EFBIG), as on a disk that fills up
+        import resource
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+def test_a_write_that_fails_mid_run_says_the_data_is_saved_and_the_rerun_resumes(tmp_path, write_recipe):
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps({"id": i, "text": "y" * (i % 300)}) + "\n"
+                                              for i in range(600)))
+    r = recipe(tmp_path, write_recipe, start_method="fork", checkpoint_every=2)
+    cmd = [sys.executable, "-m", "djx.cli", "process", str(r), "--quiet"]
+    failed = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=_file_size_limit(30_000))
+    assert failed.returncode == 1, failed.stderr
+    assert "could not write the outputs" in failed.stderr and "run the same command again" in failed.stderr
+    assert "Traceback" not in failed.stderr
+    assert not (tmp_path / "out" / "o.jsonl").exists()  # nothing that looks finished
+    rerun = subprocess.run(cmd, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr
+    summary = json.loads((tmp_path / "out" / "o.summary.json").read_text())
+    assert summary["resumed"] and summary["check"]["ok"]
+    ids = [s["id"] for name in ("o.jsonl", "o.dropped.jsonl") for s in read_jsonl_file(tmp_path / "out" / name)]
+    assert sorted(ids) == list(range(600))
