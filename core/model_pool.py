@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from djx.core.errors import RecipeError
 from djx.core.records import WorkerReport
-from djx.core.resources import peak_device_bytes, peak_rss_bytes
+from djx.core.resources import peak_device_bytes, peak_rss_bytes, uss_pss_bytes
 
 _LOADERS: dict[str, Callable] = {}
 
@@ -48,15 +48,18 @@ def estimate_bytes(spec: ModelSpec) -> int:
 
 
 class ModelPool:
-    """Per-process cache of loaded models, keyed by (spec, device)."""
+    """Per-process cache of loaded models, keyed by (spec, device). With a `share` (CPU), the
+    weights are mapped from the run's one shared copy instead of loaded into this process."""
 
-    def __init__(self, device: str = "cpu"):
+    def __init__(self, device: str = "cpu", share=None):
         self.device = device
+        self.share = share  # a shared_weights.WeightShare, or None: load privately
         self.pid = os.getpid()
         self._models: dict[tuple[ModelSpec, str], Any] = {}
         self.loads: dict[str, int] = {}          # spec label -> loads in this process
         self.load_seconds: dict[str, float] = {}
         self.measured_bytes: dict[str, int] = {}
+        self.shared_bytes: dict[str, int] = {}   # of those, mapped from the run's shared copy
 
     def get(self, spec: ModelSpec) -> Any:
         key = (spec, self.device)
@@ -68,19 +71,30 @@ class ModelPool:
                                   f"(known: {', '.join(sorted(_LOADERS)) or 'none'})")
             t0 = time.perf_counter()
             before = _device_allocated(self.device)
-            model = loader(spec, self.device)
+            shared = self.share is not None and not self.device.startswith("cuda")
+            model = self.share.load(loader, spec, self.device) if shared else loader(spec, self.device)
             label = spec.label()
             self.load_seconds[label] = self.load_seconds.get(label, 0.0) + time.perf_counter() - t0
             self.loads[label] = self.loads.get(label, 0) + 1
             self.measured_bytes[label] = max(_device_allocated(self.device) - before, _param_bytes(model))
+            if shared:
+                self.shared_bytes[label] = self.measured_bytes[label]
             self._models[key] = model
         return model
 
-    def report(self, peak_uss: int = 0) -> WorkerReport:
-        """This process's report: its device, model loads and footprints, and memory peaks."""
+    def report(self, mem=None) -> WorkerReport:
+        """This process's report: its device, model loads and footprints, and memory (`mem`: the
+        process's PeakUss sampler, sampled now; None: this moment's figures only)."""
+        if mem is None:
+            uss, pss = uss_pss_bytes()
+            peak_uss, peak_pss = uss, pss
+        else:
+            mem.now()
+            uss, pss, peak_uss, peak_pss = mem.uss, mem.pss, mem.peak, mem.peak_pss
         return WorkerReport(self.device, dict(self.loads),
                             {k: round(v, 3) for k, v in self.load_seconds.items()},
-                            dict(self.measured_bytes), peak_uss, peak_device_bytes(self.device), peak_rss_bytes())
+                            dict(self.measured_bytes), peak_uss, peak_device_bytes(self.device), peak_rss_bytes(),
+                            peak_pss, uss, pss, dict(self.shared_bytes))
 
 
 def _param_bytes(model) -> int:
@@ -105,13 +119,17 @@ def _device_allocated(device: str) -> int:
 _PROCESS_POOL: ModelPool | None = None
 
 
-def process_pool(device: str | None = None) -> ModelPool:
-    """The pool of this process, created on first use (bound to `device`, default cpu)."""
+def process_pool(device: str | None = None, share=None) -> ModelPool:
+    """The pool of this process, created on first use (bound to `device`, default cpu; `share`:
+    where its weights are mapped from, see ModelPool)."""
     global _PROCESS_POOL
     # a forked worker starts its own pool: models loaded by the parent are not its loads, and a
     # torch model used across fork can hang
     if _PROCESS_POOL is None or _PROCESS_POOL.pid != os.getpid():
-        _PROCESS_POOL = ModelPool(device or "cpu")
-    elif device is not None and device != _PROCESS_POOL.device:
-        _PROCESS_POOL.device = device
+        _PROCESS_POOL = ModelPool(device or "cpu", share)
+    else:
+        if device is not None and device != _PROCESS_POOL.device:
+            _PROCESS_POOL.device = device
+        if share is not None:
+            _PROCESS_POOL.share = share
     return _PROCESS_POOL

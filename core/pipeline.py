@@ -26,6 +26,7 @@ from djx.core.recipe import Recipe, load_recipe, recipe_from_dict
 from djx.core.records import Item
 from djx.core.resources import cpu_count
 from djx.core.resume import fingerprint, resume_point
+from djx.core.shared_weights import remove_stale
 from djx.core.stat_reuse import models_unneeded
 
 
@@ -105,6 +106,7 @@ class Pipeline:
         run of the first `limit` samples, whose summary estimates the whole dataset. Raises
         CheckError (after writing the outputs) when the stats or the counts do not add up."""
         t0 = time.monotonic()
+        remove_stale()  # shared weights left behind by runs that were killed
         r = self._with_paths(dataset_path, export_path)
         _check_limit(limit, r)
         files = dataset_files(r.dataset_path)

@@ -52,6 +52,7 @@ class Recipe:
     max_rejected_fraction: float | None = None  # a finished run rejecting more exits non-zero
     report: bool = False                      # write the analysis (djx analyze) next to the export
     sample_timeout: float = 600.0             # seconds one op call may make no progress (then killed)
+    share_models: bool = True                 # CPU workers map one shared copy of each model's weights
     ray_address: str | None = None
     image_root: str | None = None             # relative image paths resolve here (default: the dataset's folder)
     image_paths: Literal["absolute", "relative"] = "absolute"  # image paths in the outputs

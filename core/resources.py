@@ -16,6 +16,24 @@ def uss_bytes(pid: int | None = None) -> int:
         return 0
 
 
+def uss_pss_bytes(pid: int | None = None) -> tuple[int, int]:
+    """(USS, PSS) of a process from /proc/PID/smaps_rollup (one cheap read), psutil elsewhere.
+    PSS charges each shared page to its sharers in equal parts: with one model copy mapped by N
+    workers, each is charged 1/N of it, and the PSS of all of them adds up to one copy."""
+    pid = pid or os.getpid()
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            fields = dict(line.split(b":", 1) for line in f.read().splitlines()[1:] if b":" in line)
+        kib = {k.decode(): int(v.split()[0]) for k, v in fields.items()}
+        return (kib["Private_Clean"] + kib["Private_Dirty"]) * 1024, kib["Pss"] * 1024
+    except (OSError, KeyError, ValueError):
+        try:
+            info = psutil.Process(pid).memory_full_info()
+            return info.uss, getattr(info, "pss", info.uss)
+        except (psutil.Error, OSError):
+            return 0, 0
+
+
 def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
@@ -36,15 +54,23 @@ def peak_device_bytes(device: str) -> int:
 
 
 class PeakUss:
-    """This process's peak USS, sampled by a daemon thread every `every_s` (reading smaps costs
-    a few ms, so not continuously): a peak inside a long op call is seen, not only between batches."""
+    """This process's peak USS and PSS, sampled by a daemon thread every `every_s` (not
+    continuously: a peak inside a long op call is seen, not only between batches) and by `now()`,
+    which a worker calls with every report, so a worker that finishes quickly has its figures too."""
 
     def __init__(self, every_s: float = 0.25):
-        self.peak = uss_bytes()
+        self.peak = self.peak_pss = self.uss = self.pss = 0
+        self.now()
         self._every = every_s
         threading.Thread(target=self._sample, name="djx-peak-uss", daemon=True).start()
 
+    def now(self) -> "PeakUss":
+        """Sample now; `uss`/`pss` are the latest figures, `peak`/`peak_pss` the highest."""
+        self.uss, self.pss = uss_pss_bytes()
+        self.peak, self.peak_pss = max(self.peak, self.uss), max(self.peak_pss, self.pss)
+        return self
+
     def _sample(self) -> None:
         while True:
-            self.peak = max(self.peak, uss_bytes())
+            self.now()
             threading.Event().wait(self._every)

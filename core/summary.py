@@ -42,11 +42,25 @@ def build_summary(r, paths, plan, executor, ops, counts, state, report, session_
         "memory": {"main_peak_rss_bytes": peak_rss_bytes(), "main_peak_uss_bytes": uss_bytes(),
                    "worker_peak_uss_bytes": worker_uss,
                    "worker_peak_uss_bytes_max": max(worker_uss.values(), default=0),
-                   "worker_peak_rss_bytes": {rank: rep.peak_rss for rank, rep in reports.items()}},
+                   "worker_peak_rss_bytes": {rank: rep.peak_rss for rank, rep in reports.items()},
+                   **_shared_memory(reports)},
         "outputs": {"export": paths.export, "dropped": paths.dropped if r.export_dropped else None,
                     "rejected": paths.rejected, "summary": paths.summary},
         "check": report.to_dict(),
     }
+
+
+def _shared_memory(reports: dict) -> dict:
+    """Per worker PSS (peak, and at its last report) and, per device, the bytes of the one shared
+    weight copy its workers map (empty when models are not shared)."""
+    per_device: dict = {}
+    for rep in reports.values():
+        for label, n in rep.shared_bytes.items():
+            per_device.setdefault(rep.device, {})[label] = n
+    return {"worker_peak_pss_bytes": {rank: rep.peak_pss for rank, rep in reports.items()},
+            "worker_last_uss_bytes": {rank: rep.uss for rank, rep in reports.items()},
+            "worker_last_pss_bytes": {rank: rep.pss for rank, rep in reports.items()},
+            "shared_weight_bytes_per_device": {d: sum(v.values()) for d, v in per_device.items()}}
 
 
 def _mb(b) -> str:
@@ -79,7 +93,10 @@ def format_summary(s: dict) -> str:
     lines.append(f"  workers: {s.get('workers')}, loads of one model per process (max): "
                  f"{s.get('max_model_loads_per_process', 0)}, worker restarts: {s.get('worker_restarts', 0)}")
     lines.append(f"  peak memory: main USS {_mb(mem.get('main_peak_uss_bytes'))}, worker USS max "
-                 f"{_mb(mem.get('worker_peak_uss_bytes_max'))}")
+                 f"{_mb(mem.get('worker_peak_uss_bytes_max'))}, worker PSS max "
+                 f"{_mb(max((mem.get('worker_peak_pss_bytes') or {}).values(), default=0))}"
+                 + "".join(f", {dev} shared weights {_mb(n)}"
+                           for dev, n in (mem.get("shared_weight_bytes_per_device") or {}).items()))
     lines += format_estimate(s)
     check = s.get("check") or {}
     lines.append("  check: " + ("passed" if check.get("ok") else "FAILED") )

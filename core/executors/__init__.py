@@ -32,4 +32,4 @@ def make_executor(chain: OpChain, plan: Plan, r: Recipe, replan=None, log=print)
             "in its first forward); using spawn")
         method = "spawn"
     return LocalExecutor(chain, plan, method, tuple(r.custom_ops), r.base_dir, r.max_in_flight,
-                         replan=replan, log=log, sample_timeout=r.sample_timeout)
+                         replan=replan, log=log, sample_timeout=r.sample_timeout, share_models=r.share_models)

@@ -28,6 +28,7 @@ from djx.core.executors.worker import (Crashed, Done, Failed, Ready, StartFailed
                                        worker_main)
 from djx.core.planner import Plan
 from djx.core.records import BatchResult, FailFast, WorkerReport, parse_pending
+from djx.core.shared_weights import WeightShare, create_run_folder, remove_run_folder
 
 PREFETCH = 2  # batches queued per worker, so it never idles between batches
 
@@ -62,7 +63,7 @@ class _Worker:
 class LocalExecutor:
     def __init__(self, chain: OpChain, plan: Plan, start_method: str = "spawn",
                  custom_ops: tuple = (), base_dir: str = ".", max_in_flight: int | None = None,
-                 replan=None, log=print, sample_timeout: float = 600.0):
+                 replan=None, log=print, sample_timeout: float = 600.0, share_models: bool = True):
         self.chain = chain
         self.plan = plan
         self.replan = replan  # measured model bytes -> Plan (GPU runs revise the plan after rank 0)
@@ -76,15 +77,20 @@ class LocalExecutor:
         self.restarts = 0
         self._chain_bytes = dill.dumps(chain)
         self._ids = itertools.count()
+        self.share_models = share_models and bool(chain.model_specs())
+        self._share = None  # WeightShare of the run's folder, while it runs
 
     def run(self, source: Iterable[InputBatch]) -> Iterator[BatchResult]:
         """One BatchResult per input batch, in input order."""
         workers: list[_Worker] = []
         try:
+            if self.share_models:  # one copy of each model's weights for all workers (shared_weights.py)
+                self._share = WeightShare(folder=create_run_folder())
             workers = self._start_all()
             yield from self._loop(workers, iter(source))
         finally:
             self._stop(workers)
+            remove_run_folder(self._share and self._share.folder)
 
     # -- worker lifecycle -------------------------------------------------------------------
     def _spawn(self, rank: int, warmup: bool) -> _Worker:
@@ -95,7 +101,7 @@ class LocalExecutor:
                                      self.custom_ops, self.base_dir, self._chain_bytes, child,
                                      status, warmup,
                                      self.plan.mem_fraction[rank] if self.plan.mem_fraction else 0.0,
-                                     os.getpid()))
+                                     os.getpid(), self._share))
         with _main_importable():
             proc.start()
         child.close()

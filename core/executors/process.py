@@ -32,9 +32,10 @@ def die_with_parent(parent: int) -> None:
 
 
 def bind_process(chain_bytes: bytes, device: str, threads: int, custom_ops: tuple, base_dir: str,
-                 mem_fraction: float = 0.0, warmup: bool = True) -> tuple[OpChain, ModelPool]:
+                 mem_fraction: float = 0.0, warmup: bool = True, share=None) -> tuple[OpChain, ModelPool]:
     """The chain this process runs and its model pool, bound to `device` with `threads` torch
-    threads; `mem_fraction` caps this process's share of its GPU (0: no cap)."""
+    threads; `mem_fraction` caps this process's share of its GPU (0: no cap); `share` (a
+    WeightShare): where the pool maps the run's one copy of each model from (None: private)."""
     set_thread_env(threads)
     load_builtin_ops()  # plug-ins first: unpickling the chain needs their classes
     load_custom_ops(custom_ops, base_dir)
@@ -47,7 +48,7 @@ def bind_process(chain_bytes: bytes, device: str, threads: int, custom_ops: tupl
             torch.cuda.set_device(device)
             if mem_fraction > 0:
                 torch.cuda.set_per_process_memory_fraction(min(mem_fraction, 1.0), device)
-    pool = process_pool(device)
+    pool = process_pool(device, share)
     if warmup and not getattr(chain, "lazy_models", False):  # lazy: stats reused, maybe no model needed
         for spec in chain.model_specs():
             pool.get(spec)

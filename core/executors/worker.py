@@ -95,7 +95,7 @@ def _read_on_a_thread(conn) -> queue.Queue:
 
 def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_dir: str,
                 chain_bytes: bytes, conn, status: Status, warmup: bool, mem_fraction: float,
-                parent: int) -> None:
+                parent: int, share=None) -> None:
     """Entry point of one worker; `status` tells the parent which task and op it is in."""
     from djx.core.executors.process import die_with_parent, set_thread_env
     die_with_parent(parent)  # even mid-sample: a killed run leaves no worker behind
@@ -103,7 +103,8 @@ def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_di
     try:
         from djx.core.executors.process import bind_process
         from djx.core.outputs import dumps
-        chain, pool = bind_process(chain_bytes, device, threads, custom_ops, base_dir, mem_fraction, warmup)
+        chain, pool = bind_process(chain_bytes, device, threads, custom_ops, base_dir, mem_fraction, warmup,
+                                   share)
         started = Ready(rank, pool.report())
     except DjxError as e:
         started = StartFailed(rank, str(e), True)
@@ -130,7 +131,7 @@ def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_di
         status.task_id, status.op_index, status.since = task.id, -1, time.monotonic()
         try:
             result = chain.run(task.items, pool, on_op).encode(dumps)
-            answer = Done(task.id, result, pool.report(peak.peak))
+            answer = Done(task.id, result, pool.report(peak))
         except FailFast as e:
             answer = Failed(task.id, str(e))
         except BaseException as e:  # noqa: BLE001

@@ -1,0 +1,147 @@
+"""One copy of each model per machine: local workers map the weights one worker wrote under
+/dev/shm, Ray actors read them from the object store; outputs equal those of private copies, and
+the shared memory is gone after the run, after Ctrl-C and (at the next run) after kill -9."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from djx import Pipeline
+from djx.core.shared_weights import share_root
+from tests.conftest import LONG, PLUGINS_DIR, REPO_DIR, read_jsonl_file, write_jsonl_file
+
+MODELS = REPO_DIR / "tests" / "assets" / "models"
+MiB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def big_clip(tmp_path_factory) -> Path:
+    return build_big_clip(tmp_path_factory.mktemp("big-clip"))
+
+
+def build_big_clip(folder: Path) -> Path:
+    """A CLIP of ~80 MB in float32 with random weights (the tiny CLIP's tokenizer and image size):
+    big enough that one copy more or less stands out of a worker's memory. Saved in float16, as
+    many hub checkpoints are: loading it in float32 converts, so a private load is a private copy
+    (a float32 file loaded as is stays in the page cache, which the kernel already shares)."""
+    import torch
+    import transformers
+    config = transformers.CLIPConfig.from_pretrained(MODELS / "tiny-clip")
+    for tower in (config.text_config, config.vision_config):
+        tower.hidden_size, tower.intermediate_size, tower.num_hidden_layers = 512, 2048, 3
+        tower.num_attention_heads = 8
+    config.projection_dim = 256
+    torch.manual_seed(0)
+    transformers.CLIPModel(config).half().save_pretrained(folder)
+    for name in os.listdir(MODELS / "tiny-clip"):
+        if name not in ("config.json", "model.safetensors"):
+            shutil.copy(MODELS / "tiny-clip" / name, folder / name)
+    return folder
+
+
+def mm_dataset(tmp_path: Path, n: int = 24, poison_at: int | None = None) -> Path:
+    from PIL import Image
+    colours = ["red", "green", "blue", "yellow"]
+    (tmp_path / "images").mkdir(exist_ok=True)
+    records = []
+    for i in range(n):
+        Image.new("RGB", (40 + i, 48), colours[i % 4]).save(tmp_path / "images" / f"{i}.png")
+        rec = {"id": i, "text": f"<__dj__image> a {colours[(i // 3) % 4]} square, {LONG}",
+               "images": [f"images/{i}.png"]}
+        if i == poison_at:
+            rec["poison"] = True
+        records.append(rec)
+    return write_jsonl_file(tmp_path / "data.jsonl", records)
+
+
+def model_ops(clip: Path, poison: bool = False) -> list:
+    ops = [{"image_text_similarity_filter": {"hf_clip": str(clip), "min_score": -1.0}},
+           {"image_text_matching_filter": {"hf_blip": str(MODELS / "tiny-blip-itm"), "min_score": 0.5}}]
+    return ops + ([{"poison_filter": {}}] if poison else [])
+
+
+def run(tmp_path: Path, name: str, data: Path, ops: list, **keys) -> dict:
+    recipe = {"dataset_path": str(data), "export_path": str(tmp_path / name / "out.jsonl"), "np": 2,
+              "batch_size": 4, "start_method": "spawn", "process": ops,
+              "custom_ops": [str(PLUGINS_DIR / "chaos_ops.py")], **keys}
+    from djx.core.recipe import recipe_from_dict
+    return Pipeline(recipe=recipe_from_dict(recipe, base_dir=str(tmp_path))).run(progress=False, log=lambda *a: None)
+
+
+def outputs(tmp_path: Path, name: str) -> tuple:
+    return tuple(read_jsonl_file(tmp_path / name / f) for f in ("out.jsonl", "out.dropped.jsonl", "out.rejected.jsonl"))
+
+
+def my_run_folders() -> list[str]:
+    root = share_root()
+    return [n for n in os.listdir(root) if n.startswith(f"run-{os.getpid()}-")] if os.path.isdir(root) else []
+
+
+def test_workers_map_one_copy_and_score_exactly_as_with_private_copies(tmp_path, big_clip):
+    data = mm_dataset(tmp_path)
+    shared = run(tmp_path, "shared", data, model_ops(big_clip))
+    private = run(tmp_path, "private", data, model_ops(big_clip), share_models=False)
+    # bitwise equal stats: the shared copy holds the same tensors, tied weights and buffers included
+    assert outputs(tmp_path, "shared") == outputs(tmp_path, "private")
+    assert shared["kept"] + shared["dropped"] == 24 and shared["rejected"] == 0
+    assert shared["max_model_loads_per_process"] == 1
+    mem, mem_private = shared["memory"], private["memory"]
+    weights = mem["shared_weight_bytes_per_device"]["cpu"]
+    assert weights > 70 * MiB and mem_private["shared_weight_bytes_per_device"] == {}
+    # every worker's private memory lacks the weights: they are mapped, not copied
+    for rank in (0, 1):
+        assert mem["worker_last_uss_bytes"][rank] < mem_private["worker_last_uss_bytes"][rank] - 0.8 * weights
+    # the two workers together are charged about one copy less than with private copies
+    saved = sum(mem_private["worker_last_pss_bytes"].values()) - sum(mem["worker_last_pss_bytes"].values())
+    assert saved > 0.8 * weights
+    assert my_run_folders() == []  # the shared copy is removed at the end of the run
+
+
+def start_held_run(tmp_path: Path, hold: Path) -> tuple[subprocess.Popen, Path]:
+    """`djx process` in its own process group, on a model op then an op that holds every batch
+    while `hold` exists; returns it once its shared weights are written (a state, not a time)."""
+    import yaml
+    hold.write_text("0")
+    data = mm_dataset(tmp_path, n=8)
+    recipe = tmp_path / "held.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "dataset_path": str(data), "export_path": str(tmp_path / "held" / "out.jsonl"), "np": 1,
+        "batch_size": 4, "custom_ops": [str(PLUGINS_DIR / "chaos_ops.py")],
+        "process": [{"image_text_similarity_filter": {"hf_clip": str(MODELS / "tiny-clip"), "min_score": -1.0}},
+                    {"hold_mapper": {"hold_file": str(hold)}}]}))
+    proc = subprocess.Popen([sys.executable, "-m", "djx.cli", "process", str(recipe), "--quiet"],
+                            start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    root = Path(share_root())
+    while not list(root.glob(f"run-{proc.pid}-*/*.skeleton")):
+        assert proc.poll() is None, proc.stdout.read().decode()
+        time.sleep(0.05)  # polling for the state above
+    return proc, next(root.glob(f"run-{proc.pid}-*"))
+
+
+def test_ctrl_c_removes_the_shared_weights(tmp_path):
+    proc, folder = start_held_run(tmp_path, tmp_path / "hold")
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole group
+    out = proc.communicate(timeout=120)[0].decode()
+    assert proc.returncode == 130, out
+    assert not folder.exists()
+
+
+def test_shared_weights_of_a_killed_run_are_removed_by_the_next_run(tmp_path, text_dataset, write_recipe):
+    proc, folder = start_held_run(tmp_path, tmp_path / "hold")
+    os.killpg(proc.pid, signal.SIGKILL)  # the run and its workers: no chance to clean up
+    proc.communicate(timeout=60)
+    assert folder.exists()
+    recipe = write_recipe(tmp_path / "text.yaml", dataset_path=str(text_dataset.path), np=1,
+                          export_path=str(tmp_path / "text" / "out.jsonl"),
+                          process=[{"text_length_filter": {"min_len": 3}}])
+    Pipeline.from_recipe(str(recipe)).run(progress=False, log=lambda *a: None)
+    assert not folder.exists()
