@@ -60,9 +60,8 @@ def analyze(export: str, out_dir: str | None = None, ops=None, recipe=None, log=
     log(format_stats(rows))
     histograms = _histograms(col, filters, out_dir)
     curves = _curves(col, filters, out_dir)
-    dataset_path = recipe.dataset_path if recipe else (summary or {}).get("dataset_path")
     report = write_report(out_dir, col, summary, rows, histograms, curves, filters,
-                          dataset_root(dataset_path) if dataset_path else None, ops is not None)
+                          _image_folders(paths.export, recipe, summary), ops is not None)
     log(f"[djx] analysis of {paths.export}: {out_dir}/stats.csv, {len(histograms)} histograms, "
         f"{len(curves)} keep-rate curves, {report}")
     return Analysis(out_dir, col, summary, rows, histograms, curves, report)
@@ -129,3 +128,14 @@ def _curves(col: Collector, filters: list[FilterInfo], out_dir: str) -> list[dic
                     "readouts": read, "curve": curve, "bounds": bounds})
     write_keep_rate_csv(out, os.path.join(out_dir, "keep_rate.csv"))
     return out
+
+
+def _image_folders(export: str, recipe, summary: dict | None) -> list[str]:
+    """Where the outputs' relative image paths may point: the run's image folder (the recipe's
+    image_root, else the dataset's folder), then the export's folder (image_paths: relative)."""
+    folders = []
+    if recipe is not None:
+        folders.append(recipe.run_context().dataset_dir)
+    elif (summary or {}).get("dataset_path"):
+        folders.append(dataset_root(summary["dataset_path"]))
+    return folders + [os.path.dirname(os.path.abspath(export))]

@@ -82,13 +82,13 @@ def curve_png(curve: Curve, bounds: list[Threshold], rates: list[float], path: s
     """The keep-rate curve of one filter's stat, with the recipe's bounds and their (exact) keep rates."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.2), dpi=90)
-    for side, ts, rates in curve_points(curve, bounds):
+    for side, ts, line in curve_points(curve, bounds):
         label = f"kept if {curve.stat} {'>=' if side == 'min' else '<='} t"
-        ax.plot(ts, rates * 100, label=label, color="#2c6fbb" if side == "min" else "#8a4fbf")
+        ax.plot(ts, line * 100, label=label, color="#2c6fbb" if side == "min" else "#8a4fbf")
     for t, rate in zip(bounds, rates):
         ax.axvline(t.value, color="#222", linestyle="--", linewidth=1)
-        ax.annotate(f"{t.param}={t.value:g}: {rate:.0%}", (t.value, rate * 100), fontsize=7,
-                    xytext=(4, -10), textcoords="offset points")
+        ax.annotate(f"{t.param}={t.value:g}: {rate:.1%}", (t.value, rate * 100), fontsize=7,
+                    xytext=(4, -12 if t.side == "min" else 4), textcoords="offset points")
     ax.set_ylim(0, 102)
     ax.set_title(f"{curve.op}: keep rate of the {curve.reached} samples reaching it", fontsize=9)
     per = "" if curve.any_or_all == "any" else " (all of a sample's values)"

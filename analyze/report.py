@@ -31,12 +31,12 @@ def _galleries(col: Collector, thumbs: dict) -> list[dict]:
 
 
 def write_report(out_dir: str, col: Collector, summary: dict | None, rows: list[dict], histograms: dict,
-                 curves: list[dict], filters, dataset_dir: str | None, has_recipe: bool) -> str:
+                 curves: list[dict], filters, image_folders: list[str], has_recipe: bool) -> str:
     """Write out_dir/report.html (and the gallery thumbnails under out_dir/thumbs/); return its path."""
     import jinja2
     refs = [ref for g in col.galleries for side in ("dropped", "kept") for item in g.items(side)
             for ref in item["images"]]
-    thumbs = make_thumbs(refs, dataset_dir, out_dir)
+    thumbs = make_thumbs(refs, image_folders, out_dir)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(_TEMPLATES),
                              autoescape=jinja2.select_autoescape(["html"]), undefined=jinja2.StrictUndefined)
     env.filters["num"] = lambda v: f"{v:.5g}" if isinstance(v, float) else str(v)

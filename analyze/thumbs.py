@@ -7,13 +7,18 @@ import os
 THUMB_PX = 128
 
 
-def resolve_image(ref: str, dataset_dir: str | None) -> str:
-    if os.path.isabs(ref) or not dataset_dir:
+def resolve_image(ref: str, folders: list[str]) -> str:
+    """An image path as an output holds it: absolute, or relative to the first of `folders` (the
+    run's image folder, the export's folder) where it exists."""
+    if os.path.isabs(ref):
         return ref
-    return os.path.join(dataset_dir, ref)
+    for folder in folders:
+        if os.path.exists(os.path.join(folder, ref)):
+            return os.path.join(folder, ref)
+    return os.path.join(folders[0], ref) if folders else ref
 
 
-def make_thumbs(refs, dataset_dir: str | None, out_dir: str) -> dict[str, str | None]:
+def make_thumbs(refs, folders: list[str], out_dir: str) -> dict[str, str | None]:
     """ref -> path of its thumbnail relative to out_dir, or None when the image cannot be read now."""
     from PIL import Image, ImageOps
     os.makedirs(os.path.join(out_dir, "thumbs"), exist_ok=True)
@@ -21,7 +26,7 @@ def make_thumbs(refs, dataset_dir: str | None, out_dir: str) -> dict[str, str | 
     for ref in refs:
         if ref in done:
             continue
-        path = resolve_image(ref, dataset_dir)
+        path = resolve_image(ref, folders)
         rel = os.path.join("thumbs", hashlib.sha1(path.encode("utf-8", "replace")).hexdigest()[:16] + ".jpg")
         try:
             if not os.path.isfile(path):
