@@ -12,6 +12,7 @@ from djx.core.errors import SampleError
 from djx.core.images import BatchImages
 from djx.core.op import Batch, Filter, Mapper, Op
 from djx.core.paths import path_writer
+from djx.core.record_limits import output_problem
 from djx.core.records import BatchResult, FailFast, Item, Rejection, parse_pending
 from djx.core.reinput import input_sample, unwrap_rejected
 from djx.core.stat_reuse import reusable
@@ -69,8 +70,31 @@ class OpChain:
         finally:
             images.close()
         result.kept = samples
+        self._refuse_unwritable(result, originals)
         self._write_paths(result)
         return result
+
+    def _refuse_unwritable(self, result: BatchResult, originals: dict) -> None:
+        """Reject the samples that ops left unwritable (a lone surrogate, a cycle), so one bad
+        sample cannot crash the writer. Only mappers change a whole sample; filters write stats."""
+        if not self.ops:
+            return
+        whole = any(isinstance(op, Mapper) for op in self.ops)
+        for kind in ("kept", "dropped"):
+            good = []
+            for s in getattr(result, kind):
+                why = output_problem(s if whole else s.get(STATS_KEY))
+                if why is None:
+                    good.append(s)
+                    continue
+                k = len(self.ops) - 1 if kind == "kept" else s[DROP_KEY]["op_index"]
+                counts = result.op_counts[k]
+                counts.kept, counts.dropped = counts.kept - (kind == "kept"), counts.dropped - (kind == "dropped")
+                counts.rejected += 1
+                result.rejected.append(self.reject(originals[s[POSITION_KEY]], k,
+                                                   f"the sample as the ops left it {why} (the last op to see it: "
+                                                   f"{self.ops[k].name})", "op_error"))
+            setattr(result, kind, good)
 
     def _write_paths(self, result: BatchResult) -> None:
         """Image paths of the records a run writes, rewritten to resolve from its outputs."""

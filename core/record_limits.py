@@ -44,3 +44,16 @@ def _deeper_than(value, limit: int) -> bool:
             return True
         stack.extend((c, depth + 1) for c in children)
     return False
+
+
+def output_problem(value) -> str | None:
+    """Why a sample (or its stats) that ops produced cannot be written out as UTF-8 JSON; None
+    when it can. Ops run plug-in code, which can put anything into a sample."""
+    try:
+        json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError as e:
+        return (f"holds a lone surrogate {e.object[e.start:e.end]!r} (not valid Unicode), so it cannot be "
+                f"written as UTF-8")
+    except (RecursionError, ValueError) as e:  # nested too deep, or a reference cycle
+        return f"cannot be written as JSON ({type(e).__name__}: {e})"
+    return None

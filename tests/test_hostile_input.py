@@ -50,6 +50,20 @@ class VerdictFilter(Filter):
         return self.VERDICTS[stats["verdict"]]
 
 
+@register_op("hostile_unwritable_mapper")
+class UnwritableMapper(Mapper):
+    """Puts what cannot be written as UTF-8 JSON into the samples whose `spoil` field names it."""
+
+    def process(self, batch):
+        for s in batch.samples:
+            if s.get("spoil") == "surrogate":
+                s["text"] += "\\ud800"
+            elif s.get("spoil") == "cycle":
+                s["self"] = s
+            elif s.get("spoil") == "stat_surrogate":
+                batch.stats(s)["note"] = "\\udfff"
+
+
 @register_op("text_length_filter")
 class Impostor(Filter):
     """A plug-in that takes a built-in op's name."""
@@ -332,3 +346,40 @@ def test_a_plugin_that_takes_a_builtin_name_is_told_to_rename_itself(tmp_path, w
     res = djx_cli("process", recipe, "--quiet")
     assert_clear_error(res, "built-in", str(plugin))
     assert "choose another name for djx.ops" not in res.err  # never: rename the built-in
+
+
+# -- an op that leaves a sample unwritable rejects that sample only -----------------------------------
+
+SPOILED = {2: "surrogate", 5: "cycle", 9: "stat_surrogate"}
+
+
+def spoiled_dataset(tmp_path) -> Path:
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"id": i, "text": f"sample {i}", "spoil": SPOILED.get(i)}) + "\n"
+                            for i in range(12)))
+    return data
+
+
+def check_spoiled(summary: dict, out: dict) -> None:
+    assert_each_once(out, 12)
+    assert sorted(out["rejected"]) == sorted(SPOILED)
+    for pos, rec in out["rejected"].items():
+        assert rec["code"] == "op_error" and rec["record"]["id"] == pos
+    assert "lone surrogate" in out["rejected"][2]["reason"] and "lone surrogate" in out["rejected"][9]["reason"]
+    assert "cannot be written as JSON" in out["rejected"][5]["reason"]
+    assert summary["ops"][-1]["rejected"] == 3 and summary["kept"] == 9
+
+
+def test_an_op_that_leaves_a_sample_unwritable_rejects_only_that_sample(tmp_path, hostile_ops):
+    process = [{"hostile_unwritable_mapper": {}}, {"text_length_filter": {"min_len": 1}}]
+    summary, out = run(tmp_path, spoiled_dataset(tmp_path), process, np=2, batch_size=4,
+                       custom_ops=[str(hostile_ops)])
+    check_spoiled(summary, out)
+
+
+def test_an_op_that_leaves_a_sample_unwritable_rejects_only_that_sample_on_ray(ray_address, tmp_path,  # noqa: F811
+                                                                             hostile_ops):
+    process = [{"hostile_unwritable_mapper": {}}, {"text_length_filter": {"min_len": 1}}]
+    summary, out = run(tmp_path, spoiled_dataset(tmp_path), process, np=1, batch_size=4, executor="ray",
+                       ray_address=ray_address, custom_ops=[str(hostile_ops)])
+    check_spoiled(summary, out)
