@@ -122,10 +122,12 @@ class OpChain:
             result.op_counts[k].reused += len(reused)
             live = [i for i in live if i not in reused]
         step = op.batch_size or len(live) or 1
+        own = [(s[POSITION_KEY], s.get(STATS_KEY)) for s in samples]  # djx's keys, whatever the op does
         for start in range(0, len(live), step):
             idx = live[start:start + step]
             rejected.update(self._call_isolated(op, samples, idx, images, pool, text_key, image_key,
                                                 result.counters))
+        _restore_keys(samples, own)
         kept, counts = [], result.op_counts[k]
         for i, s in enumerate(samples):
             if i not in rejected and isinstance(op, Filter):
@@ -221,6 +223,15 @@ def _adopt_replacements(op: Op, batch: Batch, samples: list[dict], idx: list[int
             new[STATS_KEY] = old[STATS_KEY]
         samples[i] = new
     return bad
+
+
+def _restore_keys(samples: list[dict], own: list[tuple]) -> None:
+    """Give back the position (and the stats, if gone) an op deleted or changed in a sample."""
+    for s, (pos, stats) in zip(samples, own):
+        if s.get(POSITION_KEY) is not pos:
+            s[POSITION_KEY] = pos
+        if STATS_KEY not in s and stats is not None:
+            s[STATS_KEY] = stats
 
 
 class _BadVerdict(Exception):

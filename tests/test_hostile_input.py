@@ -64,6 +64,19 @@ class UnwritableMapper(Mapper):
                 batch.stats(s)["note"] = "\\udfff"
 
 
+@register_op("hostile_bookkeeping_mapper")
+class BookkeepingMapper(Mapper):
+    """Deletes or rewrites djx's own keys (position, stats) in the samples whose `spoil` says so."""
+
+    def process(self, batch):
+        for s in batch.samples:
+            if s.get("spoil") == "delete_keys":
+                s.pop("__dj__pos__", None)
+                s.pop("__dj__stats__", None)
+            elif s.get("spoil") == "move_position":
+                s["__dj__pos__"] = 0
+
+
 @register_op("text_length_filter")
 class Impostor(Filter):
     """A plug-in that takes a built-in op's name."""
@@ -383,3 +396,16 @@ def test_an_op_that_leaves_a_sample_unwritable_rejects_only_that_sample_on_ray(r
     summary, out = run(tmp_path, spoiled_dataset(tmp_path), process, np=1, batch_size=4, executor="ray",
                        ray_address=ray_address, custom_ops=[str(hostile_ops)])
     check_spoiled(summary, out)
+
+
+def test_an_op_that_deletes_or_rewrites_djx_keys_loses_no_sample(tmp_path, hostile_ops):
+    data = tmp_path / "data.jsonl"
+    spoil = {1: "delete_keys", 4: "move_position", 7: "delete_keys"}
+    data.write_text("".join(json.dumps({"id": i, "text": f"sample {i}", "spoil": spoil.get(i)}) + "\n"
+                            for i in range(10)))
+    process = [{"text_length_filter": {"min_len": 1}}, {"hostile_bookkeeping_mapper": {}},
+               {"text_length_filter": {"min_len": 2}}]
+    summary, out = run(tmp_path, data, process, np=2, batch_size=3, custom_ops=[str(hostile_ops)])
+    assert_each_once(out, 10)
+    assert {pos: s["id"] for pos, s in out["kept"].items()} == {i: i for i in range(10)}
+    assert all("text_len" in s["__dj__stats__"] for s in out["kept"].values())
