@@ -1,12 +1,15 @@
 """How many samples a dataset holds, known before reading it: exact for parquet (its metadata),
 counted for JSON Lines up to a size, estimated from bytes per record beyond it (and for .json
-arrays). Used for the progress total and for a trial run's whole-dataset estimate."""
+arrays). Used for the progress total and for a trial run's whole-dataset estimate; `has_more` says
+whether a trial stopped before the dataset's end."""
 from __future__ import annotations
 
 import json
 import os
 import re
 from dataclasses import dataclass
+
+from djx.core.reader import ReadState, read_files
 
 COUNT_UP_TO = 1 << 30     # JSON Lines datasets up to this size are counted line by line
 SAMPLE_BYTES = 4 << 20    # beyond it, bytes per record are measured on the first bytes of a file
@@ -42,6 +45,11 @@ def measure_input(files: list[str]) -> InputSize:
     n = max(1, round(total_bytes / samples))
     return InputSize(n, False, f"estimated: {_mb(total_bytes)} of {_n_files(files)} at {samples:,.0f} bytes "
                                f"per record (measured on the first {_mb(SAMPLE_BYTES)} of the first file)")
+
+
+def has_more(files: list[str], state: ReadState) -> bool:
+    """Whether a sample follows the reader position `state` (which stays as it is)."""
+    return next(read_files(files, ReadState(**vars(state)), parse=False), None) is not None
 
 
 def _kind(path: str) -> str:

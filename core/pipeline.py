@@ -16,12 +16,12 @@ from djx.core.dtypes import slow_dtype_warnings
 from djx.core.errors import DjxError
 from djx.core.estimate import RunWatch
 from djx.core.executors import DatasetSource, make_executor
-from djx.core.input_size import measure_input
+from djx.core.input_size import has_more, measure_input
 from djx.core.ledger import RunLedger
 from djx.core.model_pool import estimate_bytes, process_pool
 from djx.core.outputs import OutputPaths, OutputWriter, guard_outputs
 from djx.core.planner import Plan, cuda_inventory, plan_workers
-from djx.core.reader import dataset_files, dataset_root, has_more
+from djx.core.reader import dataset_files, dataset_root
 from djx.core.recipe import Recipe, load_recipe, recipe_from_dict
 from djx.core.records import Item
 from djx.core.resources import cpu_count

@@ -101,17 +101,7 @@ def _kind(path: str) -> str:
     return "parquet" if lower.endswith(".parquet") else "json" if lower.endswith(".json") else "jsonl"
 
 
-def read_files(files: list[str], state: ReadState, parse: bool, limit: int | None = None) -> Iterator[Item]:
-    """Items from `state` on, advancing it; with `limit`, none past the first `limit` samples
-    (blank lines are not samples)."""
-    if limit is not None:
-        if state.records >= limit:
-            return
-        for item in read_files(files, state, parse):
-            yield item
-            if state.records >= limit:
-                return
-        return
+def read_files(files: list[str], state: ReadState, parse: bool) -> Iterator[Item]:
     while state.file < len(files):
         path = files[state.file]
         kind = _kind(path)
@@ -125,11 +115,6 @@ def read_files(files: list[str], state: ReadState, parse: bool, limit: int | Non
                     parse_pending([item])
                 yield item
         state.next_file()
-
-
-def has_more(files: list[str], state: ReadState) -> bool:
-    """Whether a sample follows `state` (which stays as it is)."""
-    return next(read_files(files, ReadState(**vars(state)), parse=False), None) is not None
 
 
 def decode_line(raw: bytes, at: int) -> tuple[str, str | None]:

@@ -3,6 +3,7 @@ input order, each carrying the reader position a checkpoint resumes from. The lo
 the Ray engine implement it; the ledger consumes what they yield."""
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Protocol
 
@@ -33,7 +34,9 @@ class DatasetSource:
     def __iter__(self) -> Iterator[InputBatch]:
         if self.on_first_read is not None:
             self.on_first_read()
-        items = read_files(self.files, self.state, parse=False, limit=self.limit)  # workers parse the lines
+        items = read_files(self.files, self.state, parse=False)  # workers parse the lines
+        if self.limit is not None:  # the first `limit` samples (blank lines are not samples)
+            items = itertools.islice(items, max(self.limit - self.state.records, 0))
         block, size = [], 0
         for item in items:
             block.append(item)
