@@ -130,6 +130,12 @@ def _analyze(args) -> int:
     return 0
 
 
+def _explain(args) -> int:
+    from djx.core.explain import explain
+    print(explain(args.export, args.id, args.where, args.recipe, _plugins(args.custom_ops)))
+    return 0
+
+
 def main(argv=None) -> int:
     from djx import __version__
     parser = argparse.ArgumentParser(prog="djx", description="Clean multimodal training data.")
@@ -173,6 +179,14 @@ def main(argv=None) -> int:
     p.add_argument("--out", help="folder for the analysis (default: <stem>.analysis/ next to the export)")
     p.add_argument("--custom-ops", action="append", metavar="PATH_OR_MODULE", help="load plug-in ops")
     p.set_defaults(fn=_analyze)
+
+    p = sub.add_parser("explain", help="one sample's journey: the output it is in, each op's stats, thresholds and verdict")
+    p.add_argument("export", help="the export path (kept samples) of a finished run")
+    p.add_argument("id", nargs="?", help="the sample's __dj__pos__ (its input record index)")
+    p.add_argument("--where", metavar="FIELD=VALUE", help="select the sample by a field instead, e.g. id=demo-017")
+    p.add_argument("--recipe", help="the run's recipe (default: the one its summary recorded)")
+    p.add_argument("--custom-ops", action="append", metavar="PATH_OR_MODULE", help="load plug-in ops")
+    p.set_defaults(fn=_explain)
 
     args = parser.parse_args(argv)
     try:

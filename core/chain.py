@@ -285,6 +285,16 @@ def _short_tb(e: BaseException) -> str:
 
 
 def _default_reason(op: Op, stats: dict) -> str:
+    """The filter's own account (`drop_reason(stats)`, every built-in filter has one: the stat, its
+    value and the threshold), else the stats it computed."""
+    explain = getattr(op, "drop_reason", None)
+    if callable(explain):
+        try:
+            reason = explain(stats)
+            if isinstance(reason, str) and reason:
+                return reason
+        except Exception:  # noqa: BLE001  a reason is no cause to lose the verdict
+            pass
     shown = ", ".join(f"{k}={_fmt(stats.get(k))}" for k in getattr(op, "stats_keys", ()))
     return f"{shown} outside the kept range" if shown else "dropped"
 

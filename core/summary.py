@@ -24,6 +24,7 @@ def build_summary(r, paths, plan, executor, ops, counts, state, report, session_
         "ops": [{"name": op.name, "in": c.seen, "kept": c.kept, "dropped": c.dropped, "rejected": c.rejected,
                  "seconds": round(c.seconds, 3), "reused_stats": c.reused} for op, c in zip(ops, counts.ops)],
         "skipped_ops": r.skipped_ops(),  # unknown ops a skip_unknown_ops recipe ran without
+        "recipe": {**r.to_dict(), "base_dir": r.base_dir},  # what ran (djx explain reads its ops)
         "ops_seconds_are": OPS_SECONDS,
         "seconds": round(counts.seconds, 3),
         # the rate of this session: samples it processed over its own time

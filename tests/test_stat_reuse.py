@@ -51,6 +51,9 @@ def test_refiltering_an_export_reuses_its_stats_and_loads_no_model(tmp_path, fir
     assert again["input"] == first["kept"] and 0 < again["kept"] < first["kept"]
     assert again["max_model_loads_per_process"] == 0 and all(not v for v in again["model_loads"].values())
     assert [op["reused_stats"] for op in again["ops"]] == [first["kept"]] * 3
+    reasons = [s["__dj__drop__"]["reason"] for s in read_jsonl(tmp_path / "two" / "out" / "o.dropped.jsonl")]
+    assert reasons and all(r.startswith("image_text_similarity=[") and r.endswith("] below min_score 0.23")
+                           for r in reasons)
     assert "stats reused" in again["table"] and "image_text_similarity_filter " + str(first["kept"]) in again["table"]
     # a fresh run with the new threshold (the same chain, in this process) keeps the same samples
     # with the same stats

@@ -4,6 +4,7 @@ from djx.core.op import Batch, Filter
 from djx.core.registry import register_op
 
 from djx.ops.filter.per_image import image_sizes, keep_images
+from djx.ops.filter.reasons import range_reason
 
 
 @register_op("image_aspect_ratio_filter")
@@ -27,3 +28,7 @@ class ImageAspectRatioFilter(Filter):
 
     def keep(self, stats: dict) -> bool:
         return keep_images(stats["aspect_ratios"], self.min_ratio, self.max_ratio, self.any_or_all)
+
+    def drop_reason(self, stats: dict) -> str:
+        return range_reason("aspect_ratios", stats["aspect_ratios"], self.min_ratio, self.max_ratio,
+                            "min_ratio", "max_ratio", self.any_or_all)

@@ -5,6 +5,7 @@ from djx.core.op import Batch, Filter
 from djx.core.registry import register_op
 
 from djx.ops.filter.per_image import image_sizes
+from djx.ops.filter.reasons import range_reason
 
 
 @register_op("image_shape_filter")
@@ -36,4 +37,12 @@ class ImageShapeFilter(Filter):
         oks = [self.min_width <= w <= self.max_width and self.min_height <= h <= self.max_height
                for w, h in zip(ws, hs)]
         return any(oks) if self.any_or_all == "any" else all(oks)
+
+    def drop_reason(self, stats: dict) -> str:
+        ws, hs = stats["image_width"], stats["image_height"]
+        out = [range_reason(stat, values, low, high, f"min_{side}", f"max_{side}", self.any_or_all)
+               for stat, values, low, high, side in (("image_width", ws, self.min_width, self.max_width, "width"),
+                                                     ("image_height", hs, self.min_height, self.max_height, "height"))
+               if any(not low <= v <= high for v in values)]
+        return "; ".join(out)
 

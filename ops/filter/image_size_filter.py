@@ -6,6 +6,7 @@ from djx.core.op import Batch, Filter
 from djx.core.registry import register_op
 
 from djx.ops.filter.per_image import keep_images
+from djx.ops.filter.reasons import range_reason
 
 # Data-Juicer's convention: KB and KiB alike are 1024 bytes (MB 1024**2, ...).
 _UNITS = {"": 1, "B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3, "TB": 1024 ** 4,
@@ -34,6 +35,7 @@ class ImageSizeFilter(Filter):
     def __init__(self, min_size: str | int = "0", max_size: str | int = "1TB",
                  any_or_all: Literal["any", "all"] = "any", **common):
         super().__init__(**common)
+        self.size_text = (min_size, max_size)  # as given, for drop reasons
         self.min_bytes = parse_size(min_size, "min_size")
         self.max_bytes = parse_size(max_size, "max_size")
         self.any_or_all = any_or_all
@@ -48,3 +50,9 @@ class ImageSizeFilter(Filter):
 
     def keep(self, stats: dict) -> bool:
         return keep_images(stats["image_sizes"], self.min_bytes, self.max_bytes, self.any_or_all)
+
+    def drop_reason(self, stats: dict) -> str:
+        shown = tuple(f"{given} ({n} bytes)" if isinstance(given, str) else str(n)
+                      for given, n in zip(self.size_text, (self.min_bytes, self.max_bytes)))
+        return range_reason("image_sizes", stats["image_sizes"], self.min_bytes, self.max_bytes,
+                            "min_size", "max_size", self.any_or_all, shown)

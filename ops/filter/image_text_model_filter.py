@@ -20,6 +20,7 @@ from djx.core.oom import OOM_REASON, forward_with_backoff
 from djx.core.op import Batch, Filter
 
 from djx.ops.filter.per_image import keep_images
+from djx.ops.filter.reasons import range_reason
 
 
 def split_chunks(text: str, n_images: int, image_token: str, eoc_token: str) -> list[tuple[str, int, int]]:
@@ -153,6 +154,10 @@ class ImageTextModelFilter(Filter):
 
     def keep(self, stats: dict) -> bool:
         return keep_images(stats[self.stat], self.min_score, self.max_score, self.any_or_all)
+
+    def drop_reason(self, stats: dict) -> str:
+        return range_reason(self.stat, stats[self.stat], self.min_score, self.max_score, "min_score", "max_score",
+                            self.any_or_all)
 
     def _prepare(self, image):
         if self.horizontal_flip:

@@ -3,6 +3,8 @@ import sys
 from djx.core.op import Batch, Filter
 from djx.core.registry import register_op
 
+from djx.ops.filter.reasons import range_reason
+
 
 @register_op("text_length_filter")
 class TextLengthFilter(Filter):
@@ -22,3 +24,6 @@ class TextLengthFilter(Filter):
 
     def keep(self, stats: dict) -> bool:
         return self.min_len <= stats["text_len"] <= self.max_len
+
+    def drop_reason(self, stats: dict) -> str:
+        return range_reason("text_len", stats["text_len"], self.min_len, self.max_len, "min_len", "max_len")
