@@ -58,6 +58,9 @@ def analyze(export: str, out_dir: str | None = None, ops=None, recipe=None, log=
     rows = stats_rows(col)
     write_stats_csv(rows, os.path.join(out_dir, "stats.csv"))
     log(format_stats(rows))
+    other = sorted(set(col.stats) - {r["stat"] for r in rows})
+    if other:
+        log(f"note: stats without numeric values are not summarised: {', '.join(other)}")
     histograms = _histograms(col, filters, out_dir)
     curves = _curves(col, filters, out_dir)
     report = write_report(out_dir, col, summary, rows, histograms, curves, filters,
@@ -72,6 +75,8 @@ def stats_rows(col: Collector) -> list[dict]:
     for stat in sorted(col.stats):
         s = col.stats[stat]["all"]
         s.flush()
+        if s.n == 0:
+            continue
         q = s.percentiles([0.25, 0.5, 0.75])
         rows.append({"stat": stat, "count": s.n, "mean": s.mean if s.n else math.nan, "std": s.std,
                      "min": s.min if s.n else math.nan, "25%": q[0], "50%": q[1], "75%": q[2],

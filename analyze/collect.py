@@ -19,6 +19,7 @@ from djx.analyze.thresholds import FilterInfo, Threshold, reduce_for
 GALLERY_SIZE = 6        # samples per side of each bound
 REJECTION_EXAMPLES = 3  # examples per rejection code
 _TEXT_CHARS = 300
+_NUMBER = (int, float)  # exact types: a bool or a string stat is no number to summarise
 
 
 @dataclass
@@ -112,9 +113,10 @@ class Collector:
             if sk is None:
                 sk = self.stats[name] = {"all": ValueSketch(), "kept": ValueSketch(), "dropped": ValueSketch()}
             if isinstance(value, list):
+                value = [v for v in value if type(v) in _NUMBER]
                 sk["all"].extend(value)
                 sk[kind].extend(value)
-            else:
+            elif type(value) in _NUMBER:
                 sk["all"].add(value)
                 sk[kind].add(value)
         for f, per_stat in self._plan:

@@ -213,3 +213,18 @@ def test_a_parquet_export_is_analyzed(tmp_path, write_recipe, djx_cli):
     assert res.rc == 0, res.err
     table = _stats_csv(tmp_path / "out" / "p.analysis" / "stats.csv")
     assert table["text_len"]["count"] == 100  # kept (parquet) + dropped
+
+
+def test_outputs_of_an_unknown_plugin_filter_are_summarised_without_thresholds(tmp_path, write_jsonl, djx_cli):
+    kept = [{"text": f"t{i}", "__dj__pos__": i, "__dj__stats__": {"lang": "en", "lang_score": i / 10, "flags": [i, 2 * i]}}
+            for i in range(10)]
+    write_jsonl(tmp_path / "o.jsonl", kept)
+    write_jsonl(tmp_path / "o.dropped.jsonl", [{"text": "x", "__dj__pos__": 10, "__dj__stats__": {"lang": "de", "lang_score": 0.01},
+                                                "__dj__drop__": {"op": "my_lang_filter", "op_index": 0, "reason": "lang"}}])
+    res = djx_cli("analyze", tmp_path / "o.jsonl")
+    assert res.rc == 0, res.err
+    table = _stats_csv(tmp_path / "o.analysis" / "stats.csv")
+    assert set(table) == {"lang_score", "flags"} and table["lang_score"]["count"] == 11
+    assert table["flags"]["max"] == 18 and "not summarised: lang" in res.out
+    html = (tmp_path / "o.analysis" / "report.html").read_text()
+    assert 'class="curve"' not in html and "lang_score" in html  # no op known: no curve, no line
