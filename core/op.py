@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 from djx.core.context import STATS_KEY, RunContext
 from djx.core.images import BatchImages
 from djx.core.errors import RecipeError
-from djx.core.params import validate_params
+from djx.core.params import check_ranges, validate_params
 
 
 class Batch:
@@ -67,6 +67,7 @@ class Op:
                             f"{cls.__name__}(min_len=5)")
         op = super().__new__(cls)
         op._params = validate_params(cls, params, cls.name or cls.__name__)
+        check_ranges(cls, op._params, cls.name or cls.__name__)
         return op
 
     def __init__(self, text_key: str | None = None, image_key: str | None = None,

@@ -114,3 +114,17 @@ def describe_params(cls: type) -> list[tuple[str, str, Any]]:
             default = None if p.default is p.empty else p.default
             rows.append((n, _type_name(hints.get(n, Any)), default))
     return rows
+
+
+def check_ranges(cls: type, params: dict, where: str) -> None:
+    """A `min_X` above its `max_X` (given, or the default) keeps nothing: say so instead of
+    dropping every sample."""
+    defaults = {n: p.default for klass in cls.__mro__ if "__init__" in klass.__dict__ and klass is not object
+                for n, p in inspect.signature(klass.__dict__["__init__"]).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    values = {**defaults, **params}
+    for name, low in values.items():
+        high = values.get("max_" + name[4:]) if name.startswith("min_") else None
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (low, high))
+        if numbers and low > high:
+            raise RecipeError(f"{where}: {name} {low} is above max_{name[4:]} {high}; no sample could pass")

@@ -228,3 +228,21 @@ def test_text_keys_may_be_a_string_or_a_list(tmp_path, write_recipe, write_jsonl
     kept = read_jsonl(tmp_path / "out" / "k.jsonl")
     assert [s["content"] for s in kept] == ["long enough content"]
     assert kept[0]["__dj__stats__"] == {"text_len": len("long enough content")}
+
+
+def test_a_minimum_above_its_maximum_is_refused_naming_both(tmp_path, djx_cli, write_recipe):
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path="d.jsonl", export_path="out/o.jsonl",
+                          process=[{"text_length_filter": {"min_len": 5, "max_len": 2}},
+                                   {"image_text_similarity_filter": {"hf_clip": "x", "min_score": 1.5}}])
+    res = djx_cli("process", recipe, "--dry-run")
+    assert res.rc == 1 and "Traceback" not in res.err
+    assert "text_length_filter: min_len 5 is above max_len 2" in res.err
+    assert "image_text_similarity_filter: min_score 1.5 is above max_score 1.0" in res.err  # the default max
+
+
+def test_an_empty_range_is_refused_from_python_too():
+    from djx import RecipeError
+    from djx.core.registry import get_op_class
+    with pytest.raises(RecipeError, match="min_len 9 is above max_len 3"):
+        get_op_class("text_length_filter")(min_len=9, max_len=3)
+    get_op_class("text_length_filter")(min_len=3, max_len=3)  # one length passes: allowed
