@@ -20,6 +20,7 @@ GALLERY_SIZE = 6        # samples per side of each bound
 REJECTION_EXAMPLES = 3  # examples per rejection code
 _TEXT_CHARS = 300
 _NUMBER = (int, float)  # exact types: a bool or a string stat is no number to summarise
+_MISSING = object()
 
 
 @dataclass
@@ -39,6 +40,7 @@ class Gallery:
 
     def __init__(self, threshold: Threshold, reduce: str, k: int = GALLERY_SIZE):
         self.threshold, self.reduce, self.k = threshold, reduce, k
+        self.bound, self.is_min = threshold.value, threshold.side == "min"
         self.sides: dict[str, list] = {"dropped": [], "kept": []}
         self.passing = 0  # samples with values that meet this bound (counted exactly)
         self._seq = itertools.count()
@@ -59,16 +61,13 @@ class Gallery:
         return [e[2] for e in sorted(self.sides[side], key=lambda e: (-e[0], e[1]))]
 
 
-def _decide(value, reduce: str):
-    """The one number of a stat value that meets or misses a bound; None when there is none."""
-    if isinstance(value, list):
-        nums = [v for v in value if isinstance(v, (int, float)) and not isinstance(v, bool)]
-        if not nums:
-            return None
-        return max(nums) if reduce == "max" else min(nums)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return value
-    return None
+def _extremes(value) -> tuple | None:
+    """(largest, smallest) number of a stat value: the one that meets or misses a bound, whichever
+    way the filter reduces a list; None when it holds no number (a sample without images)."""
+    if type(value) is list:
+        nums = [v for v in value if type(v) in _NUMBER]
+        return (max(nums), min(nums)) if nums else None
+    return (value, value) if type(value) in _NUMBER else None
 
 
 class Collector:
@@ -93,7 +92,7 @@ class Collector:
                     curve.sides[side] = ValueSketch()
                     gals = [Gallery(t, reduce_for(side, f.any_or_all)) for t in bounds if t.side == side]
                     self.galleries += gals
-                    sides.append((side, reduce_for(side, f.any_or_all), gals))
+                    sides.append((reduce_for(side, f.any_or_all), curve.sides[side], gals))
                 per_stat.append((stat, curve, sides))
             self._plan.append((f, per_stat))
 
@@ -122,29 +121,31 @@ class Collector:
         for f, per_stat in self._plan:
             if drop_at is not None and drop_at < f.op_index:
                 continue  # dropped before this filter: never reached it
+            here = drop_at == f.op_index
             for stat, curve, sides in per_stat:
-                if stat not in stats:
+                value = stats.get(stat, _MISSING)
+                if value is _MISSING:
                     continue
                 curve.reached += 1
-                if _decide(stats[stat], "max") is None:
+                extremes = _extremes(value)
+                if extremes is None:
                     curve.free += 1
                     continue
-                for side, red, gals in sides:
-                    v = _decide(stats[stat], red)
-                    curve.sides[side].add(v)
+                for red, sketch, gals in sides:
+                    v = extremes[0] if red == "max" else extremes[1]
+                    sketch.add(v)
                     for g in gals:
-                        self._offer(g, v, rec, stats, drop, drop_at == f.op_index)
+                        self._offer(g, v, rec, stats, drop, here)
 
     def _offer(self, g: Gallery, v: float, rec: dict, stats: dict, drop, dropped_here: bool) -> None:
-        t = g.threshold
-        passes = v >= t.value if t.side == "min" else v <= t.value
+        passes = v >= g.bound if g.is_min else v <= g.bound
         g.passing += passes
-        if dropped_here and passes:
-            return  # dropped by this filter, but for another bound
-        if not passes and not dropped_here:
-            return  # misses this bound yet was kept by the filter (any_or_all across stats)
+        # a sample this filter dropped for another bound, or one that misses this bound yet was
+        # kept (any_or_all across stats), shows nothing about this bound
+        if passes == dropped_here:
+            return
         side = "kept" if passes else "dropped"
-        distance = abs(v - t.value)
+        distance = abs(v - g.bound)
         if g.wants(side, distance):
             g.offer(side, distance, self._item(rec, stats, drop, v))
 
