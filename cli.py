@@ -136,6 +136,23 @@ def _explain(args) -> int:
     return 0
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler ending the job, `kill`): stop as Ctrl-C does, saving the progress."""
+
+
+def _stop_on_sigterm():
+    """Turn SIGTERM into Terminated in the main thread of the command (not of a library user's
+    program: only the command line does this)."""
+    import signal
+    import threading
+
+    def stop(signum, frame):
+        raise Terminated()
+    if threading.current_thread() is threading.main_thread():
+        return signal.signal(signal.SIGTERM, stop)
+    return None
+
+
 def main(argv=None) -> int:
     from djx import __version__
     parser = argparse.ArgumentParser(prog="djx", description="Clean multimodal training data.")
@@ -189,17 +206,26 @@ def main(argv=None) -> int:
     p.set_defaults(fn=_explain)
 
     args = parser.parse_args(argv)
+    previous = _stop_on_sigterm()
     try:
         return args.fn(args)
     except DjxError as e:
         print(f"djx: error: {e}", file=sys.stderr)
         return 1
+    except Terminated:
+        print("djx: terminated (SIGTERM); the work done so far is saved: run the same command again to resume",
+              file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("djx: interrupted; run the same command again to resume", file=sys.stderr)
         return 130
     except BrokenPipeError:  # e.g. `djx ops | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    finally:
+        if previous is not None:
+            import signal
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -182,3 +182,24 @@ def test_a_write_that_fails_mid_run_says_the_data_is_saved_and_the_rerun_resumes
     assert summary["resumed"] and summary["check"]["ok"]
     ids = [s["id"] for name in ("o.jsonl", "o.dropped.jsonl") for s in read_jsonl_file(tmp_path / "out" / name)]
     assert sorted(ids) == list(range(600))
+
+
+def test_sigterm_to_the_run_s_process_group_saves_progress_and_the_rerun_resumes(tmp_path, write_recipe):
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps({"id": i, "text": "hello world"}) + "\n"
+                                              for i in range(300)))
+    r = recipe(tmp_path, write_recipe, start_method="fork", np=2, checkpoint_every=1,
+               custom_ops=[str(PLUGINS / "chaos_ops.py")], process=[{"slow_filter": {"seconds": 0.02}}])
+    cmd = [sys.executable, "-m", "djx.cli", "process", str(r), "--quiet"]
+    run = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    manifest = tmp_path / "out" / ".o.djx-state" / "manifest.json"
+    wait_for(manifest.exists, "a first checkpoint")
+    os.killpg(run.pid, signal.SIGTERM)  # as a scheduler ending the job does: the workers get it too
+    _, err = run.communicate()
+    assert run.returncode == 143, err
+    assert "terminated (SIGTERM)" in err and "run the same command again" in err and "Traceback" not in err
+    rerun = subprocess.run(cmd, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr
+    summary = json.loads((tmp_path / "out" / "o.summary.json").read_text())
+    assert summary["resumed"] and summary["rejected"] == 0 and summary["worker_restarts"] == 0
+    ids = [s["id"] for name in ("o.jsonl", "o.dropped.jsonl") for s in read_jsonl_file(tmp_path / "out" / name)]
+    assert sorted(ids) == list(range(300))

@@ -145,7 +145,7 @@ class LocalExecutor:
         for w in workers:
             w.proc.join(timeout=5)
             if w.proc.is_alive():
-                w.proc.terminate()
+                w.proc.kill()  # workers ignore SIGTERM (see die_with_parent)
                 w.proc.join(timeout=5)
             w.conn.close()
 

@@ -22,11 +22,16 @@ def set_thread_env(threads: int) -> None:
 def die_with_parent(parent: int) -> None:
     """Have the kernel kill this process when its parent dies (Linux), so a worker stuck inside
     an op does not outlive a killed run; exit now if the parent is already gone."""
+    import signal
     if sys.platform.startswith("linux"):
         import ctypes
-        import signal
         pr_set_pdeathsig = 1
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    # Ctrl-C and a scheduler's SIGTERM reach the whole process group: the run stops its workers
+    # itself, after saving its progress; a worker that died of them first would look like a crash
+    # and its samples would be retried or rejected as worker_died.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if os.getppid() != parent:
         os._exit(0)
 
