@@ -82,10 +82,14 @@ def curve_png(curve: Curve, bounds: list[Threshold], rates: list[float], path: s
     """The keep-rate curve of one filter's stat, with the recipe's bounds and their (exact) keep rates."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.2), dpi=90)
+    lo, hi = math.inf, -math.inf
     for side, ts, line in curve_points(curve, bounds):
         label = f"kept if {curve.stat} {'>=' if side == 'min' else '<='} t"
         ax.plot(ts, line * 100, label=label, color="#2c6fbb" if side == "min" else "#8a4fbf")
+        lo, hi = min(lo, ts[0]), max(hi, ts[-1])
     for t, rate in zip(bounds, rates):
+        if not lo <= t.value <= hi:  # far from the data (e.g. max_len 1000 for texts under 200): in the table only
+            continue
         ax.axvline(t.value, color="#222", linestyle="--", linewidth=1)
         ax.annotate(f"{t.param}={t.value:g}: {rate:.1%}", (t.value, rate * 100), fontsize=7,
                     xytext=(4, -12 if t.side == "min" else 4), textcoords="offset points")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import threading
@@ -34,7 +35,9 @@ def _peak_rss(pid: int) -> int:
 
 
 def measure(cmd: list[str]) -> dict:
-    """Run cmd; its wall seconds, peak USS (sampled) and peak RSS (kernel, read while it lives)."""
+    """Run cmd; its wall and CPU seconds (CPU time does not depend on what else the machine runs),
+    peak USS (sampled) and peak RSS (kernel, read while it lives)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
@@ -56,7 +59,9 @@ def measure(cmd: list[str]) -> dict:
     watcher.join()
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{err.decode(errors='replace')}")
-    return {"seconds": time.perf_counter() - t0, **peaks}
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"seconds": time.perf_counter() - t0, "cpu": cpu, **peaks}
 
 
 def main(argv=None) -> int:
@@ -77,14 +82,16 @@ def main(argv=None) -> int:
         size = sum(os.path.getsize(export.replace(".jsonl", s)) for s in (".jsonl", ".dropped.jsonl", ".rejected.jsonl"))
         m = measure([sys.executable, "-m", "djx.cli", "analyze", export, "--recipe", recipe])
         rows.append({"samples": n, "bytes": size, **m})
-        print(f"analyzed {n} samples: {m['seconds']:.1f} s, peak USS {m['uss'] / 2**20:.0f} MiB", flush=True)
-    print(f"\n{'samples':>10} {'outputs MB':>11} {'seconds':>8} {'samples/s':>10} {'peak USS MiB':>13} {'peak RSS MiB':>13}")
+        print(f"analyzed {n} samples: {m['seconds']:.1f} s ({m['cpu']:.1f} s CPU), peak USS "
+              f"{m['uss'] / 2**20:.0f} MiB", flush=True)
+    print(f"\n{'samples':>10} {'outputs MB':>11} {'wall s':>8} {'CPU s':>8} {'samples/CPU s':>14} "
+          f"{'peak USS MiB':>13} {'peak RSS MiB':>13}")
     for r in rows:
-        print(f"{r['samples']:>10} {r['bytes'] / 1e6:>11.0f} {r['seconds']:>8.1f} {r['samples'] / r['seconds']:>10.0f} "
-              f"{r['uss'] / 2**20:>13.0f} {r['rss'] / 2**20:>13.0f}")
+        print(f"{r['samples']:>10} {r['bytes'] / 1e6:>11.0f} {r['seconds']:>8.1f} {r['cpu']:>8.1f} "
+              f"{r['samples'] / r['cpu']:>14.0f} {r['uss'] / 2**20:>13.0f} {r['rss'] / 2**20:>13.0f}")
     if len(rows) > 1:
         a, b = rows[0], rows[-1]
-        print(f"\n{b['samples'] // a['samples']}x the samples: {b['seconds'] / a['seconds']:.1f}x the time, "
+        print(f"\n{b['samples'] // a['samples']}x the samples: {b['cpu'] / a['cpu']:.1f}x the CPU time, "
               f"{b['uss'] / a['uss']:.2f}x the peak USS")
     return 0
 
