@@ -6,6 +6,7 @@ import math
 import os
 from dataclasses import dataclass
 
+from djx.core.errors import DjxError
 from djx.core.reader import dataset_root
 
 from djx.analyze.collect import Collector
@@ -37,17 +38,14 @@ def default_out_dir(export: str) -> str:
 def analyze(export: str, out_dir: str | None = None, ops=None, recipe=None, log=print) -> Analysis:
     """Analyze the outputs of the run whose export is `export`. `ops` (op objects) give the filters'
     thresholds; without them, the ops named in the run summary give the stats' filters only."""
-    from djx.analyze.report import write_report
     paths = output_paths(export)
     summary = read_summary(paths.summary)
-    out_dir = ensure_dir(out_dir or default_out_dir(export))
+    out_dir = out_dir or default_out_dir(export)
     if ops is not None:
         filters = filters_from_ops(ops)
     else:
         filters = filters_from_names([o.get("name", "") for o in (summary or {}).get("ops") or []])
-    text_key = recipe.text_key if recipe else "text"
-    image_key = recipe.image_key if recipe else "images"
-    col = Collector(filters, text_key, image_key)
+    col = Collector(filters, recipe.text_key if recipe else "text", recipe.image_key if recipe else "images")
     for rec in iter_records(paths.export):
         col.add(rec, "kept")
     for rec in iter_records(paths.dropped):
@@ -55,6 +53,15 @@ def analyze(export: str, out_dir: str | None = None, ops=None, recipe=None, log=
     for rec in iter_records(paths.rejected):
         col.add_rejected(rec)
     col.finish()
+    try:
+        return _write(col, filters, summary, paths, recipe, ops is not None, ensure_dir(out_dir), log)
+    except OSError as e:
+        raise DjxError(f"cannot write the analysis into {out_dir}: {e.strerror or e}"
+                       + (f" ({e.filename})" if e.filename else "")) from None
+
+
+def _write(col: Collector, filters, summary, paths, recipe, has_recipe: bool, out_dir: str, log) -> Analysis:
+    from djx.analyze.report import write_report
     rows = stats_rows(col)
     write_stats_csv(rows, os.path.join(out_dir, "stats.csv"))
     log(format_stats(rows))
@@ -64,7 +71,7 @@ def analyze(export: str, out_dir: str | None = None, ops=None, recipe=None, log=
     histograms = _histograms(col, filters, out_dir)
     curves = _curves(col, filters, out_dir)
     report = write_report(out_dir, col, summary, rows, histograms, curves, filters,
-                          _image_folders(paths.export, recipe, summary), ops is not None)
+                          _image_folders(paths.export, recipe, summary), has_recipe)
     log(f"[djx] analysis of {paths.export}: {out_dir}/stats.csv, {len(histograms)} histograms, "
         f"{len(curves)} keep-rate curves, {report}")
     return Analysis(out_dir, col, summary, rows, histograms, curves, report)

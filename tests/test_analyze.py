@@ -228,3 +228,15 @@ def test_outputs_of_an_unknown_plugin_filter_are_summarised_without_thresholds(t
     assert table["flags"]["max"] == 18 and "not summarised: lang" in res.out
     html = (tmp_path / "o.analysis" / "report.html").read_text()
     assert 'class="curve"' not in html and "lang_score" in html  # no op known: no curve, no line
+
+
+def test_a_report_that_cannot_be_written_fails_the_run_after_its_outputs(tmp_path, write_recipe, djx_cli):
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(REPO_DIR / "tests/assets/demo/demo.jsonl"),
+                          export_path=str(tmp_path / "out" / "t.jsonl"), np=1, report=True,
+                          process=[{"text_length_filter": {"min_len": 30}}])
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "t.analysis").write_text("a file where the analysis folder goes")
+    res = djx_cli("process", recipe, "--quiet")
+    assert res.rc == 1 and "outputs are written, but its report could not be" in res.err
+    assert "t.analysis" in res.err and "Traceback" not in res.err
+    assert (tmp_path / "out" / "t.jsonl").exists() and (tmp_path / "out" / "t.summary.json").exists()
