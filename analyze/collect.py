@@ -177,7 +177,7 @@ class Collector:
         examples = self.rejection_examples.setdefault(code, [])
         if len(examples) < REJECTION_EXAMPLES:
             examples.append({"pos": rec.get(POSITION_KEY), "op": rec.get("op"), "reason": rec.get("reason", ""),
-                             "where": f"{rec.get('file') or ''}:{rec['line']}" if rec.get("line") else "",
+                             "where": ", ".join(str(x) for x in (rec.get("file"), rec.get("line") and f"line {rec['line']}") if x),
                              "record": _excerpt(rec.get("record", rec.get("raw")))})
 
 
