@@ -5,7 +5,7 @@ The public Python API. Ops are plain classes registered by name; a Pipeline runs
 from djx.core.chain import OpChain
 from djx.core.check import check_outputs
 from djx.core.context import DROP_KEY, POSITION_KEY, STATS_KEY, RunContext
-from djx.core.errors import CheckError, DjxError, RecipeError, ResumeError, SampleError
+from djx.core.errors import CheckError, DjxError, RecipeError, ResumeError, SampleError, UsageError
 from djx.core.model_pool import ModelPool, ModelSpec, register_model_loader
 from djx.core.op import Batch, Filter, Mapper, Op
 from djx.core.pipeline import Pipeline
@@ -19,4 +19,4 @@ __all__ = ["Batch", "CheckError", "DROP_KEY", "DeviceInfo", "DjxError", "Filter"
            "ModelPool", "ModelSpec", "Op", "OpChain", "POSITION_KEY", "Pipeline", "Plan",
            "RecipeError", "Recipe", "ResumeError", "RunContext", "STATS_KEY", "SampleError",
            "build_op", "check_outputs", "get_op_class", "load_recipe", "plan_workers",
-           "register_model_loader", "register_op", "registered_ops"]
+           "register_model_loader", "register_op", "registered_ops", "UsageError"]

@@ -49,11 +49,8 @@ def _process(args) -> int:
         overrides["report"] = True
     pipe = Pipeline.from_recipe(_recipe_arg(args), overrides, _plugins(args.custom_ops))
     if args.dry_run:
-        print(pipe.describe(pipe.plan(estimate=True)))
-        for i, op in enumerate(pipe.ops):
-            specs = ", ".join(s.label() for s in op.model_specs())
-            print(f"  op {i}: {op!r}" + (f"  [models: {specs}]" if specs else ""))
-        return 0
+        from djx.core.preflight import dry_run
+        return dry_run(pipe)
     pipe.run(restart=args.restart, progress=not args.quiet, limit=args.limit)
     return 0
 
@@ -170,7 +167,9 @@ def main(argv=None) -> int:
                    help="override any recipe key; dotted keys reach into ops, e.g. process.0.text_length_filter.min_len=3; "
                         "dataset_path and export_path given here are relative to the current folder")
     p.add_argument("--custom-ops", action="append", metavar="PATH_OR_MODULE", help="load plug-in ops")
-    p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+    p.add_argument("--dry-run", action="store_true",
+                   help="check what can be checked without running (dataset, models, memory, paths), print the plan; "
+                        "exit 1 on a problem")
     p.add_argument("--restart", action="store_true", help="discard an unfinished run's state and start over")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.add_argument("--report", action="store_true", help="write the analysis (djx analyze) next to the export")

@@ -5,6 +5,11 @@ class DjxError(Exception):
     """Base of every error djx raises on purpose; the CLI prints it without a traceback."""
 
 
+class UsageError(DjxError, TypeError):
+    """The Python API called with something it cannot take (a class for an instance, positional
+    op parameters, a non-op in ops=...); also a TypeError, which is what it is in Python."""
+
+
 class RecipeError(DjxError):
     """The recipe (or an op's parameters) is invalid."""
 

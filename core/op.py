@@ -63,7 +63,8 @@ class Op:
 
     def __new__(cls, *args, **params):
         if args:
-            raise TypeError(f"{cls.name or cls.__name__} takes keyword parameters only, e.g. "
+            from djx.core.errors import UsageError
+            raise UsageError(f"{cls.name or cls.__name__} takes keyword parameters only, e.g. "
                             f"{cls.__name__}(min_len=5)")
         op = super().__new__(cls)
         op._params = validate_params(cls, params, cls.name or cls.__name__)

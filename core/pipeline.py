@@ -21,6 +21,7 @@ from djx.core.ledger import RunLedger
 from djx.core.model_pool import estimate_bytes, process_pool
 from djx.core.outputs import OutputPaths, OutputWriter, guard_outputs
 from djx.core.planner import Plan, cuda_inventory, plan_workers
+from djx.core.preflight import refuse_short_host_memory, refuse_unguarded_main
 from djx.core.reader import dataset_files, dataset_root
 from djx.core.recipe import Recipe, load_recipe, recipe_from_dict
 from djx.core.records import Item
@@ -33,7 +34,11 @@ from djx.core.stat_reuse import models_unneeded
 class Pipeline:
     """A list of ops plus run settings (the recipe's global keys, as keyword arguments)."""
 
-    def __init__(self, ops: list | None = None, recipe: Recipe | None = None, **settings):
+    def __init__(self, ops: list | None = None, recipe: Recipe | str | os.PathLike | None = None, **settings):
+        if isinstance(recipe, (str, os.PathLike)):  # a recipe file, as from_recipe takes it
+            recipe = load_recipe(os.fspath(recipe))
+        elif recipe is not None and not isinstance(recipe, Recipe):
+            raise DjxError(f"Pipeline(recipe=...): expected a recipe file path or a Recipe, got {type(recipe).__name__}")
         if recipe is None:
             base = {"dataset_path": settings.pop("dataset_path", "unset.jsonl"),
                     "export_path": settings.pop("export_path", "unset.jsonl")}
@@ -44,6 +49,7 @@ class Pipeline:
             recipe = recipe_from_dict({**recipe.to_dict(), **settings}, base_dir=recipe.base_dir)
         self.recipe = recipe
         self.ops = list(ops) if ops is not None else recipe.build_ops()
+        _refuse_non_ops(self.ops)
         self._inventory = None  # visible GPUs, read once per pipeline
 
     @classmethod
@@ -106,6 +112,7 @@ class Pipeline:
         run of the first `limit` samples, whose summary estimates the whole dataset. Raises
         CheckError (after writing the outputs) when the stats or the counts do not add up."""
         t0 = time.monotonic()
+        refuse_unguarded_main()
         remove_stale()  # shared weights left behind by runs that were killed
         r = self._with_paths(dataset_path, export_path)
         _check_limit(limit, r)
@@ -128,6 +135,7 @@ class Pipeline:
         if start.resumed:
             log(f"[djx] resuming: {start.read.records} samples already done, reading on from there")
         plan = plan or self.plan(r.np)
+        refuse_short_host_memory(self, plan, r.np)
         log(self.describe(plan))
         executor = make_executor(chain, plan, r, replan=lambda measured: self.plan(r.np, measured), log=log)
         watch = RunWatch(measure_input(files), limit, t0)
@@ -172,3 +180,18 @@ def _write_report(ops, r: Recipe, export: str, log) -> None:
     except DjxError as e:
         raise DjxError(f"the run finished and its outputs are written, but its report could not be: {e}; "
                        f"`djx analyze {export}` retries it") from None
+
+
+def _refuse_non_ops(ops: list) -> None:
+    """ops=[...] holds op instances: a class, a name or anything else is said to be wrong here,
+    not found deep inside a worker."""
+    from djx.core.errors import UsageError
+    from djx.core.op import Filter, Mapper
+    for i, op in enumerate(ops):
+        if isinstance(op, (Filter, Mapper)):
+            continue
+        if isinstance(op, type) and issubclass(op, (Filter, Mapper)):
+            raise UsageError(f"Pipeline(ops=[...]): ops[{i}] is the class {op.__name__}; pass an instance, "
+                             f"e.g. {op.__name__}() with its parameters")
+        raise UsageError(f"Pipeline(ops=[...]): ops[{i}] is a {type(op).__name__}, not an op (a Filter or Mapper "
+                         f"instance); for ops by name use Pipeline(process=[{{'op_name': {{...}}}}])")

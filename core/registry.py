@@ -26,7 +26,8 @@ def register_op(name: str, aliases: tuple[str, ...] = ()):
 
     def deco(cls: type[Op]) -> type[Op]:
         if not (isinstance(cls, type) and issubclass(cls, Op)):
-            raise TypeError(f"@register_op({name!r}) must decorate a Filter or Mapper subclass")
+            from djx.core.errors import UsageError
+            raise UsageError(f"@register_op({name!r}) must decorate a Filter or Mapper subclass")
         if not _is_builtin(cls):
             load_builtin_ops()  # so that a clash is always the plug-in's, whatever was imported first
         for n in (name, *aliases):

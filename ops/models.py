@@ -66,8 +66,8 @@ def _estimate(model_cls_name: str):
         try:
             import torch
             import transformers
-            config = transformers.AutoConfig.from_pretrained(
-                spec.name, revision=spec.revision, trust_remote_code=spec.trust_remote_code)
+            config = transformers.AutoConfig.from_pretrained(  # planning never waits on the network
+                spec.name, revision=spec.revision, trust_remote_code=spec.trust_remote_code, local_files_only=True)
             with torch.device("meta"):
                 model = getattr(transformers, model_cls_name)(config)
             n = sum(p.numel() for p in model.parameters())

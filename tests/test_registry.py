@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from djx import Batch, Filter, Mapper, Pipeline, RecipeError, get_op_class, register_op, registered_ops
-from djx.core.params import describe_params
+from djx.core.params import describe_params, shown
 from djx.ops.filter.text_length_filter import TextLengthFilter
 
 
@@ -93,7 +93,7 @@ def test_djx_ops_lists_every_op_with_description_parameters_and_defaults(djx_cli
         description = (cls.__doc__ or "").strip().splitlines()
         assert description and description[0] in block, f"{name} has no description"
         for param, _type, default in describe_params(cls):
-            assert f"{param}: " in block and repr(default) in block, f"{name}.{param} not listed"
+            assert f"{param}: " in block and shown(default) in block, f"{name}.{param} not listed"
     assert "min_len: int = 10" in blocks["text_length_filter"]
     assert "stats: text_len" in blocks["text_length_filter"]
     assert "ShoutMapper" not in res.out and "shout_mapper  (mapper)" in res.out

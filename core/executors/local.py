@@ -111,7 +111,9 @@ class LocalExecutor:
         try:
             msg = recv(w.conn)
         except EOFError:
-            raise DjxError(f"worker {w.rank} died while starting (exit code {w.proc.exitcode})") from None
+            from djx.core.preflight import unguarded_main_hint
+            raise DjxError(f"worker {w.rank} died while starting (exit code {w.proc.exitcode})"
+                           + unguarded_main_hint()) from None
         if isinstance(msg, StartFailed):
             raise DjxError(msg.message if msg.user_error else f"worker {w.rank} failed to start: {msg.message}")
         assert isinstance(msg, Ready)

@@ -1,0 +1,94 @@
+"""`djx process --dry-run` checks what it can without running (the dataset's first records, model
+folders and the local hub cache, host memory for the planned workers) and shows the resolved
+paths and batch size; a real run refuses workers that cannot fit in host memory."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import psutil
+
+from conftest import REPO_DIR
+
+TINY_CLIP = REPO_DIR / "tests" / "assets" / "models" / "tiny-clip"
+DEMO = REPO_DIR / "tests" / "assets" / "demo" / "demo.jsonl"
+
+
+def _clip(model: str, **params) -> dict:
+    return {"image_text_similarity_filter": {"hf_clip": model, "min_score": 0.1, **params}}
+
+
+def test_a_sound_recipe_shows_paths_batch_size_and_models_and_exits_0(tmp_path, write_recipe, djx_cli):
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(DEMO), export_path="out/k.parquet", np=1,
+                          batch_size=16, process=[{"text_length_filter": {}}, _clip(str(TINY_CLIP))])
+    res = djx_cli("process", recipe, "--dry-run")
+    assert res.rc == 0, res.out + res.err
+    assert f"dataset: {DEMO} (1 file)" in res.out
+    assert f"export: {tmp_path / 'out' / 'k.parquet'} (dropped: {tmp_path / 'out' / 'k.dropped.parquet'}" in res.out
+    assert "batch_size: 16 samples per batch" in res.out
+    assert f"local folder {TINY_CLIP}, config loads" in res.out
+    assert "first 8 record(s) read: 8 usable, 8 with images" in res.out
+    assert "dry run: no problem found" in res.out
+    assert not (tmp_path / "out").exists()
+
+
+def test_every_problem_is_listed_and_the_dry_run_exits_1(tmp_path, write_recipe, write_jsonl, djx_cli):
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": "<image> a red circle", "images": ["a.png"]}] * 3)
+    data.write_text(data.read_text() + "{not json\n")
+    empty_model = tmp_path / "models" / "empty"
+    empty_model.mkdir(parents=True)
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(data), export_path="out/k.jsonl", np=1,
+                          process=[_clip("models/empty"), _clip("./models/missing")])
+    res = djx_cli("process", recipe, "--dry-run")
+    assert res.rc == 1
+    problems = [line for line in res.out.splitlines() if line.startswith("  problem: ")]
+    assert len(problems) == 4, res.out
+    assert any("record 3 (line 4): not valid JSON" in p for p in problems)
+    assert any("image_special_token '<__dj__image>'" in p and "tokens seen: <image>" in p for p in problems)
+    assert any(f"model {empty_model}: the folder holds no config.json" in p for p in problems)
+    assert any("model ./models/missing: no such folder" in p for p in problems)
+
+
+def test_a_missing_dataset_is_a_problem_not_a_traceback(tmp_path, write_recipe, djx_cli):
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path="nope.jsonl", export_path="out/k.jsonl",
+                          process=[{"text_length_filter": {}}])
+    res = djx_cli("process", recipe, "--dry-run")
+    assert res.rc == 1 and "Traceback" not in res.err
+    assert "problem: " in res.out and "nope.jsonl" in res.out
+
+
+def _dry_run_hub(tmp_path, write_recipe, offline: bool):
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(DEMO), export_path="out/k.jsonl", np=1,
+                          process=[_clip("no-such-org/no-such-model")])
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+    env["HF_HOME"] = str(tmp_path / "hf")  # an empty cache
+    if offline:
+        env["HF_HUB_OFFLINE"] = "1"
+    return subprocess.run([sys.executable, "-m", "djx.cli", "process", str(recipe), "--dry-run"], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_hub_id_is_looked_up_in_the_local_cache_only(tmp_path, write_recipe):
+    online = _dry_run_hub(tmp_path, write_recipe, offline=False)
+    assert online.returncode == 0, online.stdout + online.stderr
+    assert "hub id no-such-org/no-such-model, not in the local Hugging Face cache" in online.stdout
+    assert "set HF_HUB_OFFLINE=1" in online.stdout
+    offline = _dry_run_hub(tmp_path, write_recipe, offline=True)
+    assert offline.returncode == 1
+    assert "not a local folder and not in the local Hugging Face cache, and HF_HUB_OFFLINE is set" in offline.stdout
+
+
+def test_workers_that_cannot_fit_in_host_memory_are_refused_by_the_dry_run_and_the_run(tmp_path, write_recipe,
+                                                                                       djx_cli):
+    too_many = psutil.virtual_memory().available // (512 << 20) + 16  # more than fit at 512 MiB each
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(DEMO), export_path="out/k.jsonl", np=too_many,
+                          process=[_clip(str(TINY_CLIP))])
+    res = djx_cli("process", recipe, "--dry-run")
+    assert res.rc == 1
+    assert f"problem: host memory: {too_many} CPU worker(s) need about" in res.out and "set np to at most" in res.out
+    run = djx_cli("process", recipe, "--quiet")
+    assert run.rc == 1 and f"{too_many} CPU worker(s) need about" in run.err and "set np to at most" in run.err
+    assert not (tmp_path / "out" / "k.jsonl").exists()
+    fits = int(run.err.split("set np to at most ")[1].split()[0])
+    assert 1 <= fits < too_many
