@@ -27,9 +27,12 @@ class EarlyCheck:
     def __init__(self, op_names: list[str], image_token: str, image_keys: list[str]):
         self.op_names, self.image_token, self.image_keys = op_names, image_token, image_keys
         self.watching = {k: _Watch() for k in range(len(op_names))}
+        self.input: _Watch | None = _Watch()  # the records as read: JSON at all?
 
     def add(self, res: BatchResult) -> str | None:
         """Take a batch; the reason to stop the run, or None."""
+        if self.input is not None and (why := self._watch_input(res)) is not None:
+            return why
         for rej in res.rejected:
             if rej.op_index in self.watching and rej.code in SYSTEMATIC_CODES:
                 w = self.watching[rej.op_index]
@@ -47,8 +50,34 @@ class EarlyCheck:
                         return why
         return None
 
+    def _watch_input(self, res: BatchResult) -> str | None:
+        """The first WINDOW records: when nearly all are not JSON at all, the file is not JSON Lines
+        (compressed, CSV, another format under a .jsonl name) and every sample would be rejected."""
+        w = self.input
+        w.seen += res.samples
+        for rej in res.rejected:
+            if rej.op_index is None and rej.code == "bad_input" and rej.reason.startswith("not valid JSON"):
+                w.failures["json"] += 1
+                w.example.setdefault("json", rej)
+        if w.seen < WINDOW:
+            return None
+        return self._input_verdict()
+
+    def _input_verdict(self) -> str | None:
+        w, self.input = self.input, None
+        n = w.failures["json"]
+        if not w.seen or n < SHARE * w.seen:
+            return None
+        rej = w.example["json"]
+        where = f"line {rej.line}" if rej.line else f"record {rej.pos}"
+        return (f"{n} of the first {w.seen} records of the input are not valid JSON ({where}: "
+                f"{rej.reason}). Is the dataset JSON Lines (one JSON object per line, UTF-8, not compressed)? "
+                f"The run stopped and wrote no export.")
+
     def at_end(self) -> str | None:
         """The ops that never saw a whole window are judged on what they saw."""
+        if self.input is not None and (why := self._input_verdict()) is not None:
+            return why
         for k, w in sorted(self.watching.items()):
             if w.seen and (why := self._verdict(k, w)) is not None:
                 return why

@@ -9,6 +9,7 @@ place: a half-written export never carries the final name.
 from __future__ import annotations
 
 import fcntl
+import tempfile
 import fnmatch
 import json
 import os
@@ -252,8 +253,13 @@ def _check_writable(folder: str) -> None:
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
         raise DjxError(f"export_path: cannot write under {folder}: {existing} is a file, not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise DjxError(f"export_path: cannot write under {folder}: {existing} is not writable")
+    try:  # by trying: permission bits do not tell for root, read-only mounts or /proc
+        os.makedirs(folder, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".djx-write-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise DjxError(f"export_path: cannot write under {folder} ({e.strerror or e})") from None
 
 
 def _glob_matches(path: str, pattern: str) -> bool:

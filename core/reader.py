@@ -20,6 +20,7 @@ from djx.core.records import Item, parse_pending
 
 
 SUFFIXES = (".jsonl", ".json", ".parquet")
+COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".zip", ".7z", ".tar", ".lz4")
 
 
 @dataclass
@@ -60,8 +61,15 @@ def dataset_files(path: str) -> list[str]:
             raise DjxError(f"dataset_path: the folder {path} holds no .jsonl, .json or .parquet file")
     elif os.path.isfile(path):
         files = [path]
+    elif os.path.exists(path):
+        raise DjxError(f"dataset_path {path} is not a regular file (a FIFO, a device or a socket?); djx reads "
+                       f"files it can read again on resume: write the data to a file first")
     else:
         raise DjxError(f"dataset not found: {path}")
+    for f in files:
+        if f.lower().endswith(COMPRESSED):
+            raise DjxError(f"{f}: a compressed file; djx reads .jsonl, .json and .parquet files as they are: "
+                           f"decompress it first (e.g. gunzip -k, unzstd, xz -dk)")
     kinds = {_kind(f) for f in files}
     if len(kinds) > 1:
         raise DjxError(f"dataset_path {path}: the files mix formats ({', '.join(sorted(kinds))}); "

@@ -409,3 +409,48 @@ def test_an_op_that_deletes_or_rewrites_djx_keys_loses_no_sample(tmp_path, hosti
     assert_each_once(out, 10)
     assert {pos: s["id"] for pos, s in out["kept"].items()} == {i: i for i in range(10)}
     assert all("text_len" in s["__dj__stats__"] for s in out["kept"].values())
+
+
+# -- inputs that are not what a dataset is, and outputs that cannot be written: said before work ---
+
+def _cli_recipe(tmp_path, write_recipe, dataset: str, export: str = "out/o.jsonl") -> Path:
+    return write_recipe(tmp_path / "r.yaml", dataset_path=dataset, export_path=export,
+                        process=[{"text_length_filter": {"min_len": 1}}])
+
+
+def test_a_fifo_as_the_dataset_is_refused_not_waited_on(tmp_path, djx_cli, write_recipe):
+    os.mkfifo(tmp_path / "data.jsonl")
+    res = djx_cli("process", _cli_recipe(tmp_path, write_recipe, "data.jsonl"), "--quiet")
+    assert_clear_error(res, "is not a regular file")
+
+
+def test_a_compressed_dataset_is_refused_with_what_to_do(tmp_path, djx_cli, write_recipe):
+    import gzip
+    with gzip.open(tmp_path / "data.jsonl.gz", "wt") as f:
+        f.write('{"text": "hello"}\n' * 50)
+    res = djx_cli("process", _cli_recipe(tmp_path, write_recipe, "data.jsonl.gz"), "--quiet")
+    assert_clear_error(res, "a compressed file", "decompress it first")
+
+
+def test_a_file_that_is_not_json_lines_stops_the_run_instead_of_rejecting_everything(tmp_path, djx_cli,
+                                                                                   write_recipe):
+    (tmp_path / "data.jsonl").write_text("id,text\n" + "".join(f"{i},sample {i}\n" for i in range(100)))
+    res = djx_cli("process", _cli_recipe(tmp_path, write_recipe, "data.jsonl"), "--quiet")
+    assert_clear_error(res, "of the first", "are not valid JSON", "Is the dataset JSON Lines")
+    assert not (tmp_path / "out" / "o.jsonl").exists() and not (tmp_path / "out" / ".o.djx-state").exists()
+
+
+def test_a_few_broken_lines_do_not_stop_the_run(tmp_path, djx_cli, write_recipe):
+    lines = [json.dumps({"text": f"sample {i}"}) if i % 5 else "{broken" for i in range(100)]
+    (tmp_path / "data.jsonl").write_text("\n".join(lines) + "\n")
+    res = djx_cli("process", _cli_recipe(tmp_path, write_recipe, "data.jsonl"), "--quiet")
+    assert res.rc == 0, res.err
+    summary = json.loads((tmp_path / "out" / "o.summary.json").read_text())
+    assert (summary["kept"], summary["rejected"]) == (80, 20)
+
+
+def test_an_export_folder_that_cannot_be_made_is_refused_before_work(tmp_path, djx_cli, write_recipe):
+    (tmp_path / "data.jsonl").write_text('{"text": "hello"}\n')
+    # /proc refuses new folders even to root, for whom permission bits mean nothing
+    res = djx_cli("process", _cli_recipe(tmp_path, write_recipe, "data.jsonl", "/proc/djx-out/o.jsonl"), "--quiet")
+    assert_clear_error(res, "export_path: cannot write under /proc/djx-out")
