@@ -21,12 +21,12 @@ from djx.core.stat_reuse import reusable
 class OpChain:
     """The ops of a recipe plus the run context; picklable, so it travels to workers by value."""
 
-    def __init__(self, ops: list[Op], ctx: RunContext, export_kept: bool = True):
+    def __init__(self, ops: list[Op], ctx: RunContext, export_kept: bool = True, lazy_models: bool = False):
         self.ops = list(ops)
         self.ctx = ctx
         # False for a stage that hands its kept samples to the next (Ray): their paths stay as read
         self.export_kept = export_kept
-        self.lazy_models = False  # True: workers load models when a sample first needs one (stat reuse)
+        self.lazy_models = lazy_models  # True: workers load models when a sample first needs one (stat reuse)
 
     def model_specs(self) -> list:
         return [spec for op in self.ops for spec in op.model_specs()]
