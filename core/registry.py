@@ -91,6 +91,10 @@ def build_op(name: str, params: dict | None, where: str | None = None) -> Op:
         if msg.startswith((f"{cls.name}.", f"{cls.name}:")):  # the op's own name: say where it is
             msg = where + msg[len(cls.name):]
         raise RecipeError(msg if msg.startswith(where) else f"{where}: {msg}") from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001  a plug-in's own check of its parameters, or sys.exit()
+        raise RecipeError(f"{where}: the op could not be made: {type(e).__name__}: {e}") from None
 
 
 def registered_ops() -> dict[str, type[Op]]:

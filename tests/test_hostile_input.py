@@ -64,6 +64,28 @@ class UnwritableMapper(Mapper):
                 batch.stats(s)["note"] = "\\udfff"
 
 
+@register_op("hostile_init_filter")
+class InitFilter(Filter):
+    """Checks its own parameter in __init__ the way plug-ins do: raises, or exits, when told to."""
+
+    stats_keys = ("one",)
+
+    def __init__(self, fail: str = "", **common):
+        super().__init__(**common)
+        if fail == "raise":
+            raise ValueError("fail must be empty")
+        if fail == "exit":
+            import sys
+            sys.exit(3)
+
+    def compute_stats(self, batch):
+        for s in batch.samples:
+            batch.stats(s)["one"] = 1
+
+    def keep(self, stats):
+        return True
+
+
 @register_op("hostile_bookkeeping_mapper")
 class BookkeepingMapper(Mapper):
     """Deletes or rewrites djx's own keys (position, stats) in the samples whose `spoil` says so."""
@@ -454,3 +476,13 @@ def test_an_export_folder_that_cannot_be_made_is_refused_before_work(tmp_path, d
     # /proc refuses new folders even to root, for whom permission bits mean nothing
     res = djx_cli("process", _cli_recipe(tmp_path, write_recipe, "data.jsonl", "/proc/djx-out/o.jsonl"), "--quiet")
     assert_clear_error(res, "export_path: cannot write under /proc/djx-out")
+
+
+@pytest.mark.parametrize("fail,said", [("raise", "ValueError: fail must be empty"), ("exit", "SystemExit: 3")])
+def test_a_plugin_that_refuses_its_parameters_in_init_is_a_recipe_error(tmp_path, djx_cli, write_recipe,
+                                                                        hostile_ops, fail, said):
+    (tmp_path / "data.jsonl").write_text('{"text": "hello"}\n')
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path="data.jsonl", export_path="out/o.jsonl",
+                          custom_ops=[str(hostile_ops)], process=[{"hostile_init_filter": {"fail": fail}}])
+    assert_clear_error(djx_cli("process", recipe, "--quiet"),
+                       f"process[0].hostile_init_filter: the op could not be made: {said}")
