@@ -240,3 +240,16 @@ def test_a_report_that_cannot_be_written_fails_the_run_after_its_outputs(tmp_pat
     assert res.rc == 1 and "outputs are written, but its report could not be" in res.err
     assert "t.analysis" in res.err and "Traceback" not in res.err
     assert (tmp_path / "out" / "t.jsonl").exists() and (tmp_path / "out" / "t.summary.json").exists()
+
+
+def test_sharded_export_with_stats_beside_it_is_analyzed(tmp_path, write_recipe, djx_cli):
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(REPO_DIR / "tests/assets/demo/demo.jsonl"),
+                          export_path=str(tmp_path / "out" / "s.jsonl"), np=1, keep_stats_in_res_ds=False,
+                          export_shard_size=4000, process=[{"text_length_filter": {"min_len": 60}}])
+    assert djx_cli("process", recipe, "--quiet").rc == 0
+    assert not (tmp_path / "out" / "s.jsonl").exists()  # shards, and the stats in s_stats.jsonl
+    res = djx_cli("analyze", tmp_path / "out" / "s.jsonl", "--recipe", recipe)
+    assert res.rc == 0, res.err
+    table = _stats_csv(tmp_path / "out" / "s.analysis" / "stats.csv")
+    summary = json.loads((tmp_path / "out" / "s.summary.json").read_text())
+    assert table["text_len"]["count"] == summary["kept"] + summary["dropped"] == 100
