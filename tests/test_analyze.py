@@ -253,3 +253,17 @@ def test_sharded_export_with_stats_beside_it_is_analyzed(tmp_path, write_recipe,
     table = _stats_csv(tmp_path / "out" / "s.analysis" / "stats.csv")
     summary = json.loads((tmp_path / "out" / "s.summary.json").read_text())
     assert table["text_len"]["count"] == summary["kept"] + summary["dropped"] == 100
+
+
+def test_a_plugin_filter_gets_its_thresholds_from_its_parameters(tmp_path, write_recipe, djx_cli, plugin_site):
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(REPO_DIR / "tests/assets/demo/demo.jsonl"),
+                          export_path=str(tmp_path / "out" / "v.jsonl"), np=1, start_method="fork",
+                          custom_ops=["djx_test_plugin_ops"], process=[{"vowel_ratio_filter": {"max_ratio": 0.3}}])
+    assert djx_cli("process", recipe, "--quiet").rc == 0
+    res = djx_cli("analyze", tmp_path / "out" / "v.jsonl", "--recipe", recipe)
+    assert res.rc == 0, res.err
+    html = (tmp_path / "out" / "v.analysis" / "report.html").read_text()
+    summary = json.loads((tmp_path / "out" / "v.summary.json").read_text())
+    op = summary["ops"][0]
+    assert op["dropped"] > 0 and "vowel_ratio_filter.max_ratio = 0.3" in html
+    assert f"{op['kept'] / op['in']:.1%}" in html  # the keep rate at the plug-in's own bound
