@@ -7,6 +7,7 @@ grow with the dataset) and keep rates (the trial's counts). Each figure says how
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -63,7 +64,8 @@ class RunWatch:
             "seconds_how": (f"start-up (starting workers, loading models) {start:.1f} s, measured once, + "
                             f"{n_all:,} samples at the trial's steady rate of {rate:.2f} samples/s after "
                             f"start-up ({done:,} samples in {busy:.1f} s) on {workers} worker(s)"
-                            + ("; the trial was resumed: its last session's start-up and rate" if resumed else "")),
+                            + ("; the trial was resumed: its last session's start-up and rate" if resumed else "")
+                            + _load()),
             "peak_memory_bytes": int(peak),
             "peak_memory_how": ("the trial's peaks: main process USS + the sum of every worker's peak USS; "
                                 "read-ahead is bounded, so memory does not grow with the dataset"),
@@ -74,6 +76,16 @@ class RunWatch:
                               f"the first samples stand for the whole dataset, so a dataset sorted by "
                               f"anything that matters to the filters is misjudged"),
         }
+
+
+def _load() -> str:
+    """The machine's load while the trial ran: the rate holds for a machine as busy as this."""
+    try:
+        load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    except OSError:
+        return ""
+    return (f"; the machine's load average was {load:.1f} on {cores} cores at the end of the trial: the estimate "
+            f"assumes a machine as busy")
 
 
 def duration(seconds: float) -> str:
@@ -97,6 +109,9 @@ def format_estimate(s: dict) -> list[str]:
     if not s.get("partial"):
         return [f"  --limit {s['limit']:,}: the dataset holds fewer samples; this run covered all of it"]
     e = s["estimate"]
+    if not e["samples"]:
+        return [f"  partial run: the first {s['input']:,} samples (--limit {s['limit']:,}); no estimate: the "
+                f"dataset's size is {e['samples_how']}"]
     approx = "" if e["samples_how"].startswith("exact") else "about "
     lines = [f"  partial run: the first {s['input']:,} samples (--limit {s['limit']:,})",
              f"  estimate for the whole dataset ({approx}{e['samples']:,} samples): about "

@@ -61,7 +61,7 @@ def test_a_trial_of_a_sharded_dataset_estimates_the_whole_and_the_full_run_start
     assert est["seconds"] > 0 and est["peak_memory_bytes"] > 0
     for key in ("samples_how", "seconds_how", "keep_rate_how", "peak_memory_how"):
         assert len(est[key]) > 20
-    assert "1 worker" in est["seconds_how"]
+    assert "1 worker" in est["seconds_how"] and "load average" in est["seconds_how"]
     assert "partial run: the first 45 samples (--limit 45)" in res.out
     assert "estimate for the whole dataset (90 samples): about " in res.out and "67% kept" in res.out
 
@@ -195,3 +195,16 @@ def test_large_json_lines_and_json_arrays_are_estimated_from_bytes_per_record(tm
     small = tmp_path / "small.json"
     small.write_text(json.dumps(records[:30]))
     assert measure_input([str(small)]) == input_size.InputSize(30, True, "exact: every record of 1 file read")
+
+
+def test_a_dataset_of_unknown_size_gets_no_estimate_but_says_why(tmp_path, monkeypatch):
+    from djx import Pipeline
+    monkeypatch.setattr(input_size, "SAMPLE_BYTES", 64)  # records larger than the bytes sampled
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps([{"id": i, "text": "a long text " * 20} for i in range(5)]))
+    log = []
+    summary = Pipeline(dataset_path=str(data), np=1, start_method="fork",
+                       process=[{"text_length_filter": {"min_len": 5}}]).run(
+        export_path=str(tmp_path / "out/o.jsonl"), progress=False, log=log.append, limit=2)
+    assert summary["partial"] and summary["input"] == 2 and summary["estimate"]["samples"] == 0
+    assert "no estimate: the dataset's size is unknown" in log[-1]
