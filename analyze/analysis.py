@@ -110,7 +110,7 @@ def format_stats(rows: list[dict]) -> str:
 
 
 def _histograms(col: Collector, filters: list[FilterInfo], out_dir: str) -> dict:
-    bounds = {}
+    bounds, owner = {}, {s: f.name for f in filters for s in f.stats}
     for f in filters:
         for t in f.thresholds:
             bounds.setdefault(t.stat, []).append(t)
@@ -119,7 +119,7 @@ def _histograms(col: Collector, filters: list[FilterInfo], out_dir: str) -> dict
         if sketches["all"].n == 0:
             continue
         name = f"hist_{safe_name(stat)}.png"
-        histogram_png(stat, sketches, bounds.get(stat, []), os.path.join(out_dir, name))
+        histogram_png(stat, sketches, bounds.get(stat, []), owner.get(stat), os.path.join(out_dir, name))
         out[stat] = name
     return out
 

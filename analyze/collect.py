@@ -73,7 +73,8 @@ def _extremes(value) -> tuple | None:
 class Collector:
     def __init__(self, filters: list[FilterInfo], text_key: str = "text", image_key: str = "images"):
         self.filters, self.text_key, self.image_key = filters, text_key, image_key
-        self.stats: dict[str, dict[str, ValueSketch]] = {}
+        self.stats: dict[str, dict[str, ValueSketch]] = {}  # stat -> all, kept, dropped, dropped_here
+        self.owner = {stat: f.op_index for f in filters for stat in f.stats}  # the filter computing a stat
         self.kept = self.dropped = self.rejected = 0
         self.dropped_by: Counter = Counter()       # op index -> samples it dropped
         self.rejected_by_code: Counter = Counter()
@@ -110,14 +111,18 @@ class Collector:
         for name, value in stats.items():
             sk = self.stats.get(name)
             if sk is None:
-                sk = self.stats[name] = {"all": ValueSketch(), "kept": ValueSketch(), "dropped": ValueSketch()}
-            if isinstance(value, list):
+                sk = self.stats[name] = {part: ValueSketch() for part in ("all", "kept", "dropped", "dropped_here")}
+            if kind == "kept" or self.owner.get(name) != drop_at:
+                parts = (sk["all"], sk[kind])
+            else:  # dropped by the filter that computes this stat
+                parts = (sk["all"], sk["dropped"], sk["dropped_here"])
+            if type(value) is list:
                 value = [v for v in value if type(v) in _NUMBER]
-                sk["all"].extend(value)
-                sk[kind].extend(value)
+                for part in parts:
+                    part.extend(value)
             elif type(value) in _NUMBER:
-                sk["all"].add(value)
-                sk[kind].add(value)
+                for part in parts:
+                    part.add(value)
         for f, per_stat in self._plan:
             if drop_at is not None and drop_at < f.op_index:
                 continue  # dropped before this filter: never reached it

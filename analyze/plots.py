@@ -30,16 +30,23 @@ def _span(lo: float, hi: float, bounds: list[float]) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
-def histogram_png(stat: str, sketches: dict[str, ValueSketch], bounds: list[Threshold], path: str) -> None:
-    """Kept and dropped values of one stat, stacked, with the recipe's bounds as vertical lines."""
+def histogram_png(stat: str, sketches: dict[str, ValueSketch], bounds: list[Threshold], owner: str | None,
+                  path: str) -> None:
+    """Kept and dropped values of one stat, stacked (dropped by the stat's own filter, `owner`, apart
+    from those another op dropped), with the recipe's bounds as vertical lines."""
     plt = _pyplot()
     whole = sketches["all"]
     lo, hi = _span(whole.min, whole.max, [t.value for t in bounds])
     edges = np.linspace(lo, hi, 51)
-    kept, dropped = sketches["kept"].histogram(edges), sketches["dropped"].histogram(edges)
+    kept, here = sketches["kept"].histogram(edges), sketches["dropped_here"].histogram(edges)
+    other = np.maximum(sketches["dropped"].histogram(edges) - here, 0)
     fig, ax = plt.subplots(figsize=(6, 3.2), dpi=90)
-    ax.bar(edges[:-1], kept, width=np.diff(edges), align="edge", color="#4c9a5e", label="kept")
-    ax.bar(edges[:-1], dropped, width=np.diff(edges), align="edge", bottom=kept, color="#d26a4c", label="dropped")
+    width = np.diff(edges)
+    ax.bar(edges[:-1], kept, width=width, align="edge", color="#4c9a5e", label="kept")
+    if owner:
+        ax.bar(edges[:-1], here, width=width, align="edge", bottom=kept, color="#d26a4c", label=f"dropped by {owner}")
+    ax.bar(edges[:-1], other, width=width, align="edge", bottom=kept + here, color="#b9b9b9",
+           label="dropped by another op" if owner else "dropped")
     for t in bounds:
         if lo <= t.value <= hi:
             ax.axvline(t.value, color="#222", linestyle="--", linewidth=1)

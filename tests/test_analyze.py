@@ -98,6 +98,9 @@ def test_keep_rate_at_each_bound_is_what_the_filter_kept(generated):
     want = {"min": np.mean([max(v) >= 0.5 for v in reaching]), "max": np.mean([min(v) <= 2.0 for v in reaching])}
     rates = {side: r for _, side, r in curves["image_aspect_ratio_filter"]["readouts"]["at_bounds"]}
     assert rates == pytest.approx(want, abs=1e-12)
+    # the histograms tell the filter's own drops from later ones
+    text_len = result.collector.stats["text_len"]
+    assert text_len["dropped_here"].n == tallies["text_length_filter"]["dropped"] < text_len["dropped"].n
     assert curves["image_aspect_ratio_filter"]["reached"] == tallies["image_aspect_ratio_filter"]["in"]
 
 
