@@ -2,12 +2,12 @@
 actors run this same object; it owns the per-sample failure rules (reject, never lose)."""
 from __future__ import annotations
 
-import math
 import time
 import traceback
 from typing import Callable
 
 from djx.core.context import DROP_KEY, POSITION_KEY, STATS_KEY, RunContext
+from djx.core.drop_reason import default_reason
 from djx.core.errors import SampleError
 from djx.core.images import BatchImages
 from djx.core.op import Batch, Filter, Mapper, Op
@@ -147,7 +147,7 @@ class OpChain:
                 if not keep:
                     counts.dropped += 1
                     s[DROP_KEY] = {"op": op.name, "op_index": k,
-                                   "reason": why or _default_reason(op, s.get(STATS_KEY, {}))}
+                                   "reason": why or default_reason(op, s.get(STATS_KEY, {}))}
                     result.dropped.append(s)
                     continue
             counts.kept += 1
@@ -282,26 +282,3 @@ def _short_tb(e: BaseException) -> str:
     frames = traceback.extract_tb(e.__traceback__)[-2:]
     where = " <- ".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} in {f.name}" for f in reversed(frames))
     return f"{type(e).__name__}: {e} (at {where})"
-
-
-def _default_reason(op: Op, stats: dict) -> str:
-    """The filter's own account (`drop_reason(stats)`, every built-in filter has one: the stat, its
-    value and the threshold), else the stats it computed."""
-    explain = getattr(op, "drop_reason", None)
-    if callable(explain):
-        try:
-            reason = explain(stats)
-            if isinstance(reason, str) and reason:
-                return reason
-        except Exception:  # noqa: BLE001  a reason is no cause to lose the verdict
-            pass
-    shown = ", ".join(f"{k}={_fmt(stats.get(k))}" for k in getattr(op, "stats_keys", ()))
-    return f"{shown} outside the kept range" if shown else "dropped"
-
-
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}" if math.isfinite(v) else str(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(_fmt(x) for x in v) + "]"
-    return repr(v)

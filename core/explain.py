@@ -115,14 +115,15 @@ def _op_lines(k: int, op, kind: str, rec: dict, stats: dict, stop: int) -> list[
 
 def _passed(op, stats: dict) -> str:
     """A filter the sample passed in the run; said again if these thresholds would now drop it."""
-    from djx.core.chain import _default_reason, _verdict
+    from djx.core.chain import _verdict
+    from djx.core.drop_reason import default_reason
     if not all(key in stats for key in op.stats_keys):
         return "passed (its stats are not in this output)"
     try:
         keep, why = _verdict(op, op.keep(dict(stats)))
     except Exception as e:  # noqa: BLE001  keep() of a plug-in on what it did not expect
         return f"passed (keep() on the recorded stats raised {type(e).__name__})"
-    return "passed" if keep else f"passed in the run, but fails these thresholds: {why or _default_reason(op, stats)}"
+    return "passed" if keep else f"passed in the run, but fails these thresholds: {why or default_reason(op, stats)}"
 
 
 def _thresholds(op) -> str:

@@ -19,7 +19,7 @@ from djx.core.dj_keys import DJ_GLOBAL_KEYS, DJ_OP_KEYS
 from djx.core.errors import RecipeError
 from djx.core.params import coerce, _type_name
 from djx.core.reader import dataset_root
-from djx.core.recipe_ops import problems
+from djx.core.recipe_ops import problems, without_dj_op_keys
 from djx.core.suggest import closest
 
 
@@ -95,7 +95,7 @@ class Recipe:
                 for s in self.skipped_ops()]
         for i, (name, params) in enumerate(self.process):
             try:
-                _, dropped = _without_dj_op_keys(get_op_class(name), params)
+                _, dropped = without_dj_op_keys(get_op_class(name), params)
             except RecipeError:
                 continue
             out += [f"process[{i}].{name}.{key} ignored: {DJ_OP_KEYS[key]}" for key in dropped]
@@ -243,14 +243,6 @@ def _parse_process(value) -> tuple:
     return tuple(out)
 
 
-def _without_dj_op_keys(cls, params: dict) -> tuple[dict, list[str]]:
-    """Params less the Data-Juicer runtime keys this op does not take; and those keys."""
-    from djx.core.params import describe_params
-    takes = {name for name, _, _ in describe_params(cls)}
-    dropped = [k for k in params if k in DJ_OP_KEYS and k not in takes]
-    return {k: v for k, v in params.items() if k not in dropped}, dropped
-
-
 def refuse_mixture(path: str) -> None:
     """Data-Juicer's mixture `"0.5 a.jsonl 0.5 b.jsonl"` (weights and files): djx streams one
     dataset in a fixed order (positions, resume), so it refuses rather than samples differently."""
@@ -277,19 +269,6 @@ def _is_number(text: str) -> bool:
 def _abs(path: str, base_dir: str) -> str:
     path = os.path.expanduser(path)
     return path if os.path.isabs(path) else os.path.normpath(os.path.join(base_dir, path))
-
-
-def _resolve_path_params(cls, params: dict, base_dir: str) -> dict:
-    """Params an op lists in `path_params` resolve against the recipe folder when that exists
-    (a local model folder); otherwise they stay as given (a hub id)."""
-    params = dict(params)
-    for key in getattr(cls, "path_params", ()):
-        value = params.get(key)
-        if isinstance(value, str) and not os.path.isabs(value):
-            candidate = os.path.normpath(os.path.join(base_dir, os.path.expanduser(value)))
-            if os.path.exists(candidate):
-                params[key] = candidate
-    return params
 
 
 def parse_set(items: list[str]) -> dict:

@@ -6,6 +6,9 @@ lists them all (unknown ops with the closest registered names), so one edit fixe
 """
 from __future__ import annotations
 
+import os
+
+from djx.core.dj_keys import DJ_OP_KEYS
 from djx.core.errors import RecipeError
 
 
@@ -20,7 +23,6 @@ def problems(errors: list[str], hint: str = "") -> str:
 def build_ops(recipe) -> list:
     """The recipe's ops, made and validated (plug-ins loaded first); RecipeError naming every
     unknown op (unless skipped) and every bad parameter."""
-    from djx.core.recipe import _resolve_path_params, _without_dj_op_keys
     from djx.core.registry import (FIND_OPS_HINT, build_op, find_op_class, load_custom_ops,
                                    load_entry_point_ops, unknown_op)
     load_custom_ops(recipe.custom_ops, recipe.base_dir)
@@ -34,8 +36,8 @@ def build_ops(recipe) -> list:
                 errors.append(f"process[{i}]: {unknown_op(name)}")
             continue
         try:
-            params, _ = _without_dj_op_keys(cls, params)
-            ops.append(build_op(name, _resolve_path_params(cls, params, recipe.base_dir), f"process[{i}].{name}"))
+            params, _ = without_dj_op_keys(cls, params)
+            ops.append(build_op(name, resolve_path_params(cls, params, recipe.base_dir), f"process[{i}].{name}"))
         except RecipeError as e:
             errors.append(str(e))
     if errors:
@@ -50,3 +52,24 @@ def skipped_ops(recipe) -> list[dict]:
     if not recipe.skip_unknown_ops:
         return []
     return [{"index": i, "name": name} for i, (name, _) in enumerate(recipe.process) if find_op_class(name) is None]
+
+
+def without_dj_op_keys(cls, params: dict) -> tuple[dict, list[str]]:
+    """Params less the Data-Juicer runtime keys this op does not take; and those keys."""
+    from djx.core.params import describe_params
+    takes = {name for name, _, _ in describe_params(cls)}
+    dropped = [k for k in params if k in DJ_OP_KEYS and k not in takes]
+    return {k: v for k, v in params.items() if k not in dropped}, dropped
+
+
+def resolve_path_params(cls, params: dict, base_dir: str) -> dict:
+    """Params an op lists in `path_params` resolve against the recipe folder when that exists
+    (a local model folder); otherwise they stay as given (a hub id)."""
+    params = dict(params)
+    for key in getattr(cls, "path_params", ()):
+        value = params.get(key)
+        if isinstance(value, str) and not os.path.isabs(value):
+            candidate = os.path.normpath(os.path.join(base_dir, os.path.expanduser(value)))
+            if os.path.exists(candidate):
+                params[key] = candidate
+    return params
