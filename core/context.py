@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 
 STATS_KEY = "__dj__stats__"
 POSITION_KEY = "__dj__pos__"
+ORIGIN_POS_KEY = "__dj__orig_pos__"  # a sample read from a djx output: its position in the first run's input
 DROP_KEY = "__dj__drop__"
 TOKEN_MISMATCH = "image_token_mismatch"  # rejection code: image count != image-token count
 

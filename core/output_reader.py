@@ -10,7 +10,7 @@ from typing import Iterator
 
 from djx.core.context import POSITION_KEY, STATS_KEY
 from djx.core.errors import CheckError
-from djx.core.writers import FORMATS, PARQUET_JSON_COLUMNS, existing_shards
+from djx.core.writers import FORMATS, decode_json_columns, existing_shards, json_columns
 
 
 def export_files(export: str) -> list[str]:
@@ -93,13 +93,9 @@ def _iter_parquet(path: str) -> Iterator[dict]:
     import pyarrow.parquet as pq
     try:
         f = pq.ParquetFile(path)
-        meta = f.schema_arrow.metadata or {}
-        as_json = json.loads(meta.get(PARQUET_JSON_COLUMNS, b"[]"))
+        as_json = json_columns(f)
         for batch in f.iter_batches(batch_size=1024):
             for row in batch.to_pylist():
-                for k in as_json:
-                    if row.get(k) is not None:
-                        row[k] = json.loads(row[k])
-                yield row
+                yield decode_json_columns(row, as_json)
     except (pa.ArrowException, OSError, ValueError) as e:
         raise CheckError(f"{path}: not a readable parquet file ({e}); the file is damaged") from None

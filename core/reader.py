@@ -292,8 +292,11 @@ def _read_parquet(path: str, state: ReadState) -> Iterator[Item]:
 
 def _read_parquet_rows(path: str, state: ReadState) -> Iterator[Item]:
     import pyarrow.parquet as pq
+    from djx.core.writers import decode_json_columns, json_columns
     index = state.file_start  # the dataset position of the file's next row
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=1024):
+    parquet = pq.ParquetFile(path)
+    as_json = json_columns(parquet)  # a djx parquet output's fields stored as JSON text
+    for batch in parquet.iter_batches(batch_size=1024):
         rows = batch.to_pylist()
         if index + len(rows) <= state.records:
             index += len(rows)
@@ -301,5 +304,5 @@ def _read_parquet_rows(path: str, state: ReadState) -> Iterator[Item]:
         for row in rows:
             if index >= state.records:
                 state.records = index + 1
-                yield Item(index, record=row, file=state.file)
+                yield Item(index, record=decode_json_columns(row, as_json), file=state.file)
             index += 1

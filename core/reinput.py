@@ -7,7 +7,7 @@ it is read as that record, so fixed images or a new recipe can be tried on exact
 """
 from __future__ import annotations
 
-from djx.core.context import DROP_KEY, POSITION_KEY, STATS_KEY
+from djx.core.context import DROP_KEY, ORIGIN_POS_KEY, POSITION_KEY, STATS_KEY
 from djx.core.records import Item
 
 _REJECTED_FIELDS = {POSITION_KEY, "file", "line", "op", "reason", "code", "record", "raw"}
@@ -39,5 +39,8 @@ def input_sample(record: dict, pos: int) -> dict:
     sample.pop(DROP_KEY, None)
     if isinstance(sample.get(STATS_KEY), dict):
         sample[STATS_KEY] = dict(sample[STATS_KEY])
+    earlier = sample.get(POSITION_KEY)
+    if isinstance(earlier, int) and not isinstance(earlier, bool) and ORIGIN_POS_KEY not in sample:
+        sample[ORIGIN_POS_KEY] = earlier  # read from a djx output: its first run's position travels on
     sample[POSITION_KEY] = pos
     return sample

@@ -190,3 +190,23 @@ def existing_shards(dest: str) -> list[str]:
     except OSError:
         return []
     return sorted(os.path.join(folder, n) for n in names if is_shard_of(dest, n))
+
+
+def json_columns(parquet_file) -> list[str]:
+    """The columns a djx parquet output stores as JSON text (none for other parquet files)."""
+    meta = parquet_file.schema_arrow.metadata or {}
+    try:
+        return list(json.loads(meta.get(PARQUET_JSON_COLUMNS, b"[]")))
+    except ValueError:
+        return []
+
+
+def decode_json_columns(row: dict, columns: list[str]) -> dict:
+    """A parquet row with its JSON-text columns decoded (a value that does not decode stays text)."""
+    for k in columns:
+        if isinstance(row.get(k), str):
+            try:
+                row[k] = json.loads(row[k])
+            except ValueError:
+                pass
+    return row

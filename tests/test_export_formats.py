@@ -153,3 +153,26 @@ def test_a_mixture_dataset_path_is_refused_with_what_to_do(tmp_path, write_recip
     res = djx_cli("process", recipe)
     assert res.rc == 1 and "Traceback" not in res.err
     assert "mixture" in res.err and "glob" in res.err
+
+
+def test_chained_runs_keep_the_first_runs_position_and_parquet_fields(tmp_path, write_jsonl, write_recipe, djx_cli,
+                                                                     read_jsonl):
+    texts = ["ab", "abcd", "abcdefg", "abcde", "abcdefgh", "a", "abcdef"]
+    records = [{"id": i, "text": t, "meta": [i] if i % 2 else f"m{i}"} for i, t in enumerate(texts)]
+    data = write_jsonl(tmp_path / "d.jsonl", records)
+    first = write_recipe(tmp_path / "one.yaml", dataset_path=str(data), export_path="one/kept.parquet", np=1,
+                         start_method="fork", process=[{"text_length_filter": {"min_len": 4}}])
+    assert djx_cli("process", first, "--quiet").rc == 0
+    second = write_recipe(tmp_path / "two.yaml", dataset_path="one/kept.parquet", export_path="two/kept.jsonl",
+                          np=1, start_method="fork", process=[{"text_length_filter": {"min_len": 6}}])
+    assert djx_cli("process", second, "--quiet").rc == 0
+    third = write_recipe(tmp_path / "three.yaml", dataset_path="two/kept.jsonl", export_path="three/kept.jsonl",
+                         np=1, start_method="fork", process=[{"text_length_filter": {"min_len": 7}}])
+    assert djx_cli("process", third, "--quiet").rc == 0
+    two = read_jsonl(tmp_path / "two" / "kept.jsonl")
+    assert [r["__dj__orig_pos__"] for r in two] == [i for i, t in enumerate(texts) if len(t) >= 6]
+    assert [r[POS] for r in two] == [1, 3, 4]  # positions in the second run's input (the 5 kept of the first)
+    assert [r["meta"] for r in two] == [records[i]["meta"] for i in (2, 4, 6)]  # parquet gave back list and string
+    three = read_jsonl(tmp_path / "three" / "kept.jsonl")
+    assert [r["__dj__orig_pos__"] for r in three] == [2, 4] and [r[POS] for r in three] == [0, 1]
+    assert djx_cli("check", tmp_path / "three" / "kept.jsonl", "--recipe", third).rc == 0
