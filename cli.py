@@ -32,6 +32,8 @@ def _paths_from_cwd(overrides: dict) -> None:
         if isinstance(value, str) and value:
             refuse_mixture(value)
             overrides[key] = os.path.abspath(os.path.expanduser(value))
+    if isinstance(overrides.get("image_root"), str) and overrides["image_root"]:  # likewise
+        overrides["image_root"] = os.path.abspath(os.path.expanduser(overrides["image_root"]))
 
 
 def _process(args) -> int:

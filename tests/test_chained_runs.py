@@ -103,17 +103,25 @@ def test_relative_image_paths_resolve_from_the_export_folder(
 
 
 def test_image_root_resolves_image_paths_relative_to_another_folder(
-        tmp_path, mm_records, mm_process, write_jsonl, write_recipe, read_jsonl, djx_cli):
+        tmp_path, mm_records, mm_process, write_jsonl, write_recipe, read_jsonl, djx_cli, monkeypatch):
     records = [dict(r, images=[p.replace("images/", "") for p in r["images"]]) for r in mm_records]
-    data = write_jsonl(tmp_path / "meta" / "data.jsonl", records)  # images live in tmp_path/images
-    recipe = write_recipe(tmp_path / "meta" / "r.yaml", dataset_path="data.jsonl", export_path="out/o.jsonl",
-                          np=1, process=mm_process)
+    write_jsonl(tmp_path / "meta" / "data.jsonl", records)  # images live in tmp_path/images
+    keys = dict(dataset_path="data.jsonl", export_path="out/o.jsonl", np=1, process=mm_process)
+    out = tmp_path / "meta" / "out" / "o.jsonl"
+    recipe = write_recipe(tmp_path / "meta" / "r.yaml", **keys)
     assert djx_cli("process", recipe, "--quiet").rc == 0
-    assert _summary(tmp_path / "meta" / "out" / "o.jsonl")["rejected_by_code"]["bad_image"] > 4  # not found
-    res = djx_cli("process", recipe, "--quiet", "--set", "image_root=../images", "--restart")
+    assert _summary(out)["rejected_by_code"]["bad_image"] > 4  # not found next to the dataset
+    expected = sorted(r["id"] for r in mm_records if r["expect"] == "kept")
+    # in the recipe: relative to the recipe's folder
+    rooted = write_recipe(tmp_path / "meta" / "rooted.yaml", image_root="../images", **keys)
+    res = djx_cli("process", rooted, "--quiet", "--restart")
     assert res.rc == 0, res.err
-    kept = read_jsonl(tmp_path / "meta" / "out" / "o.jsonl")
-    assert sorted(s["id"] for s in kept) == sorted(r["id"] for r in mm_records if r["expect"] == "kept")
+    kept = read_jsonl(out)
+    assert sorted(s["id"] for s in kept) == expected
     assert all(p.startswith(str(tmp_path / "images")) for s in kept for p in s["images"])
-    bad = djx_cli("process", recipe, "--set", "image_root=../nowhere")
-    assert bad.rc == 1 and "image_root: no such folder" in bad.err and data.exists()
+    # on the command line: relative to the current folder
+    monkeypatch.chdir(tmp_path)
+    assert djx_cli("process", recipe, "--quiet", "--set", "image_root=images", "--restart").rc == 0
+    assert sorted(s["id"] for s in read_jsonl(out)) == expected
+    bad = djx_cli("process", recipe, "--set", "image_root=nowhere")
+    assert bad.rc == 1 and f"image_root: no such folder: {tmp_path / 'nowhere'}" in bad.err
