@@ -220,8 +220,11 @@ def guard_outputs(dataset_path: str, paths: OutputPaths) -> None:
 
 
 def _outputs(paths: OutputPaths) -> dict[str, str]:
+    """Every file a run writes or replaces: with the stats file and an earlier run's shards, which a
+    finish removes as stale (they must never be input files)."""
+    shards = {f"shard {os.path.basename(s)}": s for s in existing_shards(paths.export)}
     return {"export": paths.export, "dropped": paths.dropped, "rejected": paths.rejected,
-            "summary": paths.summary}
+            "summary": paths.summary, "stats": paths.stats, **shards}
 
 
 def _refuse_outputs_that_are_inputs(dataset_path: str, paths: OutputPaths) -> None:

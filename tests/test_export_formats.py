@@ -176,3 +176,19 @@ def test_chained_runs_keep_the_first_runs_position_and_parquet_fields(tmp_path, 
     three = read_jsonl(tmp_path / "three" / "kept.jsonl")
     assert [r["__dj__orig_pos__"] for r in three] == [2, 4] and [r[POS] for r in three] == [0, 1]
     assert djx_cli("check", tmp_path / "three" / "kept.jsonl", "--recipe", third).rc == 0
+
+
+def test_input_shards_or_stats_file_named_like_the_outputs_are_refused_not_deleted(tmp_path, text_dataset,
+                                                                                    write_recipe, djx_cli):
+    out = tmp_path / "out"
+    out.mkdir()
+    shard = out / "kept-00-of-02.jsonl"
+    shard.write_bytes(text_dataset.path.read_bytes())
+    recipe = _recipe(tmp_path, write_recipe, shard, "out/kept.jsonl")
+    res = djx_cli("process", recipe, "--quiet")
+    assert res.rc == 1 and "is the input file" in res.err
+    assert shard.read_bytes() == text_dataset.path.read_bytes()
+    stats = out / "kept_stats.jsonl"
+    shard.rename(stats)
+    res = djx_cli("process", _recipe(tmp_path, write_recipe, stats, "out/kept.jsonl"), "--quiet")
+    assert res.rc == 1 and "is the input file" in res.err and stats.exists()
