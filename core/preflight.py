@@ -48,12 +48,14 @@ def unguarded_main_hint() -> str:
             f"starts the run again: put the run under that guard")
 
 
-def host_memory_problem(workers: int, planned_bytes: int, available: int, with_models: bool) -> str | None:
+def host_memory_problem(workers: int, planned_bytes: int, available: int, with_models: bool,
+                        worker_bytes: int | None = None) -> str | None:
     """A message when `workers` CPU workers, planned to take `planned_bytes` (the plan's model
-    memory on CPU) plus their own base each, do not fit in `available` bytes; else None."""
+    memory on CPU) plus their own base each (`worker_bytes`, the plan's figure when it has one),
+    do not fit in `available` bytes; else None."""
     if workers < 1:
         return None
-    base = WORKER_BASE_WITH_MODELS if with_models else WORKER_BASE
+    base = worker_bytes or (WORKER_BASE_WITH_MODELS if with_models else WORKER_BASE)
     need = planned_bytes + workers * base
     if need <= available:
         return None
@@ -87,7 +89,8 @@ def plan_host_memory(plan) -> str | None:
     cpu = {d: info for d, info in plan.per_device.items() if not str(d).startswith("cuda")}
     workers = sum(info.get("workers", 0) for info in cpu.values())
     planned = sum(info.get("expected_bytes", 0) for info in cpu.values())
-    return host_memory_problem(workers, planned, available_host_bytes(), bool(plan.model_bytes))
+    per_worker = max((info.get("worker_bytes") or 0 for info in cpu.values()), default=0) or None
+    return host_memory_problem(workers, planned, available_host_bytes(), bool(plan.model_bytes), per_worker)
 
 
 def dataset_report(recipe) -> tuple[list[str], list[str]]:
