@@ -39,6 +39,15 @@ def register_model_loader(kind: str, estimate: Callable[[ModelSpec], int] | None
     return deco
 
 
+def loader_for(spec: ModelSpec) -> Callable:
+    """The registered loader of `spec.kind`, or a RecipeError naming the known kinds."""
+    loader = _LOADERS.get(spec.kind)
+    if loader is None:
+        raise RecipeError(f"no model loader registered for kind {spec.kind!r} "
+                          f"(known: {', '.join(sorted(_LOADERS)) or 'none'})")
+    return loader
+
+
 def estimate_bytes(spec: ModelSpec) -> int:
     """Memory a spec will take on its device, before loading (0 when the loader cannot tell)."""
     loader = _LOADERS.get(spec.kind)
@@ -65,10 +74,7 @@ class ModelPool:
         key = (spec, self.device)
         model = self._models.get(key)
         if model is None:
-            loader = _LOADERS.get(spec.kind)
-            if loader is None:
-                raise RecipeError(f"no model loader registered for kind {spec.kind!r} "
-                                  f"(known: {', '.join(sorted(_LOADERS)) or 'none'})")
+            loader = loader_for(spec)
             t0 = time.perf_counter()
             before = _device_allocated(self.device)
             shared = self.share is not None and not self.device.startswith("cuda")

@@ -74,7 +74,7 @@ class Pipeline:
         want = estimate or bool(self._inventory) or self.recipe.executor == "ray"
         estimated = {s.label(): estimate_bytes(s) if want else 0 for s in specs}
         return plan_workers(np or self.recipe.np, {**estimated, **(model_bytes or {})}, self._inventory,
-                            self.recipe.gpu_mem_fraction, cpu_count(), listed)
+                            self.recipe.gpu_mem_fraction, cpu_count(), listed, self.recipe.share_models)
 
     def describe(self, plan: Plan) -> str:
         """The plan, the recipe's notes and the warnings a run or a dry run starts with."""

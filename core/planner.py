@@ -14,6 +14,7 @@ from djx.core.errors import RecipeError
 GiB = 1 << 30
 WORKER_OVERHEAD = 768 << 20  # CUDA context + activations per GPU worker, beyond the weights
 CUDA_CONTEXT = 512 << 20     # of that overhead, what the CUDA context takes outside the allocator
+CPU_WORKER_BYTES = 512 << 20  # a CPU worker beyond the weights: interpreter, torch, a batch's activations
 
 
 @dataclass(frozen=True)
@@ -44,10 +45,12 @@ class Plan:
             line = f"  {dev}: workers [{', '.join(ranks)}]"
             if info.get("models"):
                 line += f", models per worker: {', '.join(info['models'])}"
-            if info.get("expected_bytes"):
-                line += f", expected {_size(info['expected_bytes'])}"
-            if info.get("budget_bytes"):
-                line += f" of {_size(info['budget_bytes'])} budget"
+            if info.get("weight_bytes"):  # the weights on the device, then what each worker adds
+                line += (f", weights {_size(info['weight_bytes'])} ("
+                         + ("one shared copy" if info.get("shared") else f"{info['workers']} private copies")
+                         + f") + about {_size(info['worker_bytes'])} per worker")
+            if info.get("budget_bytes"):  # GPU: what the plan expects against the budget
+                line += f", expected {_size(info['expected_bytes'])} of {_size(info['budget_bytes'])} budget"
             lines.append(line)
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
@@ -57,15 +60,24 @@ def _size(b: int) -> str:
     return f"{b / GiB:.2f} GiB" if b >= GiB else f"{b / (1 << 20):.1f} MiB"
 
 
-def _plan_cpu(np: int | None, model_bytes: dict[str, int], devices: list[str], cpu_count: int) -> Plan:
-    """Workers on CPU, torch threads split so that workers x threads <= cores."""
+def _plan_cpu(np: int | None, model_bytes: dict[str, int], devices: list[str], cpu_count: int,
+              share_models: bool = False) -> Plan:
+    """Workers on CPU, torch threads split so that workers x threads <= cores. Model weights cost
+    one copy per device when shared (`expected_bytes`), one per worker when not."""
     if np is None:
+        # model ops: half as many workers as cores, two threads each, shared weights or not: on
+        # 2 cores one process with 2 threads encoded CLIP B/32 faster than 2 single-threaded ones
+        # with one shared copy (tools/bench.py share: 0.80x); memory no longer decides it
         np = max(1, cpu_count // 2) if model_bytes else cpu_count
     dev = [d for d in devices if not d.startswith("cuda")] or ["cpu"]
     ranks = tuple(dev[r % len(dev)] for r in range(np))
-    per_worker = sum(model_bytes.values())
-    per_device = {d: {"workers": ranks.count(d), "models": sorted(model_bytes),
-                      "expected_bytes": per_worker * ranks.count(d)} for d in dict.fromkeys(ranks)}
+    weights = sum(model_bytes.values())
+    per_device = {}
+    for d in dict.fromkeys(ranks):
+        copies = 1 if share_models else ranks.count(d)
+        per_device[d] = {"workers": ranks.count(d), "models": sorted(model_bytes), "shared": share_models,
+                         "weight_bytes": weights * copies, "expected_bytes": weights * copies,
+                         "worker_bytes": CPU_WORKER_BYTES}
     notes = ()
     if model_bytes and np * max(1, cpu_count // np) > cpu_count:
         notes = (f"{np} workers on {cpu_count} cores: oversubscribed, expect slowdowns",)
@@ -74,13 +86,14 @@ def _plan_cpu(np: int | None, model_bytes: dict[str, int], devices: list[str], c
 
 def plan_workers(np: int | None, model_bytes: dict[str, int], inventory: list[DeviceInfo],
                  gpu_mem_fraction: float = 0.9, cpu_count: int = 1,
-                 listed_devices: tuple[str, ...] = ()) -> Plan:
+                 listed_devices: tuple[str, ...] = (), share_models: bool = False) -> Plan:
     """Workers and devices for a run.
 
     With GPUs and models: each worker holds one copy of every model of the chain, so a device
     takes floor(free x fraction / (models + overhead)) workers; `np` caps the total. Rank r goes
     to the r-th device in round-robin order among those with room left. Without GPUs, workers run
-    on CPU with torch threads split so that workers x threads <= cores.
+    on CPU with torch threads split so that workers x threads <= cores; with `share_models` the
+    workers of a CPU device map one copy of the weights (GPU workers still load one copy each).
     """
     cpu_count = max(1, cpu_count)
     per_worker = sum(model_bytes.values())
@@ -88,7 +101,7 @@ def plan_workers(np: int | None, model_bytes: dict[str, int], inventory: list[De
     devices = list(listed_devices) or [d.name for d in inventory]
     gpus = [d for d in devices if d.startswith("cuda")]
     if not model_bytes or not gpus:
-        return _plan_cpu(np, model_bytes, devices, cpu_count)
+        return _plan_cpu(np, model_bytes, devices, cpu_count, share_models)
     info = {d.name: d for d in inventory}
     need = per_worker + WORKER_OVERHEAD
     capacity, budgets = {}, {}
@@ -117,7 +130,8 @@ def plan_workers(np: int | None, model_bytes: dict[str, int], inventory: list[De
             if left[d] > 0 and len(ranks) < workers:
                 ranks.append(d)
                 left[d] -= 1
-    per_device = {d: {"workers": ranks.count(d), "models": labels,
+    per_device = {d: {"workers": ranks.count(d), "models": labels, "shared": False,  # a copy per GPU worker
+                      "weight_bytes": ranks.count(d) * per_worker, "worker_bytes": WORKER_OVERHEAD,
                       "expected_bytes": ranks.count(d) * need, "budget_bytes": budgets[d]}
                   for d in gpus if ranks.count(d)}
     # each worker's share of its device's budget, less its CUDA context (which the allocator does

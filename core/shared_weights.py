@@ -124,21 +124,28 @@ def split(obj) -> tuple[bytes, dict]:
             tensors[key] = t.detach().contiguous()
         slots.append((r, mname, kind, name, key))
     meta = {key: torch.empty_like(t, device="meta") for key, t in tensors.items()}
-    for r, mname, kind, name, key in slots:
-        _table(obj, r, mname, kind)[name] = (torch.nn.Parameter(meta[key], requires_grad=False)
-                                             if kind == "p" else meta[key])
-    return pickle.dumps((obj, slots), protocol=pickle.HIGHEST_PROTOCOL), tensors
+    _fill(obj, slots, meta)
+    try:
+        return pickle.dumps((obj, slots), protocol=pickle.HIGHEST_PROTOCOL), tensors
+    except Exception as e:  # noqa: BLE001  (a loader's result that does not pickle: give it its tensors back)
+        _fill(obj, slots, tensors)
+        raise pickle.PicklingError(f"{type(e).__name__}: {e}") from e
 
 
-def join(skeleton: bytes, tensors: dict):
-    """The model of `skeleton` holding `tensors` (not copied); tied slots share one Parameter."""
+def _fill(obj, slots: list, tensors: dict) -> None:
+    """Put `tensors` into the slots; slots holding one tensor get one Parameter (tied stay tied)."""
     import torch
-    obj, slots = pickle.loads(skeleton)
     params: dict = {}
     for r, mname, kind, name, key in slots:
         if kind == "p" and key not in params:
             params[key] = torch.nn.Parameter(tensors[key], requires_grad=False)
         _table(obj, r, mname, kind)[name] = params[key] if kind == "p" else tensors[key]
+
+
+def join(skeleton: bytes, tensors: dict):
+    """The model of `skeleton` holding `tensors` (not copied); tied slots share one Parameter."""
+    obj, slots = pickle.loads(skeleton)
+    _fill(obj, slots, tensors)
     return obj
 
 
@@ -173,7 +180,12 @@ def _load_from_folder(folder: str, key: str, loader, spec, device: str):
     with open(os.path.join(folder, f"{key}.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one writer; the others wait for the finished files
         if not os.path.exists(skeleton):
-            skel, tensors = split(loader(spec, device))
+            obj = loader(spec, device)
+            try:
+                skel, tensors = split(obj)
+            except pickle.PicklingError:  # it does not pickle: this process keeps its own copy
+                return obj
+            del obj
             torch.save(tensors, weights + ".tmp")
             with open(skeleton + ".tmp", "wb") as f:
                 f.write(skel)
@@ -209,6 +221,25 @@ def ray_payload(loader, spec, device: str) -> dict:
             t, _ = t.view(torch.int16), bf16.append(key)
         arrays[key] = t.numpy()
     return {"skeleton": skel, "arrays": arrays, "bf16": bf16}
+
+
+def share_for_ray(ray, specs, on_gpu: bool) -> WeightShare | None:
+    """Put each model's weights in the object store once (loaded here, in the driver), for CPU
+    actors to read zero-copy; None where there is nothing to share (no models, GPU actors: each
+    of those loads its own copy)."""
+    if on_gpu or not specs:
+        return None
+    from djx.core.model_pool import loader_for
+    refs = {}
+    for spec in dict.fromkeys(specs):
+        try:
+            payload = ray_payload(loader_for(spec), spec, "cpu")
+        except pickle.PicklingError:  # a loader's result that does not pickle: each actor loads its own
+            continue
+        refs[_spec_key(spec, "cpu")] = ray.put(payload)
+        del payload
+        _return_freed_memory()
+    return WeightShare(refs=refs)
 
 
 def from_payload(payload: dict):

@@ -13,10 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from djx import Pipeline
 from djx.core.shared_weights import share_root
-from tests.conftest import LONG, PLUGINS_DIR, REPO_DIR, read_jsonl_file, write_jsonl_file
+from conftest import LONG, REPO_DIR, read_jsonl_file, write_jsonl_file
+from test_ray import assert_same_run, outputs as ray_outputs, ray_address  # noqa: F401  (a Ray cluster)
 
 MODELS = REPO_DIR / "tests" / "assets" / "models"
 MiB = 1 << 20
@@ -62,16 +64,39 @@ def mm_dataset(tmp_path: Path, n: int = 24, poison_at: int | None = None) -> Pat
     return write_jsonl_file(tmp_path / "data.jsonl", records)
 
 
-def model_ops(clip: Path, poison: bool = False) -> list:
-    ops = [{"image_text_similarity_filter": {"hf_clip": str(clip), "min_score": -1.0}},
-           {"image_text_matching_filter": {"hf_blip": str(MODELS / "tiny-blip-itm"), "min_score": 0.5}}]
-    return ops + ([{"poison_filter": {}}] if poison else [])
+DIE_ONCE = """
+import os, signal
+from djx import Mapper, register_op
+
+@register_op("die_once_mapper")
+class DieOnceMapper(Mapper):
+    \"\"\"Kills its worker (SIGKILL) at the sample with id `at`, once per marker file.\"\"\"
+
+    def __init__(self, at: int = 0, marker: str = "", **common):
+        super().__init__(**common)
+        self.at, self.marker = at, marker
+
+    def process(self, batch):
+        if any(s.get("id") == self.at for s in batch.samples) and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def model_ops(clip: Path, die_once: Path | None = None) -> list:
+    """The two model filters, between them (die_once: its marker file) an op that kills its worker
+    once, after CLIP ran on its batch."""
+    return [{"image_text_similarity_filter": {"hf_clip": str(clip), "min_score": -1.0}},  # keeps all
+            *([{"die_once_mapper": {"at": 9, "marker": str(die_once)}}] if die_once else []),
+            {"image_text_matching_filter": {"hf_blip": str(MODELS / "tiny-blip-itm"), "min_score": 0.5}}]
 
 
 def run(tmp_path: Path, name: str, data: Path, ops: list, **keys) -> dict:
+    plugin = tmp_path / "die_once.py"
+    plugin.write_text(DIE_ONCE)
     recipe = {"dataset_path": str(data), "export_path": str(tmp_path / name / "out.jsonl"), "np": 2,
               "batch_size": 4, "start_method": "spawn", "process": ops,
-              "custom_ops": [str(PLUGINS_DIR / "chaos_ops.py")], **keys}
+              "custom_ops": [str(plugin)], **keys}
     from djx.core.recipe import recipe_from_dict
     return Pipeline(recipe=recipe_from_dict(recipe, base_dir=str(tmp_path))).run(progress=False, log=lambda *a: None)
 
@@ -87,8 +112,13 @@ def my_run_folders() -> list[str]:
 
 def test_workers_map_one_copy_and_score_exactly_as_with_private_copies(tmp_path, big_clip):
     data = mm_dataset(tmp_path)
-    shared = run(tmp_path, "shared", data, model_ops(big_clip))
-    private = run(tmp_path, "private", data, model_ops(big_clip), share_models=False)
+    # in the shared run a worker is killed mid-run, after its models scored a batch: its
+    # replacement maps the same copy and the run completes with the same outputs
+    shared = run(tmp_path, "shared", data, model_ops(big_clip, die_once=tmp_path / "died"))
+    (tmp_path / "no-death").write_text("")
+    private = run(tmp_path, "private", data, model_ops(big_clip, die_once=tmp_path / "no-death"),
+                  share_models=False)
+    assert (tmp_path / "died").exists() and shared["worker_restarts"] == 1
     # bitwise equal stats: the shared copy holds the same tensors, tied weights and buffers included
     assert outputs(tmp_path, "shared") == outputs(tmp_path, "private")
     assert shared["kept"] + shared["dropped"] == 24 and shared["rejected"] == 0
@@ -97,7 +127,7 @@ def test_workers_map_one_copy_and_score_exactly_as_with_private_copies(tmp_path,
     weights = mem["shared_weight_bytes_per_device"]["cpu"]
     assert weights > 70 * MiB and mem_private["shared_weight_bytes_per_device"] == {}
     # every worker's private memory lacks the weights: they are mapped, not copied
-    for rank in (0, 1):
+    for rank in (0, 1):  # the replaced worker's figures are its replacement's
         assert mem["worker_last_uss_bytes"][rank] < mem_private["worker_last_uss_bytes"][rank] - 0.8 * weights
     # the two workers together are charged about one copy less than with private copies
     saved = sum(mem_private["worker_last_pss_bytes"].values()) - sum(mem["worker_last_pss_bytes"].values())
@@ -114,7 +144,7 @@ def start_held_run(tmp_path: Path, hold: Path) -> tuple[subprocess.Popen, Path]:
     recipe = tmp_path / "held.yaml"
     recipe.write_text(yaml.safe_dump({
         "dataset_path": str(data), "export_path": str(tmp_path / "held" / "out.jsonl"), "np": 1,
-        "batch_size": 4, "custom_ops": [str(PLUGINS_DIR / "chaos_ops.py")],
+        "batch_size": 4, "custom_ops": [str(REPO_DIR / "tests" / "plugins" / "chaos_ops.py")],
         "process": [{"image_text_similarity_filter": {"hf_clip": str(MODELS / "tiny-clip"), "min_score": -1.0}},
                     {"hold_mapper": {"hold_file": str(hold)}}]}))
     proc = subprocess.Popen([sys.executable, "-m", "djx.cli", "process", str(recipe), "--quiet"],
@@ -145,3 +175,68 @@ def test_shared_weights_of_a_killed_run_are_removed_by_the_next_run(tmp_path, te
                           process=[{"text_length_filter": {"min_len": 3}}])
     Pipeline.from_recipe(str(recipe)).run(progress=False, log=lambda *a: None)
     assert not folder.exists()
+
+
+def test_ray_actors_read_one_copy_from_the_object_store_and_score_as_local(ray_address, tmp_path):
+    runs = {}
+    for name, keys in {"local": {}, "ray": {"executor": "ray"},
+                       "ray_private": {"executor": "ray", "share_models": False}}.items():
+        pipe = Pipeline.from_recipe(str(REPO_DIR / "configs" / "demo.yaml"),
+                                    {"ray_address": ray_address, "export_path": str(tmp_path / name / "kept.jsonl"),
+                                     **keys})
+        runs[name] = (pipe.run(progress=False, log=lambda *a: None), ray_outputs(tmp_path / name))
+    assert runs["ray"][1] == runs["ray_private"][1]  # bit for bit
+    assert_same_run(runs)  # what local wrote (up to the last bits of a differently batched forward)
+    assert runs["ray"][0]["kept"] > 0 and runs["ray"][0]["dropped"] > 0
+    # the actors mapped both models from the object store; with share_models: false they did not
+    shared = runs["ray"][0]["memory"]["shared_weight_bytes_per_device"]
+    assert shared["cpu"] == runs["local"][0]["memory"]["shared_weight_bytes_per_device"]["cpu"] > 0
+    assert runs["ray_private"][0]["memory"]["shared_weight_bytes_per_device"] == {}
+
+
+class Tied(torch.nn.Module):
+    """A module with tied weights and a non-persistent buffer (absent from its state dict)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = torch.nn.Embedding(10, 4)
+        self.out = torch.nn.Linear(4, 10, bias=False)
+        self.out.weight = self.emb.weight
+        self.register_buffer("scale", torch.tensor(2.0), persistent=False)
+
+    def forward(self, ids):
+        return self.out(self.emb(ids) * self.scale)
+
+
+def test_a_shared_copy_keeps_tied_weights_tied_and_non_persistent_buffers(tmp_path):
+    from djx.core.model_pool import ModelSpec
+    from djx.core.shared_weights import WeightShare
+    spec = ModelSpec("test_tied", "tied")
+    ids = torch.arange(10)
+    want = Tied()(ids)
+    share = WeightShare(folder=str(tmp_path))
+    writer, mapper = (share.load(lambda s, d: Tied(), spec, "cpu") for _ in range(2))
+    for model in (writer, mapper):
+        assert model.out.weight is model.emb.weight and float(model.scale) == 2.0
+        assert torch.equal(model(ids), want)
+    assert len(list(tmp_path.glob("*.pt"))) == 1  # written once, mapped twice
+
+
+def test_the_plan_counts_one_weight_copy_per_cpu_device_when_shared():
+    from djx import plan_workers
+    models = {"hf_clip:clip:float32": 600 * MiB}
+    shared = plan_workers(2, models, [], cpu_count=4, share_models=True)
+    private = plan_workers(2, models, [], cpu_count=4, share_models=False)
+    assert shared.per_device["cpu"]["expected_bytes"] == 600 * MiB
+    assert private.per_device["cpu"]["expected_bytes"] == 2 * 600 * MiB
+    assert "weights 600.0 MiB (one shared copy) + about" in shared.describe()
+    assert "weights 1.17 GiB (2 private copies)" in private.describe()
+
+
+def test_dry_run_shows_weight_bytes_per_device_and_bytes_per_worker(djx_cli):
+    res = djx_cli("process", REPO_DIR / "configs" / "demo.yaml", "--dry-run", "--np", "2")
+    line = next(l for l in res.out.splitlines() if l.strip().startswith("cpu: workers [0, 1]"))
+    assert "(one shared copy)" in line and "MiB per worker" in line
+    res = djx_cli("process", REPO_DIR / "configs" / "demo.yaml", "--dry-run", "--np", "2", "--set", "share_models=false")
+    assert "(2 private copies)" in res.out

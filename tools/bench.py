@@ -2,6 +2,8 @@
 
     python tools/bench.py [--quick] [--skip-models] [--skip-core]
     python tools/bench.py estimate [--sizes 1000 10000] [--limit 200]   (tools/bench_estimate.py)
+    python tools/bench.py share [--n 192]   one model copy per machine: peak PSS np=2/np=1 (tools/bench_share.py)
+    python tools/bench.py startup           a one-sample run against bare import + load (tools/bench_share.py)
 
 1. Streaming memory: peak USS (main + workers, sampled from outside) at 2,000 vs 20,000 samples;
    samples/s at np=1 and np=2 (text and image-header filters); and peak USS of a run that decodes
@@ -234,12 +236,20 @@ def main() -> None:
     ap.add_argument("--skip-core", action="store_true")
     ap.add_argument("--skip-models", action="store_true")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    ap.add_argument("what", nargs="?", default="all", choices=["all", "estimate"],
+    ap.add_argument("what", nargs="?", default="all", choices=["all", "estimate", "share", "startup"],
                     help="estimate: a --limit trial's estimate against the full run (tools/bench_estimate.py)")
     ap.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000], help="estimate: dataset sizes")
     ap.add_argument("--limit", type=int, default=200, help="estimate: the trial's --limit")
+    ap.add_argument("--n", type=int, default=192, help="share: samples per run")
     args = ap.parse_args()
     rows = []
+    if args.what in ("share", "startup"):
+        from tools.bench_share import bench_share, bench_startup
+        with tempfile.TemporaryDirectory(prefix="djx-bench-") as tmp:
+            rows = bench_share(Path(tmp), args.n) if args.what == "share" else bench_startup(Path(tmp))
+        for r in rows:
+            print("  " + "  ".join(str(c) for c in r if c))
+        return
     if args.what == "estimate":
         from tools.bench_estimate import bench_estimate
         with tempfile.TemporaryDirectory(prefix="djx-bench-") as tmp:

@@ -77,7 +77,7 @@ class LocalExecutor:
         self.restarts = 0
         self._chain_bytes = dill.dumps(chain)
         self._ids = itertools.count()
-        self.share_models = share_models and bool(chain.model_specs())
+        self.share_models = share_models and bool(chain.model_specs()) and not plan.on_gpu  # CPU only
         self._share = None  # WeightShare of the run's folder, while it runs
 
     def run(self, source: Iterable[InputBatch]) -> Iterator[BatchResult]:

@@ -36,6 +36,7 @@ from djx.core.reader import ReadState
 from djx.core.recipe import Recipe
 from djx.core.records import BatchResult, FailFast, WorkerReport, add_counters
 from djx.core.resources import cpu_count
+from djx.core.shared_weights import share_for_ray
 
 MiB = 1 << 20
 DECODE_BYTES_PER_SAMPLE = 4 * MiB   # decoded images of one sample, for the declared actor memory
@@ -49,6 +50,7 @@ class RayExecutor:
         self.reports: dict[str, WorkerReport] = {}  # actor name -> its last report
         self.restarts = 0                           # actor deaths (Ray Data replaces dead actors itself)
         self.groups = stage_groups(chain.ops)
+        self._share = None  # the weights CPU actors read from the object store (shared_weights.py)
 
     def run(self, source: DatasetSource) -> Iterator[BatchResult]:
         """BatchResults in input order over the source's files (all of one format), each with the
@@ -76,6 +78,8 @@ class RayExecutor:
             if self.groups:
                 self._poison = ray.remote(num_cpus=0)(PoisonLedger).options(
                     name=f"djx-poison-ledger-{os.getpid()}-{uuid.uuid4().hex[:8]}").remote()
+            if self.recipe.share_models:  # one copy of each model per node, in the object store
+                self._share = share_for_ray(ray, self.chain.model_specs(), self.plan.on_gpu)
             yield from self._collect(self._dataset(ray, files, parquet, state), state, not parquet)
         except ray.exceptions.RayError as e:
             raise DjxError(f"ray executor: {_explain(e)}") from None
@@ -157,6 +161,7 @@ class RayExecutor:
                     "final": s == len(self.groups) - 1, "threads": threads, "gpu": gpu,
                     "custom_ops": tuple(self.recipe.custom_ops), "base_dir": self.recipe.base_dir,
                     "sys_path": [p for p in sys.path if p], "poison": self._poison,
+                    "share": self._share if specs else None,
                     "sample_timeout": self.recipe.sample_timeout, "max_batch_bytes": self.recipe.max_batch_bytes}}
 
     # -- the driver: number the rows, rebuild BatchResults ----------------------------------

@@ -174,7 +174,7 @@ class ChainStage:
     ModelPool, models loaded once."""
 
     def __init__(self, chain_bytes: bytes, first: int, stage: int, final: bool, threads: int, gpu: bool,
-                 custom_ops: tuple, base_dir: str, sys_path: list, poison=None, sample_timeout: float = 600.0,
+                 custom_ops: tuple, base_dir: str, sys_path: list, poison=None, share=None, sample_timeout: float = 600.0,
                  max_batch_bytes: int = 64 * MiB):
         from djx.core.executors.process import set_thread_env
         set_thread_env(threads)  # before anything imports torch
@@ -186,7 +186,7 @@ class ChainStage:
 
         # Ray sets CUDA_VISIBLE_DEVICES to this actor's GPU
         self.chain, self.pool = bind_process(chain_bytes, "cuda:0" if gpu else "cpu", threads, custom_ops,
-                                             base_dir)
+                                             base_dir, share=share)
         self.first, self.stage, self.final = first, stage, final
         self.poison, self._ray = poison, ray
         self.worker = f"stage{stage}:{ray.get_runtime_context().get_actor_id()[:8]}"
