@@ -65,16 +65,31 @@ def _write(col: Collector, filters, summary, paths, recipe, has_recipe: bool, ou
     rows = stats_rows(col)
     write_stats_csv(rows, os.path.join(out_dir, "stats.csv"))
     log(format_stats(rows))
-    other = sorted(set(col.stats) - {r["stat"] for r in rows})
-    if other:
-        log(f"note: stats without numeric values are not summarised: {', '.join(other)}")
+    notes = _notes(col, rows, summary, paths)
+    for note in notes:
+        log(f"note: {note}")
     histograms = _histograms(col, filters, out_dir)
     curves = _curves(col, filters, out_dir)
     report = write_report(out_dir, col, summary, rows, histograms, curves, filters,
-                          _image_folders(paths.export, recipe, summary), has_recipe)
+                          _image_folders(paths.export, recipe, summary), has_recipe, notes)
     log(f"[djx] analysis of {paths.export}: {out_dir}/stats.csv, {len(histograms)} histograms, "
         f"{len(curves)} keep-rate curves, {report}")
     return Analysis(out_dir, col, summary, rows, histograms, curves, report)
+
+
+def _notes(col: Collector, rows: list[dict], summary: dict | None, paths) -> list[str]:
+    """What the figures do not cover, said in the printout and on the page."""
+    notes = []
+    other = sorted(set(col.stats) - {r["stat"] for r in rows})
+    if other:
+        notes.append(f"stats without numeric values are not summarised: {', '.join(other)}")
+    s = summary or {}
+    if isinstance(s.get("dropped"), int) and s["dropped"] > col.dropped:
+        notes.append(f"the run dropped {s['dropped']} samples but {paths.dropped} holds {col.dropped} "
+                     f"(export_dropped: false?): every figure covers the samples written only")
+    if s.get("partial"):
+        notes.append(f"a trial run (--limit {s.get('limit')}): every figure covers its first {s.get('input')} samples")
+    return notes
 
 
 def stats_rows(col: Collector) -> list[dict]:

@@ -31,7 +31,7 @@ def _galleries(col: Collector, thumbs: dict) -> list[dict]:
 
 
 def write_report(out_dir: str, col: Collector, summary: dict | None, rows: list[dict], histograms: dict,
-                 curves: list[dict], filters, image_folders: list[str], has_recipe: bool) -> str:
+                 curves: list[dict], filters, image_folders: list[str], has_recipe: bool, notes=()) -> str:
     """Write out_dir/report.html (and the gallery thumbnails under out_dir/thumbs/); return its path."""
     import jinja2
     refs = [ref for g in col.galleries for side in ("dropped", "kept") for item in g.items(side)
@@ -46,7 +46,7 @@ def write_report(out_dir: str, col: Collector, summary: dict | None, rows: list[
         columns=("count", "mean", "std", "min", "25%", "50%", "75%", "max"),
         histograms=histograms, curves=curves, galleries=_galleries(col, thumbs),
         rejections=col.rejected_by_code.most_common(), examples=col.rejection_examples,
-        has_recipe=has_recipe, filters=filters)
+        has_recipe=has_recipe, filters=filters, notes=list(notes))
     path = os.path.join(out_dir, "report.html")
     with open(path, "w", encoding="utf-8") as f:
         f.write(page)

@@ -228,7 +228,7 @@ def test_outputs_of_an_unknown_plugin_filter_are_summarised_without_thresholds(t
     assert res.rc == 0, res.err
     table = _stats_csv(tmp_path / "o.analysis" / "stats.csv")
     assert set(table) == {"lang_score", "flags"} and table["lang_score"]["count"] == 11
-    assert table["flags"]["max"] == 18 and "not summarised: lang" in res.out
+    assert table["flags"]["max"] == 18 and "note: stats without numeric values are not summarised: lang" in res.out
     html = (tmp_path / "o.analysis" / "report.html").read_text()
     assert 'class="curve"' not in html and "lang_score" in html  # no op known: no curve, no line
 
@@ -270,3 +270,26 @@ def test_a_plugin_filter_gets_its_thresholds_from_its_parameters(tmp_path, write
     op = summary["ops"][0]
     assert op["dropped"] > 0 and "vowel_ratio_filter.max_ratio = 0.3" in html
     assert f"{op['kept'] / op['in']:.1%}" in html  # the keep rate at the plug-in's own bound
+
+
+def test_outputs_without_their_dropped_samples_say_what_the_figures_cover(tmp_path, write_recipe, djx_cli):
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(REPO_DIR / "tests/assets/demo/demo.jsonl"),
+                          export_path=str(tmp_path / "out" / "k.jsonl"), np=1, export_dropped=False,
+                          process=[{"text_length_filter": {"min_len": 60}}])
+    assert djx_cli("process", recipe, "--quiet").rc == 0
+    res = djx_cli("analyze", tmp_path / "out" / "k.jsonl", "--recipe", recipe)
+    assert res.rc == 0, res.err
+    summary = json.loads((tmp_path / "out" / "k.summary.json").read_text())
+    assert f"the run dropped {summary['dropped']} samples but" in res.out
+    assert "covers the samples written only" in (tmp_path / "out" / "k.analysis" / "report.html").read_text()
+
+
+def test_a_trial_run_is_analyzed_as_such(tmp_path, write_recipe, djx_cli):
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(REPO_DIR / "tests/assets/demo/demo.jsonl"),
+                          export_path=str(tmp_path / "out" / "t.jsonl"), np=1,
+                          process=[{"text_length_filter": {"min_len": 60}}])
+    assert djx_cli("process", recipe, "--quiet", "--limit", "40", "--report").rc == 0
+    table = _stats_csv(tmp_path / "out" / "t.analysis" / "stats.csv")
+    assert table["text_len"]["count"] == 40
+    html = (tmp_path / "out" / "t.analysis" / "report.html").read_text()
+    assert "a trial run (--limit 40): every figure covers its first 40 samples" in html
