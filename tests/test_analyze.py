@@ -293,3 +293,16 @@ def test_a_trial_run_is_analyzed_as_such(tmp_path, write_recipe, djx_cli):
     assert table["text_len"]["count"] == 40
     html = (tmp_path / "out" / "t.analysis" / "report.html").read_text()
     assert "a trial run (--limit 40): every figure covers its first 40 samples" in html
+
+
+def test_thumbnails_follow_image_paths_relative_to_the_export(tmp_path, write_recipe, djx_cli):
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(REPO_DIR / "tests/assets/demo/demo.jsonl"),
+                          export_path=str(tmp_path / "elsewhere" / "out" / "i.jsonl"), np=1, image_paths="relative",
+                          process=[{"image_shape_filter": {"min_width": 64, "min_height": 64}}])
+    assert djx_cli("process", recipe, "--quiet").rc == 0
+    kept = [json.loads(line) for line in open(tmp_path / "elsewhere" / "out" / "i.jsonl")]
+    assert kept[0]["images"][0].startswith("../")  # relative to the export's folder
+    res = djx_cli("analyze", tmp_path / "elsewhere" / "out" / "i.jsonl", "--recipe", recipe)
+    assert res.rc == 0, res.err
+    html = (tmp_path / "elsewhere" / "out" / "i.analysis" / "report.html").read_text()
+    assert 'class="thumb"' in html and "image not readable now" not in html
