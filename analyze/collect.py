@@ -1,6 +1,7 @@
 """The one streaming pass over a run's outputs: every figure of the analysis, in bounded memory.
 
-Per stat: sketches of all, kept and dropped values. Per filter and bound: the distribution of the
+Per stat: sketches of all, kept and dropped values (and of those dropped by the filter that
+computes the stat). Per filter and bound: the distribution of the
 value that decides each sample reaching the filter (for the keep-rate curve), and the k samples
 nearest the bound on each side (the galleries). Per rejection code: a count and a few examples.
 """
@@ -71,6 +72,8 @@ def _extremes(value) -> tuple | None:
 
 
 class Collector:
+    """Takes every kept, dropped and rejected record once (`add`, `add_rejected`), then `finish`."""
+
     def __init__(self, filters: list[FilterInfo], text_key: str = "text", image_key: str = "images"):
         self.filters, self.text_key, self.image_key = filters, text_key, image_key
         self.stats: dict[str, dict[str, ValueSketch]] = {}  # stat -> all, kept, dropped, dropped_here
@@ -82,7 +85,7 @@ class Collector:
         self.rejection_examples: dict[str, list] = {}
         self.curves: dict[tuple, Curve] = {}
         self.galleries: list[Gallery] = []
-        self._plan = []  # per filter: (info, [(stat, curve, [(side, reduce, [galleries])])])
+        self._plan = []  # per filter: (info, [(stat, curve, [(reduce, sketch, [galleries])])])
         for f in filters:
             per_stat = []
             for stat in f.stats:
