@@ -2,6 +2,7 @@
 the outputs with an uninterrupted run's, byte for byte.
 
     python tools/torture.py [--kills 40] [--records 20000] [--np 2] [--seed 1] [--executor local]
+                            [--format jsonl|json|parquet] [--stats-file] [--shard-size BYTES]
 
 Each trial starts a run and kills its main process (SIGKILL; its workers die with it) after a
 random delay drawn over the whole length of a run, from start-up through the finish; a share of
@@ -25,7 +26,14 @@ import tempfile
 import time
 from pathlib import Path
 
-OUTPUTS = ("kept.jsonl", "kept.dropped.jsonl", "kept.rejected.jsonl")
+EXPORT = {"fmt": "jsonl", "keys": ""}  # set once by main() from the command line, before any run
+
+
+def outputs(folder: Path) -> dict[str, bytes]:
+    """Every file the run wrote next to its export (shards and the stats file included), but the summary."""
+    out = folder / "out"
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir())
+            if p.is_file() and not p.name.endswith(".summary.json")}
 
 
 def write_dataset(folder: Path, n: int, seed: int) -> None:
@@ -43,8 +51,8 @@ def write_dataset(folder: Path, n: int, seed: int) -> None:
 def write_recipe(folder: Path, np: int, executor: str) -> Path:
     recipe = folder / "recipe.yaml"
     recipe.write_text(f"""dataset_path: data.jsonl
-export_path: out/kept.jsonl
-np: {np}
+export_path: out/kept.{EXPORT['fmt']}
+np: {np}{EXPORT['keys']}
 executor: {executor}
 batch_size: 50
 checkpoint_every: 3
@@ -102,7 +110,13 @@ def main(argv=None) -> int:
     ap.add_argument("--np", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--executor", choices=["local", "ray"], default="local")
+    ap.add_argument("--format", choices=["jsonl", "json", "parquet"], default="jsonl", help="the export's format")
+    ap.add_argument("--stats-file", action="store_true", help="keep_stats_in_res_ds: false (stats in kept_stats.jsonl)")
+    ap.add_argument("--shard-size", type=int, default=0, help="export_shard_size in bytes (0: one export file)")
     args = ap.parse_args(argv)
+    EXPORT["fmt"] = args.format
+    EXPORT["keys"] = ("\nkeep_stats_in_res_ds: false" if args.stats_file else "") + \
+        (f"\nexport_shard_size: {args.shard_size}" if args.shard_size else "")
     rng = random.Random(args.seed)
     work = Path(tempfile.mkdtemp(prefix="djx-torture-"))
     try:
@@ -110,8 +124,8 @@ def main(argv=None) -> int:
         ref.mkdir()
         write_dataset(ref, args.records, args.seed)
         _, whole = run(write_recipe(ref, args.np, args.executor), None)
-        reference = {name: (ref / "out" / name).read_bytes() for name in OUTPUTS}
-        records = sum(blob.count(b"\n") for blob in reference.values())
+        reference = outputs(ref)
+        records = sum(blob.count(b"\n") for name, blob in reference.items() if not name.endswith(".parquet"))
         print(f"reference run: {args.records} records, {whole:.1f} s; {records} output records")
         kills, instants, phases, differences, trial = 0, [], {}, 0, 0
         while kills < args.kills:
@@ -134,7 +148,7 @@ def main(argv=None) -> int:
                 hit = phase(folder)
                 phases[hit] = phases.get(hit, 0) + 1
             code, _ = run(recipe, None) if phase(folder) != "finished" else (0, 0.0)
-            got = {name: (folder / "out" / name).read_bytes() for name in OUTPUTS}
+            got = outputs(folder)
             if got != reference:
                 differences += 1
                 print(f"trial {trial}: outputs differ from the reference ({folder})")
