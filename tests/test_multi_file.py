@@ -44,8 +44,17 @@ def shards(tmp_path, mm_records):
 
 
 def outputs(folder: Path) -> dict:
-    return {kind: read_jsonl_file(folder / name) for kind, name in
+    """The records of a run's outputs, image paths as the input wrote them (relative to its own
+    folder: the outputs write them absolute, and the compared datasets live in different folders)."""
+    return {kind: [_as_input(r) for r in read_jsonl_file(folder / name)] for kind, name in
             (("kept", "kept.jsonl"), ("dropped", "kept.dropped.jsonl"), ("rejected", "kept.rejected.jsonl"))}
+
+
+def _as_input(rec: dict) -> dict:
+    sample = rec.get("record") if isinstance(rec.get("record"), dict) else rec
+    if isinstance(sample.get("images"), list):
+        sample["images"] = [p[p.rindex("/images/") + 1:] if "/images/" in p else p for p in sample["images"]]
+    return rec
 
 
 def write_parquet_shards(tmp_path, records) -> tuple[Path, list[dict]]:
