@@ -27,6 +27,11 @@ def make_executor(chain: OpChain, plan: Plan, r: Recipe, replan=None, log=print)
         ray = sys.modules.get("ray")
         risky = bool(chain.model_specs()) or (ray is not None and ray.is_initialized())
         method = "spawn" if risky or plan.on_gpu or sys.platform != "linux" else "fork"
+        if method == "spawn" and chain.model_specs() and not plan.on_gpu and sys.platform == "linux" \
+                and not (ray is not None and ray.is_initialized()):
+            # model ops on CPU: workers fork from a server that imported torch and transformers
+            # once (and never ran an op), sharing those pages and skipping the imports
+            method = "forkserver"
     elif method == "fork" and chain.model_specs():
         log("note: start_method fork is unsafe for ops that load models (a forked worker can hang "
             "in its first forward); using spawn")

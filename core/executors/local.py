@@ -69,6 +69,11 @@ class LocalExecutor:
         self.replan = replan  # measured model bytes -> Plan (GPU runs revise the plan after rank 0)
         self.log = log
         self.mp = mp.get_context(start_method)
+        self._forkserver = start_method == "forkserver"  # workers are the server's children, not ours
+        if self._forkserver and chain.model_specs():
+            # the server imports torch and transformers once; each worker forks from it with those
+            # pages shared instead of importing them again
+            self.mp.set_forkserver_preload(["torch", "transformers", "djx.ops.models"])
         self.custom_ops = tuple(custom_ops)
         self.base_dir = base_dir
         self.max_in_flight = max_in_flight or 2 * plan.workers
@@ -101,7 +106,7 @@ class LocalExecutor:
                                      self.custom_ops, self.base_dir, self._chain_bytes, child,
                                      status, warmup,
                                      self.plan.mem_fraction[rank] if self.plan.mem_fraction else 0.0,
-                                     os.getpid(), self._share))
+                                     None if self._forkserver else os.getpid(), self._share))
         with _main_importable():
             proc.start()
         child.close()

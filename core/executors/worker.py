@@ -98,6 +98,7 @@ def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_di
                 parent: int, share=None) -> None:
     """Entry point of one worker; `status` tells the parent which task and op it is in."""
     from djx.core.executors.process import die_with_parent, set_thread_env
+    parent = os.getppid() if parent is None else parent  # None: a forkserver's child, which dies with the run
     die_with_parent(parent)  # even mid-sample: a killed run leaves no worker behind
     set_thread_env(threads)  # before anything imports torch
     try:
