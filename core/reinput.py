@@ -10,13 +10,14 @@ from __future__ import annotations
 from djx.core.context import DROP_KEY, ORIGIN_POS_KEY, POSITION_KEY, STATS_KEY
 from djx.core.records import Item
 
-_REJECTED_FIELDS = {POSITION_KEY, "file", "line", "op", "reason", "code", "record", "raw"}
+_REJECTED_FIELDS = {"file", "line", "op", "reason", "code", "record", "raw"}  # besides __dj__ keys
 
 
 def is_rejected_record(record) -> bool:
     """A line of a `.rejected.jsonl` file (written by Rejection.to_record)."""
     return (isinstance(record, dict) and POSITION_KEY in record and "reason" in record
-            and ("record" in record or "raw" in record) and set(record) <= _REJECTED_FIELDS)
+            and ("record" in record or "raw" in record)
+            and {k for k in record if not str(k).startswith("__dj__")} <= _REJECTED_FIELDS)
 
 
 def unwrap_rejected(item: Item) -> None:
@@ -27,6 +28,8 @@ def unwrap_rejected(item: Item) -> None:
         return
     if "record" in rec:
         item.record = rec["record"]
+        if isinstance(item.record, dict) and not {ORIGIN_POS_KEY, POSITION_KEY} & set(item.record):
+            item.record = {**item.record, ORIGIN_POS_KEY: rec[POSITION_KEY]}  # where it was first read
     else:
         item.record, item.raw = None, rec.get("raw")
         item.error = f"read from a rejected file, where it was rejected as: {rec.get('reason')}"

@@ -79,6 +79,8 @@ def test_dropped_and_rejected_files_are_inputs_again(
     for rec in read_jsonl(tmp_path / "again" / "r.jsonl"):
         by_expect.setdefault(rec["expect"], []).append(rec)
     assert len(by_expect["rejected"]) == 4 and all("missing.png" in r["images"][0] for r in by_expect["rejected"])
+    first_pos = {r["record"]["id"]: r["__dj__pos__"] for r in read_jsonl(rejected) if isinstance(r["record"]["text"], str)}
+    assert {r["id"]: r["__dj__orig_pos__"] for r in by_expect["rejected"]} == first_pos
     second = read_jsonl(tmp_path / "again" / "r.rejected.jsonl")
     assert len(second) == 4 and all(r["code"] == "bad_input" and r["record"]["text"] == 42 for r in second)
 
