@@ -8,7 +8,7 @@ per input row, in input order (preserve_order), so the driver numbers records an
 global positions and line numbers are exact with no coordination between tasks. Rows carry pickled
 samples in binary columns (no Arrow schema for heterogeneous dicts) and small columns: the row's
 kind (blank/live/dropped/rejected), the line's byte length, and per stage a side channel on the
-first row of each batch (op seconds, counters, actor report); the row schema is in ray_stages. A batch that kills its actor is retried; the retry isolates the
+first row of each batch (op seconds, counters, actor report); the row schema is in ray_stages, reading in ray_read. A batch that kills its actor is retried; the retry isolates the
 sample that kills (see ray_poison). A resumed run starts reading at the saved byte offset.
 """
 from __future__ import annotations
@@ -29,8 +29,8 @@ from djx.core.context import DROP_KEY, POSITION_KEY
 from djx.core.errors import DjxError
 from djx.core.executors.base import DatasetSource
 from djx.core.executors.ray_poison import PoisonLedger
-from djx.core.executors.ray_stages import (DATA, FILE, KIND, NBYTES, ChainStage, JsonLines, RowKind, file_index,
-                                           meta_column, parse_lines, parse_rows)
+from djx.core.executors.ray_read import JsonLines, file_index, parse_lines, parse_rows
+from djx.core.executors.ray_stages import DATA, FILE, KIND, NBYTES, ChainStage, RowKind, meta_column
 from djx.core.planner import Plan
 from djx.core.reader import ReadState
 from djx.core.recipe import Recipe
