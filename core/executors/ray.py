@@ -78,7 +78,8 @@ class RayExecutor:
             if self.groups:
                 self._poison = ray.remote(num_cpus=0)(PoisonLedger).options(
                     name=f"djx-poison-ledger-{os.getpid()}-{uuid.uuid4().hex[:8]}").remote()
-            if self.recipe.share_models:  # one copy of each model per node, in the object store
+            # one copy of each model per node, in the object store; none when the stats are there (re-filter)
+            if self.recipe.share_models and not self.chain.lazy_models:
                 self._share = share_for_ray(ray, self.chain.model_specs(), self.plan.on_gpu)
             yield from self._collect(self._dataset(ray, files, parquet, state), state, not parquet)
         except ray.exceptions.RayError as e:
