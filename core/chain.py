@@ -21,9 +21,12 @@ from djx.core.stat_reuse import reusable
 class OpChain:
     """The ops of a recipe plus the run context; picklable, so it travels to workers by value."""
 
-    def __init__(self, ops: list[Op], ctx: RunContext, export_kept: bool = True, lazy_models: bool = False):
+    def __init__(self, ops: list[Op], ctx: RunContext, export_kept: bool = True, lazy_models: bool = False,
+                 reads_input: bool = True):
         self.ops = list(ops)
         self.ctx = ctx
+        # False for a Ray stage: its records are samples the read step made, not input records
+        self.reads_input = reads_input
         # False for a stage that hands its kept samples to the next (Ray): their paths stay as read
         self.export_kept = export_kept
         self.lazy_models = lazy_models  # True: workers load models when a sample first needs one (stat reuse)
@@ -46,7 +49,7 @@ class OpChain:
                 result.rejected.append(self.reject(item, None, reason, "bad_input"))
                 continue
             originals[item.pos] = item
-            samples.append(input_sample(item.record, item.pos))
+            samples.append(input_sample(item.record, item.pos, self.reads_input))
 
         images = BatchImages(self.ctx.dataset_dir, self.ctx.max_image_pixels,
                              load_truncated_images=self.ctx.load_truncated_images)

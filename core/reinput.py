@@ -35,7 +35,7 @@ def unwrap_rejected(item: Item) -> None:
         item.error = f"read from a rejected file, where it was rejected as: {rec.get('reason')}"
 
 
-def input_sample(record: dict, pos: int) -> dict:
+def input_sample(record: dict, pos: int, from_input: bool = True) -> dict:
     """The working copy of an input record: its own stats dict (filters add to it, the record as
     read stays as it was, for a rejection), an earlier run's drop verdict removed, this position."""
     sample = dict(record)
@@ -43,7 +43,7 @@ def input_sample(record: dict, pos: int) -> dict:
     if isinstance(sample.get(STATS_KEY), dict):
         sample[STATS_KEY] = dict(sample[STATS_KEY])
     earlier = sample.get(POSITION_KEY)
-    if isinstance(earlier, int) and not isinstance(earlier, bool) and ORIGIN_POS_KEY not in sample:
+    if from_input and isinstance(earlier, int) and not isinstance(earlier, bool) and ORIGIN_POS_KEY not in sample:
         sample[ORIGIN_POS_KEY] = earlier  # read from a djx output: its first run's position travels on
     sample[POSITION_KEY] = pos
     return sample

@@ -14,6 +14,7 @@ import pytest
 
 from djx.core import writers
 from djx.core.output_reader import iter_output
+from test_ray import ray_address  # noqa: F401  (a module-scoped Ray cluster)
 
 STATS, POS = "__dj__stats__", "__dj__pos__"
 
@@ -192,3 +193,23 @@ def test_input_shards_or_stats_file_named_like_the_outputs_are_refused_not_delet
     shard.rename(stats)
     res = djx_cli("process", _recipe(tmp_path, write_recipe, stats, "out/kept.jsonl"), "--quiet")
     assert res.rc == 1 and "is the input file" in res.err and stats.exists()
+
+
+def test_a_chained_run_on_ray_keeps_the_first_runs_position(ray_address, tmp_path, write_jsonl, write_recipe,  # noqa: F811
+                                                            djx_cli, read_jsonl):
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": i, "text": "x" * (i % 9)} for i in range(40)])
+    for executor in ("local", "ray"):
+        keys = dict(np=1, executor=executor, ray_address=ray_address)
+        first = write_recipe(tmp_path / f"one-{executor}.yaml", dataset_path=str(data),
+                             export_path=f"one-{executor}/kept.jsonl", process=[{"text_length_filter": {"min_len": 3}}],
+                             **keys)
+        assert djx_cli("process", first, "--quiet").rc == 0
+        assert all("__dj__orig_pos__" not in r for r in read_jsonl(tmp_path / f"one-{executor}" / "kept.jsonl"))
+        second = write_recipe(tmp_path / f"two-{executor}.yaml", dataset_path=f"one-{executor}/kept.jsonl",
+                              export_path=f"two-{executor}/kept.jsonl", process=[{"text_length_filter": {"min_len": 6}}],
+                              **keys)
+        res = djx_cli("process", second, "--quiet")
+        assert res.rc == 0, res.err
+        kept = read_jsonl(tmp_path / f"two-{executor}" / "kept.jsonl")
+        assert [r["__dj__orig_pos__"] for r in kept] == [i for i in range(40) if i % 9 >= 6], executor
+        assert [r["id"] for r in kept] == [r["__dj__orig_pos__"] for r in kept]

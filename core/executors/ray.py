@@ -154,7 +154,8 @@ class RayExecutor:
         threads = max(1, self.plan.threads_per_worker // n_model_stages) if specs else 1
         stage_chain = OpChain(self.chain.ops[first:last], self.chain.ctx.with_(on_error="reject"),
                               export_kept=s == len(self.groups) - 1,  # paths of kept: at the last stage
-                              lazy_models=self.chain.lazy_models)  # stats reused: models loaded on demand
+                              lazy_models=self.chain.lazy_models,  # stats reused: models loaded on demand
+                              reads_input=False)  # stages get samples: the read step admitted the input
         return {"memory": need, "num_gpus": 1.0 / (per_gpu * n_model_stages) if gpu else 0,
                 "fn_constructor_kwargs": {
                     # by value, with its RunContext (tokens included); the driver enforces on_error: fail
