@@ -139,7 +139,19 @@ def _parquet_schema(records: Callable[[], Iterable[dict]]) -> tuple[dict, set]:
                                             promote_options="permissive").field(k).type
             except (pa.ArrowException, TypeError, ValueError, OverflowError):
                 as_json.add(k)
+    as_json.update(k for k, t in types.items() if not _parquet_writable(t))
     return types, as_json
+
+
+def _parquet_writable(t) -> bool:
+    """Whether parquet can store the arrow type: not a struct without fields (an empty dict), at
+    any depth."""
+    import pyarrow as pa
+    if pa.types.is_struct(t):
+        return t.num_fields > 0 and all(_parquet_writable(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _parquet_writable(t.value_type)
+    return True
 
 
 def _write_parquet_pass(records, tmp: str, types: dict, as_json: set) -> None:

@@ -72,12 +72,13 @@ def test_json_export_is_one_array_equal_to_the_jsonl_export(tmp_path, text_datas
 
 def test_parquet_keeps_fields_whose_types_differ_between_records(tmp_path, write_jsonl, write_recipe, djx_cli):
     records = [{"id": i, "text": "long enough", "meta": [1, 2] if i % 2 else "a string",
-                "tags": {"a": i} if i < 3 else {"b": "x"}} for i in range(6)]
+                "tags": {"a": i} if i < 3 else {"b": "x"}, "empty": {}, "nested": {"x": {}}} for i in range(6)]
     data = write_jsonl(tmp_path / "d.jsonl", records)
     recipe = _recipe(tmp_path, write_recipe, data, "out/kept.parquet")
     assert djx_cli("process", recipe, "--quiet").rc == 0
     back = _records(tmp_path / "out" / "kept.parquet")
     assert [r["meta"] for r in back] == [r["meta"] for r in records]
+    assert all(r["empty"] == {} and r["nested"] == {"x": {}} for r in back)  # parquet has no empty struct
     assert [r["id"] for r in back] == list(range(6))
     assert djx_cli("check", tmp_path / "out" / "kept.parquet", "--recipe", recipe).rc == 0
 
