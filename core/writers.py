@@ -108,6 +108,7 @@ def _write_parquet(records: Callable[[], Iterable[dict]], tmp: str) -> None:
     """Two passes: infer one arrow type per top-level field over every record (fields whose values
     share no type, e.g. a list here and a string there, become JSON text, named in the file's
     metadata so readers decode them), then write chunk by chunk."""
+    import pyarrow as pa
     columns, as_json = _parquet_schema(records)
     while True:
         try:
@@ -115,6 +116,13 @@ def _write_parquet(records: Callable[[], Iterable[dict]], tmp: str) -> None:
             return
         except _ColumnConflict as c:  # a value the inferred type cannot hold: store it as JSON text
             as_json.add(c.name)
+        except pa.ArrowException as e:  # a type parquet cannot store: nested fields as JSON text
+            nested = {k for k, t in columns.items() if pa.types.is_nested(t)} - as_json
+            if not nested:
+                raise DjxError(f"cannot write {tmp[:-len('.tmp')]} as parquet ({e}); the processed samples stay in "
+                               f"the run's state folder, but this export cannot be finished as parquet: run again "
+                               f"with --restart and an export_path ending in .jsonl") from None
+            as_json |= nested
 
 
 class _ColumnConflict(Exception):
