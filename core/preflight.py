@@ -68,7 +68,7 @@ def host_memory_problem(workers: int, planned_bytes: int, available: int, with_m
 def refuse_short_host_memory(pipe, plan, np: int | None) -> None:
     """Before a run: CPU workers that cannot fit in host memory are refused with the np that fits.
     Model sizes are estimated (a meta-device build) only where the workers' bases alone come close."""
-    if plan.on_gpu:
+    if plan.on_gpu or pipe.recipe.executor == "ray":  # Ray places actors by their declared memory
         return
     specs = pipe.chain().model_specs()
     if specs and not any(plan.model_bytes.values()) \
@@ -194,7 +194,7 @@ def dry_run(pipe, out=print) -> int:
     out(pipe.describe(plan))
     lines, problems = dataset_report(recipe)
     model_lines, model_problems = model_report(pipe.chain().model_specs())
-    memory = plan_host_memory(plan)
+    memory = plan_host_memory(plan) if recipe.executor != "ray" else None  # Ray: actors declare their memory
     problems += model_problems + ([f"host memory: {memory}"] if memory else [])
     from djx.core.outputs import OutputPaths
     paths = OutputPaths.for_export(recipe.export_path)
