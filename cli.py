@@ -26,7 +26,7 @@ def _recipe_arg(args) -> str:
 def _paths_from_cwd(overrides: dict) -> None:
     """Paths typed on the command line are relative to the current folder: --set dataset_path=P
     and --set export_path=P as --export-path P (a recipe's own paths are relative to the recipe)."""
-    from djx.core.recipe import refuse_mixture
+    from djx.core.dj_keys import refuse_mixture
     for key in ("dataset_path", "export_path"):
         value = overrides.get(key)
         if isinstance(value, str) and value:

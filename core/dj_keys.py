@@ -1,5 +1,9 @@
 """Data-Juicer recipe keys that mean nothing to djx, with why: a Data-Juicer recipe runs as it is,
-and the run lists these as ignored so nobody thinks they took effect."""
+and the run lists these as ignored so nobody thinks they took effect. And the Data-Juicer habits djx
+refuses with what to do instead (a mixture dataset_path)."""
+import os
+
+from djx.core.errors import RecipeError
 
 DJ_GLOBAL_KEYS = {
     "use_cache": "djx does not cache datasets; it streams them",
@@ -29,3 +33,26 @@ DJ_OP_KEYS = {
     "index_key": "not used", "auto_op_parallelism": "not used", "runtime_np": "not used",
     "ray_execution_mode": "not used",
 }
+
+
+def refuse_mixture(path: str) -> None:
+    """Data-Juicer's mixture `"0.5 a.jsonl 0.5 b.jsonl"` (weights and files): djx streams one
+    dataset in a fixed order (positions, resume), so it refuses rather than samples differently."""
+    parts = path.split()
+    if len(parts) < 2 or os.path.exists(os.path.expanduser(path)):
+        return
+    if any(_is_number(p) for p in parts) or all(p.lower().endswith((".jsonl", ".json", ".parquet")) for p in parts):
+        files = [p for p in parts if not _is_number(p)]
+        raise RecipeError(f"dataset_path {path!r} is a Data-Juicer mixture (weights and files); djx reads one "
+                          f"dataset and does not sample: to process the files whole, put them in one folder or "
+                          f"match them with a glob (e.g. dataset_path: data/*.jsonl); to mix by weight, write the "
+                          f"sample first (e.g. `shuf -n N {files[0]} > part.jsonl` per file, then a folder of "
+                          f"the parts)")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False

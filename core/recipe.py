@@ -15,7 +15,7 @@ from typing import Any, Literal
 import yaml
 
 from djx.core.context import RunContext
-from djx.core.dj_keys import DJ_GLOBAL_KEYS, DJ_OP_KEYS
+from djx.core.dj_keys import DJ_GLOBAL_KEYS, DJ_OP_KEYS, refuse_mixture
 from djx.core.errors import RecipeError
 from djx.core.params import coerce, _type_name
 from djx.core.reader import dataset_root
@@ -241,29 +241,6 @@ def _parse_process(value) -> tuple:
             raise RecipeError(f"process[{i}].{name}: parameters must be a mapping, got {params!r}")
         out.append((str(name), params))
     return tuple(out)
-
-
-def refuse_mixture(path: str) -> None:
-    """Data-Juicer's mixture `"0.5 a.jsonl 0.5 b.jsonl"` (weights and files): djx streams one
-    dataset in a fixed order (positions, resume), so it refuses rather than samples differently."""
-    parts = path.split()
-    if len(parts) < 2 or os.path.exists(os.path.expanduser(path)):
-        return
-    if any(_is_number(p) for p in parts) or all(p.lower().endswith((".jsonl", ".json", ".parquet")) for p in parts):
-        files = [p for p in parts if not _is_number(p)]
-        raise RecipeError(f"dataset_path {path!r} is a Data-Juicer mixture (weights and files); djx reads one "
-                          f"dataset and does not sample: to process the files whole, put them in one folder or "
-                          f"match them with a glob (e.g. dataset_path: data/*.jsonl); to mix by weight, write the "
-                          f"sample first (e.g. `shuf -n N {files[0]} > part.jsonl` per file, then a folder of "
-                          f"the parts)")
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return False
 
 
 def _abs(path: str, base_dir: str) -> str:
