@@ -54,12 +54,12 @@ class PssSampler:
         self.sample()
 
 
-def _run(clip: Path, data: Path, out: Path, np_: int, share: bool) -> tuple[float, int, dict]:
-    """samples/s, peak PSS of the tree, and the summary of one run."""
+def _run(clip: Path, data: Path, out: Path, np_: int, share: bool, method: str = "auto") -> tuple[float, int, dict]:
+    """samples/s, peak PSS of the tree, and the summary of one run (`method`: the start method)."""
     from djx import Pipeline
     from djx.ops.filter.image_text_similarity_filter import ImageTextSimilarityFilter
     pipe = Pipeline(ops=[ImageTextSimilarityFilter(hf_clip=str(clip), min_score=-1e9)], np=np_, batch_size=32,
-                    start_method="spawn", share_models=share)
+                    start_method=method, share_models=share)
     with PssSampler() as s:
         t0 = time.perf_counter()
         summary = pipe.run(str(data), str(out / "o.jsonl"), progress=False, log=lambda *a: None)
@@ -76,15 +76,18 @@ def bench_share(work: Path, n: int) -> list[tuple]:
     data = write_dataset(work / "data", n, n_images=min(n, 64), size=256)
     cores = psutil.cpu_count(logical=True) or 1
     res = {}
-    for np_, share in ((1, True), (cores, True), (cores, False)):
-        res[(np_, share)] = _run(clip, data, work / f"out_{np_}_{share}", np_, share)
-    one, many, many_private = res[(1, True)], res[(cores, True)], res[(cores, False)]
+    for np_, share, method in ((1, True, "auto"), (cores, True, "auto"), (cores, False, "auto"), (cores, True, "spawn")):
+        res[(np_, share, method)] = _run(clip, data, work / f"out_{np_}_{share}_{method}", np_, share, method)
+    one, many, many_private = res[(1, True, "auto")], res[(cores, True, "auto")], res[(cores, False, "auto")]
+    many_spawn = res[(cores, True, "spawn")]
     weights = many[2]["memory"].get("shared_weight_bytes_per_device", {}).get("cpu", 0)
     return [
         (f"peak PSS, whole tree, CLIP B/32, {n} pairs", f"np=1 {mb(one[1])}", f"np={cores} {mb(many[1])}",
          f"np{cores}/np1 x{many[1] / one[1]:.2f} shared (one copy {mb(weights)})"),
         ("", "", f"np={cores} private {mb(many_private[1])}",
          f"np{cores}/np1 x{many_private[1] / one[1]:.2f} share_models: false"),
+        ("", "", f"np={cores} spawn {mb(many_spawn[1])}", f"np{cores}/np1 x{many_spawn[1] / one[1]:.2f} shared, "
+         "workers spawned (each imports torch itself)"),
         ("samples/s by CPU layout (shared)", f"1x{cores} threads {one[0]:.2f}",
          f"{cores}x1 thread {many[0]:.2f}", f"ratio {many[0] / one[0]:.2f}"),
     ]
