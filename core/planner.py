@@ -67,7 +67,7 @@ def _plan_cpu(np: int | None, model_bytes: dict[str, int], devices: list[str], c
     if np is None:
         # model ops: half as many workers as cores, two threads each, shared weights or not: on
         # 2 cores one process with 2 threads encoded CLIP B/32 faster than 2 single-threaded ones
-        # with one shared copy (tools/bench.py share: 0.80x); memory no longer decides it
+        # sharing one copy (tools/bench.py share: 2 x 1 at 0.80x and 0.84x of 1 x 2 in two runs)
         np = max(1, cpu_count // 2) if model_bytes else cpu_count
     dev = [d for d in devices if not d.startswith("cuda")] or ["cpu"]
     ranks = tuple(dev[r % len(dev)] for r in range(np))
