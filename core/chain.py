@@ -22,9 +22,17 @@ class OpChain:
     """The ops of a recipe plus the run context; picklable, so it travels to workers by value."""
 
     def __init__(self, ops: list[Op], ctx: RunContext, export_kept: bool = True, lazy_models: bool = False,
-                 reads_input: bool = True):
+                 reads_input: bool = True, earlier_stats: frozenset = frozenset()):
         self.ops = list(ops)
         self.ctx = ctx
+        # a stat that an earlier filter of this run also writes is never reused: its value may come
+        # from that filter (another model or parameters), not from the input
+        written = set(earlier_stats)
+        self.may_reuse = []
+        for op in self.ops:
+            keys = set(getattr(op, "stats_keys", ()))
+            self.may_reuse.append(isinstance(op, Filter) and not keys & written)
+            written |= keys
         # False for a Ray stage: its records are samples the read step made, not input records
         self.reads_input = reads_input
         # False for a stage that hands its kept samples to the next (Ray): their paths stay as read
@@ -120,7 +128,7 @@ class OpChain:
             if reason:
                 rejected[i] = (reason, "bad_input", None)
         live = [i for i in range(len(samples)) if i not in rejected]
-        if isinstance(op, Filter) and not ctx.recompute_stats:  # stats already there: not recomputed
+        if self.may_reuse[k] and not ctx.recompute_stats:  # stats already there: not recomputed
             reused = {i for i in live if reusable(op, samples[i], ctx)}
             result.op_counts[k].reused += len(reused)
             live = [i for i in live if i not in reused]

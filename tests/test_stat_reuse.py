@@ -83,3 +83,21 @@ def test_recompute_stats_and_invalid_stats_compute_again(tmp_path, first_export,
                                         export_path="out/o.jsonl", np=1, recompute_stats=True,
                                         process=_process(CLIP, 0.2)))
     assert [op["reused_stats"] for op in forced["ops"]] == [0, 0, 0] and forced["kept"] == len(kept)
+
+
+def test_a_stat_that_an_earlier_filter_of_the_run_wrote_is_computed_again(tmp_path, text_dataset):
+    """Two filters writing one stat key with different models: the second scores with its own model,
+    never with the value the first just wrote."""
+    plugin = str(Path(__file__).parent / "plugins" / "ray_plugin_ops.py")
+    score = lambda model, low: {"letter_score_filter": {"model": model, "min_score": low}}  # noqa: E731
+
+    def kept(name, process):
+        summary = Pipeline(dataset_path=str(text_dataset.path), export_path=str(tmp_path / name / "k.jsonl"),
+                           process=process, custom_ops=[plugin], np=1, start_method="fork").run(progress=False)
+        rows = [json.loads(line) for line in (tmp_path / name / "k.jsonl").read_text().splitlines()]
+        return summary, {r["__dj__pos__"]: r["__dj__stats__"]["letter_score"] for r in rows}
+
+    both, after_a = kept("both", [score("a", 0.0), score("bb", 0.46)])
+    alone, bb_only = kept("alone", [score("bb", 0.46)])
+    assert after_a == bb_only and len(bb_only) < both["input"]
+    assert [op["reused_stats"] for op in both["ops"]] == [0, 0]

@@ -155,7 +155,9 @@ class RayExecutor:
         stage_chain = OpChain(self.chain.ops[first:last], self.chain.ctx.with_(on_error="reject"),
                               export_kept=s == len(self.groups) - 1,  # paths of kept: at the last stage
                               lazy_models=self.chain.lazy_models,  # stats reused: models loaded on demand
-                              reads_input=False)  # stages get samples: the read step admitted the input
+                              reads_input=False,  # stages get samples: the read step admitted the input
+                              earlier_stats=frozenset(k for op in self.chain.ops[:first]
+                                                      for k in getattr(op, "stats_keys", ())))
         return {"memory": need, "num_gpus": 1.0 / (per_gpu * n_model_stages) if gpu else 0,
                 "fn_constructor_kwargs": {
                     # by value, with its RunContext (tokens included); the driver enforces on_error: fail
@@ -225,6 +227,8 @@ class RayExecutor:
             res.op_counts[k].seconds += seconds
         for k, n in meta.with_images.items():
             res.op_counts[k].with_images += n
+        for k, n in meta.reused.items():
+            res.op_counts[k].reused += n
         res.counters = add_counters(res.counters, meta.counters)
         self.restarts += meta.counters.get("actor_deaths", 0)
         self.reports[meta.worker] = meta.report

@@ -44,13 +44,14 @@ def meta_column(stage: int) -> str:
 
 @dataclass
 class StageMeta:
-    """A stage batch's side channel: per-op seconds and samples with images (whole-chain op index),
-    op counters, and the report of the actor that ran it."""
+    """A stage batch's side channel: per-op seconds, samples with images and reused stats
+    (whole-chain op index), op counters, and the report of the actor that ran it."""
     seconds: dict[int, float]
     with_images: dict[int, int]
     counters: dict[str, int]
     worker: str
     report: WorkerReport
+    reused: dict[int, int]
 
 
 # -- the op stages (Ray actors) ---------------------------------------------------------------
@@ -129,7 +130,8 @@ class ChainStage:
     def _table(self, table: pa.Table, kind: list, data: list, orig: list, res: BatchResult) -> pa.Table:
         meta = StageMeta({self.first + k: c.seconds for k, c in enumerate(res.op_counts)},
                          {self.first + k: c.with_images for k, c in enumerate(res.op_counts)}, res.counters,
-                         self.worker, self.pool.report(self.peak))
+                         self.worker, self.pool.report(self.peak),
+                         {self.first + k: c.reused for k, c in enumerate(res.op_counts)})
         n = len(kind)
         out = {KIND: pa.array(kind, pa.string()), DATA: pa.array(data, pa.binary()),
                ORIG: pa.array([b""] * n if self.final else orig, pa.binary()),
