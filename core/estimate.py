@@ -22,6 +22,7 @@ class RunWatch:
     limit: int | None = None
     t0: float = field(default_factory=time.monotonic)
     processing_at: float | None = None
+    last_result_at: float | None = None   # the last batch's result came in
     partial: bool = False   # the limit stopped the reader before the dataset's end
 
     @property
@@ -37,6 +38,12 @@ class RunWatch:
         if self.processing_at is None:
             self.processing_at = time.monotonic()
 
+    def batch_done(self) -> None:
+        """A batch's result came in (engines that do not say when reading starts: the first one
+        ends start-up)."""
+        self.processing()
+        self.last_result_at = time.monotonic()
+
     def summary_fields(self, summary: dict, resumed: bool) -> dict:
         """`partial`, `limit` and, for a trial that stopped before the dataset's end, `estimate`."""
         out = {"partial": self.partial, "limit": self.limit}
@@ -49,11 +56,13 @@ class RunWatch:
         n_all, n = self.size.samples, s["input"]
         now = time.monotonic()
         start = (self.processing_at or self.t0) - self.t0
-        busy = max(now - (self.processing_at or self.t0), 1e-9)  # processing and the check
+        last = self.last_result_at or now
+        busy = max(last - (self.processing_at or self.t0), 1e-9)
+        end = now - last  # stopping the workers, the last checkpoint, the output check
         done = s["session"]["samples"]
         rate = done / busy
         workers = s.get("workers")
-        seconds = start + n_all / max(rate, 1e-9)
+        seconds = start + n_all / max(rate, 1e-9) + end
         mem = s.get("memory", {})
         peak = mem.get("main_peak_uss_bytes", 0) + sum((mem.get("worker_peak_uss_bytes") or {}).values())
         kept = s["kept"] / n if n else 0.0
@@ -61,9 +70,10 @@ class RunWatch:
             "samples": n_all,
             "samples_how": self.size.how,
             "seconds": round(seconds, 1),
-            "seconds_how": (f"start-up (starting workers, loading models) {start:.1f} s, measured once, + "
-                            f"{n_all:,} samples at the trial's steady rate of {rate:.2f} samples/s after "
-                            f"start-up ({done:,} samples in {busy:.1f} s) on {workers} worker(s)"
+            "seconds_how": (f"start-up (starting workers, loading models) {start:.1f} s and the end (stopping "
+                            f"workers, output check) {end:.1f} s, measured once, + {n_all:,} samples at the "
+                            f"trial's steady rate of {rate:.2f} samples/s between start-up and its last batch "
+                            f"({done:,} samples in {busy:.1f} s) on {workers} worker(s)"
                             + ("; the trial was resumed: its last session's start-up and rate" if resumed else "")
                             + _load()),
             "peak_memory_bytes": int(peak),

@@ -65,7 +65,7 @@ class RunLedger:
         self.read_at = res.read_at
         self.batches += 1
         if self.watch is not None:
-            self.watch.processing()  # engines that do not say when reading starts: the first result
+            self.watch.batch_done()
         self.bar.processing(self.watch.processing_at if self.watch else self.t0)
         self.bar.update(res.samples, len(res.kept))
         if self.batches % self.recipe.checkpoint_every == 0:
