@@ -27,8 +27,8 @@ from djx.core.recipe import Recipe, load_recipe, recipe_from_dict
 from djx.core.records import Item
 from djx.core.resources import cpu_count
 from djx.core.resume import fingerprint, resume_point
-from djx.core.shared_weights import remove_stale
 from djx.core.stat_reuse import models_unneeded
+from djx.core.shared_weights import remove_stale
 
 
 class Pipeline:
@@ -162,14 +162,11 @@ class Pipeline:
 
 
 def _check_limit(limit, r: Recipe) -> None:
-    """A trial run's limit: a positive number of samples, on the local executor."""
+    """A trial run's limit: a positive number of samples."""
     if limit is None:
         return
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise DjxError(f"limit: expected a positive number of samples, got {limit!r}")
-    if r.executor == "ray":
-        raise DjxError("--limit (a trial run) runs on the local executor: add --executor local; its estimate "
-                       "is for the local executor on this machine")
 
 
 def _write_report(ops, r: Recipe, export: str, log) -> None:

@@ -10,6 +10,7 @@ from conftest import read_jsonl_file
 
 from djx.core import input_size
 from djx.core.input_size import measure_input
+from test_ray import ray_address  # noqa: F401  (a module-scoped Ray cluster)
 
 
 def text_recipe(tmp_path, dataset, **extra):
@@ -152,11 +153,22 @@ def test_a_bad_limit_is_refused(tmp_path, djx_cli, value, message):
     assert res.rc == 1 and message in res.err and "Traceback" not in res.err
 
 
-def test_a_trial_on_ray_is_refused_before_any_work(tmp_path, djx_cli):
-    write_shards(tmp_path / "data", files=1, per_file=5)
-    res = djx_cli("process", text_recipe(tmp_path, tmp_path / "data"), "--limit", 3, "--executor", "ray")
-    assert res.rc == 1 and "--executor local" in res.err
-    assert not (tmp_path / "out").exists()
+def test_a_trial_on_ray_takes_the_same_samples_as_on_the_local_executor(tmp_path, djx_cli, ray_address):
+    n = write_shards(tmp_path / "data")
+    got = {}
+    for executor in ("local", "ray"):
+        recipe = text_recipe(tmp_path, tmp_path / "data", export_path=f"{executor}/o.jsonl", executor=executor,
+                             ray_address=ray_address)
+        res = djx_cli("process", recipe, "--limit", 40, "--quiet")
+        assert res.rc == 0, res.err
+        summary = json.loads((tmp_path / executor / "o.summary.json").read_text())
+        assert summary["partial"] is True and summary["input"] == 40 and summary["check"]["ok"]
+        assert summary["estimate"]["samples"] == n
+        rows = [json.loads(line) for name in ("o.jsonl", "o.dropped.jsonl")
+                for line in (tmp_path / executor / name).read_text().splitlines()]
+        got[executor] = sorted((r["__dj__pos__"], r["id"]) for r in rows)
+        assert djx_cli("check", tmp_path / executor / "o.jsonl", "--recipe", recipe).rc == 0
+    assert got["ray"] == got["local"] and [i for _, i in got["ray"]] == list(range(40))
 
 
 def test_parquet_sizes_are_exact_and_a_trial_on_parquet_estimates_them(tmp_path, djx_cli):

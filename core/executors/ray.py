@@ -81,7 +81,7 @@ class RayExecutor:
             # one copy of each model per node, in the object store; none when the stats are there (re-filter)
             if self.recipe.share_models and not self.chain.lazy_models:
                 self._share = share_for_ray(ray, self.chain.model_specs(), self.plan.on_gpu)
-            yield from self._collect(self._dataset(ray, files, parquet, state), state, not parquet)
+            yield from self._collect(self._dataset(ray, files, parquet, state), state, not parquet, source.limit)
         except ray.exceptions.RayError as e:
             raise DjxError(f"ray executor: {_explain(e)}") from None
         finally:
@@ -169,11 +169,15 @@ class RayExecutor:
                     "sample_timeout": self.recipe.sample_timeout, "max_batch_bytes": self.recipe.max_batch_bytes}}
 
     # -- the driver: number the rows, rebuild BatchResults ----------------------------------
-    def _collect(self, ds, state: ReadState, lines: bool) -> Iterator[BatchResult]:
+    def _collect(self, ds, state: ReadState, lines: bool, limit: int | None = None) -> Iterator[BatchResult]:
+        """BatchResults from the returned rows; with `limit` (a trial run), none past that many
+        samples (the rows Ray made beyond it are left unread)."""
         for table in ds.iter_batches(batch_size=self.recipe.batch_size, batch_format="pyarrow"):
             res = BatchResult.empty(len(self.chain.ops))
             col = {name: table.column(name).to_pylist() for name in table.column_names}
             for i, kind in enumerate(col[KIND]):
+                if limit is not None and state.records >= limit:
+                    break
                 self._advance(state, col[FILE][i], col[NBYTES][i] if lines else None)
                 if kind == RowKind.BLANK.value:
                     state.blank_lines += 1
@@ -184,6 +188,8 @@ class RayExecutor:
                     self._absorb(res, pickle.loads(blob))
             res.read_at = dict(vars(state))
             yield res
+            if limit is not None and state.records >= limit:
+                return
 
     @staticmethod
     def _advance(state: ReadState, file: int, nbytes: int | None) -> None:
