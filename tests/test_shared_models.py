@@ -126,9 +126,9 @@ def test_workers_map_one_copy_and_score_exactly_as_with_private_copies(tmp_path,
     mem, mem_private = shared["memory"], private["memory"]
     weights = mem["shared_weight_bytes_per_device"]["cpu"]
     assert weights > 70 * MiB and mem_private["shared_weight_bytes_per_device"] == {}
-    # every worker's private memory lacks the weights: they are mapped, not copied
-    for rank in (0, 1):  # the replaced worker's figures are its replacement's
-        assert mem["worker_last_uss_bytes"][rank] < mem_private["worker_last_uss_bytes"][rank] - 0.8 * weights
+    # a worker that mapped the weights holds no private copy of them (rank 0 loaded them first, to
+    # write the shared copy, and may keep some of the freed heap)
+    assert mem["worker_last_uss_bytes"][1] < mem_private["worker_last_uss_bytes"][1] - 0.8 * weights, (mem, mem_private)
     # the two workers together are charged about one copy less than with private copies
     saved = sum(mem_private["worker_last_pss_bytes"].values()) - sum(mem["worker_last_pss_bytes"].values())
     assert saved > 0.8 * weights
