@@ -13,6 +13,7 @@ import pytest
 from djx.analyze import analyze
 from djx.analyze.sketch import EXACT_LIMIT, ValueSketch
 from djx.tools.make_analysis_outputs import run_ops, write_outputs
+from test_ray import ray_address  # noqa: F401  (a module-scoped Ray cluster)
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 DEMO = REPO_DIR / "configs" / "demo.yaml"
@@ -192,10 +193,12 @@ def test_bad_outputs_are_clear_errors(tmp_path, djx_cli):
     assert res.rc == 1 and "cut.jsonl, line 2" in res.err
 
 
-def test_ray_outputs_are_analyzed_the_same_way(tmp_path, write_recipe, djx_cli):
-    pytest.importorskip("ray", reason="the Ray executor needs the ray extra")
+def test_ray_outputs_are_analyzed_the_same_way(tmp_path, write_recipe, djx_cli, ray_address):
+    # joins the module's Ray cluster: a Ray started and shut down inside the test process would
+    # leave state that breaks the clusters later test modules start
     recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(REPO_DIR / "tests/assets/demo/demo.jsonl"),
                           export_path=str(tmp_path / "out" / "ray.jsonl"), executor="ray", np=1,
+                          ray_address=ray_address,
                           report=True, process=[{"text_length_filter": {"min_len": 30}},
                                                 {"image_shape_filter": {"min_width": 64, "min_height": 64}}])
     res = djx_cli("process", recipe, "--quiet")
