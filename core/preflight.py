@@ -102,7 +102,7 @@ def dataset_report(recipe) -> tuple[list[str], list[str]]:
     except DjxError as e:
         return [f"dataset: {recipe.dataset_path}"], [str(e)]
     lines = [f"dataset: {recipe.dataset_path} ({len(files)} file{'' if len(files) == 1 else 's'})"]
-    problems, with_images, with_token, tokens = [], 0, 0, set()
+    problems, bad, with_images, with_token, tokens = [], [], 0, 0, set()
     items = []
     try:
         for item in read_files(files, ReadState(), parse=True):
@@ -115,19 +115,23 @@ def dataset_report(recipe) -> tuple[list[str], list[str]]:
         where = f"record {item.pos}" + (f" (line {item.line})" if item.line else "")
         rec = item.record
         if item.error or not isinstance(rec, dict):
-            problems.append(f"dataset: {where}: " + (item.error or f"not a JSON object ({type(rec).__name__})"))
+            bad.append(f"dataset: {where}: " + (item.error or f"not a JSON object ({type(rec).__name__})"))
             continue
         text = rec.get(recipe.text_key)
         if not isinstance(text, str):
-            problems.append(f"dataset: {where} has no text under text_keys {recipe.text_key!r}"
-                            f" (its keys: {', '.join(map(str, rec)) or 'none'})")
+            bad.append(f"dataset: {where} has no text under text_keys {recipe.text_key!r}"
+                       f" (its keys: {', '.join(map(str, rec)) or 'none'})")
             continue
         if rec.get(recipe.image_key):
             with_images += 1
             with_token += recipe.image_special_token in text
             tokens.update(t for t in re.findall(r"<[^<>\s]{1,40}>", text) if t != recipe.eoc_special_token)
-    lines.append(f"  first {len(items)} record(s) read: {len(items) - len(problems)} usable, {with_images} with "
+    lines.append(f"  first {len(items)} record(s) read: {len(items) - len(bad)} usable, {with_images} with "
                  f"images under {recipe.image_key!r}, {with_token} of those with {recipe.image_special_token!r}")
+    if items and len(bad) == len(items):  # none usable: every sample would be rejected
+        problems += bad
+    else:  # a few bad records: the run rejects them, with their reasons
+        lines += [f"  note: {b} (a run rejects such a record with its reason)" for b in bad]
     if with_images and not with_token:
         seen = ", ".join(sorted(tokens)[:5])
         problems.append(f"dataset: none of the first records with images carries image_special_token "

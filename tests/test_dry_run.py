@@ -43,8 +43,9 @@ def test_every_problem_is_listed_and_the_dry_run_exits_1(tmp_path, write_recipe,
     res = djx_cli("process", recipe, "--dry-run")
     assert res.rc == 1
     problems = [line for line in res.out.splitlines() if line.startswith("  problem: ")]
-    assert len(problems) == 4, res.out
-    assert any("record 3 (line 4): not valid JSON" in p for p in problems)
+    assert len(problems) == 3, res.out
+    # one bad record among usable ones is what a run rejects: a note, not a problem
+    assert "note: dataset: record 3 (line 4): not valid JSON" in res.out
     assert any("image_special_token '<__dj__image>'" in p and "tokens seen: <image>" in p for p in problems)
     assert any(f"model {empty_model}: the folder holds no config.json" in p for p in problems)
     assert any("model ./models/missing: no such folder" in p for p in problems)
@@ -92,3 +93,11 @@ def test_workers_that_cannot_fit_in_host_memory_are_refused_by_the_dry_run_and_t
     assert not (tmp_path / "out" / "k.jsonl").exists()
     fits = int(run.err.split("set np to at most ")[1].split()[0])
     assert 1 <= fits < too_many
+
+
+def test_a_dataset_whose_first_records_are_all_unusable_is_a_problem(tmp_path, write_recipe, djx_cli):
+    (tmp_path / "d.jsonl").write_text("id,text\n1,a\n2,b\n")
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path="d.jsonl", export_path="out/k.jsonl",
+                          process=[{"text_length_filter": {"min_len": 1}}])
+    res = djx_cli("process", recipe, "--dry-run")
+    assert res.rc == 1 and "problem: dataset: record 0 (line 1): not valid JSON" in res.out
