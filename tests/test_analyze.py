@@ -17,6 +17,7 @@ from test_ray import ray_address  # noqa: F401  (a module-scoped Ray cluster)
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 DEMO = REPO_DIR / "configs" / "demo.yaml"
+ASSETS = str(REPO_DIR / "tests" / "assets")  # the tests' own data, wherever djx is installed
 DEMO_STATS = {"text_len", "image_width", "image_height", "aspect_ratios", "image_text_similarity",
               "image_text_matching_score"}
 
@@ -62,8 +63,8 @@ def test_sketch_matches_numpy(kind):
 def generated(tmp_path_factory):
     """The outputs of a 20,000-sample run (written directly), analyzed with its ops."""
     export = tmp_path_factory.mktemp("gen") / "run.jsonl"
-    summary = write_outputs(str(export), 20_000, seed=3)
-    ops = run_ops()
+    summary = write_outputs(str(export), 20_000, seed=3, assets=ASSETS)
+    ops = run_ops(ASSETS)
     result = analyze(str(export), ops=ops, log=lambda *a: None)
     return export, summary, ops, result
 

@@ -12,7 +12,11 @@ import shutil
 import pytest
 import yaml
 
+from pathlib import Path
+
 from djx.tools.make_analysis_outputs import recipe_text, run_ops, write_outputs
+
+ASSETS = str(Path(__file__).resolve().parent / "assets")  # the tests' own data, wherever djx is installed
 
 CHROMIUM = os.environ.get("DJX_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -43,9 +47,9 @@ def report(tmp_path_factory):
     from djx.cli import main
     folder = tmp_path_factory.mktemp("report")
     export = folder / "run.jsonl"
-    write_outputs(str(export), 3000, seed=5)
+    write_outputs(str(export), 3000, seed=5, assets=ASSETS)
     recipe = folder / "run.yaml"
-    recipe.write_text(recipe_text(str(export)))
+    recipe.write_text(recipe_text(str(export), ASSETS))
     assert main(["analyze", str(export), "--recipe", str(recipe)]) == 0
     return folder / "run.analysis" / "report.html", recipe
 
@@ -53,7 +57,7 @@ def report(tmp_path_factory):
 def test_report_renders_offline_with_every_stat_and_its_pictures(report, tmp_path):
     sync_api = _browser_or_say_why()
     page_path, recipe = report
-    stats = {s for op in run_ops() for s in op.stats_keys}
+    stats = {s for op in run_ops(ASSETS) for s in op.stats_keys}
     errors, requests = [], []
     with sync_api.sync_playwright() as pw:
         ctx = pw.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM,

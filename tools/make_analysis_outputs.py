@@ -18,26 +18,33 @@ import numpy as np
 from djx.core.context import DROP_KEY, POSITION_KEY, STATS_KEY
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEMO_DATASET = os.path.join(REPO, "tests", "assets", "demo", "demo.jsonl")
-TINY_CLIP = os.path.join(REPO, "tests", "assets", "models", "tiny-clip")
+ASSETS = os.path.join(REPO, "tests", "assets")  # in a checkout; an installed djx has no tests/: pass assets=
+
+
+def _demo_dataset(assets: str) -> str:
+    return os.path.join(assets, "demo", "demo.jsonl")
+
+
+def _tiny_clip(assets: str) -> str:
+    return os.path.join(assets, "models", "tiny-clip")
 REJECTED_SHARE = 0.005
 
 
-def run_ops() -> list:
+def run_ops(assets: str = ASSETS) -> list:
     """The ops of the run these outputs stand for (nothing is loaded: keep() needs no model)."""
     from djx.ops.filter.image_aspect_ratio_filter import ImageAspectRatioFilter
     from djx.ops.filter.image_text_similarity_filter import ImageTextSimilarityFilter
     from djx.ops.filter.text_length_filter import TextLengthFilter
     return [TextLengthFilter(min_len=30), ImageAspectRatioFilter(min_ratio=0.5, max_ratio=2.0),
-            ImageTextSimilarityFilter(hf_clip=TINY_CLIP, min_score=0.2)]
+            ImageTextSimilarityFilter(hf_clip=_tiny_clip(str(assets)), min_score=0.2)]
 
 
-def recipe_text(export: str) -> str:
+def recipe_text(export: str, assets: str = ASSETS) -> str:
     """A recipe of that run (YAML), for `djx analyze --recipe`."""
-    return (f"dataset_path: {DEMO_DATASET}\nexport_path: {export}\nprocess:\n"
+    return (f"dataset_path: {_demo_dataset(str(assets))}\nexport_path: {export}\nprocess:\n"
             f"  - text_length_filter: {{min_len: 30}}\n"
             f"  - image_aspect_ratio_filter: {{min_ratio: 0.5, max_ratio: 2.0}}\n"
-            f"  - image_text_similarity_filter: {{hf_clip: {TINY_CLIP}, min_score: 0.2}}\n")
+            f"  - image_text_similarity_filter: {{hf_clip: {_tiny_clip(str(assets))}, min_score: 0.2}}\n")
 
 
 def _stats(rng, n: int):
@@ -50,14 +57,14 @@ def _stats(rng, n: int):
     return text_len, n_images, ratios, n_chunks, scores
 
 
-def write_outputs(export: str, samples: int, seed: int = 0, block: int = 100_000) -> dict:
+def write_outputs(export: str, samples: int, seed: int = 0, block: int = 100_000, assets: str = ASSETS) -> dict:
     """Write the four outputs of a run over `samples` inputs next to `export`; return the summary."""
     from djx.core.outputs import OutputPaths
     paths = OutputPaths.for_export(export)
     os.makedirs(os.path.dirname(paths.export), exist_ok=True)
-    ops = run_ops()
+    ops = run_ops(assets)
     rng = np.random.default_rng(seed)
-    images = sorted(os.listdir(os.path.join(os.path.dirname(DEMO_DATASET), "images")))
+    images = sorted(os.listdir(os.path.join(os.path.dirname(_demo_dataset(str(assets))), "images")))
     tally = [{"name": op.name, "in": 0, "kept": 0, "dropped": 0, "rejected": 0, "seconds": 0.0} for op in ops]
     counts = {"kept": 0, "dropped": 0, "rejected": 0}
     with open(paths.export, "w") as kept, open(paths.dropped, "w") as dropped, open(paths.rejected, "w") as rej:
@@ -96,7 +103,7 @@ def write_outputs(export: str, samples: int, seed: int = 0, block: int = 100_000
                                      "reason": f"{list(values[where])[0]} outside the kept range"}
                     dropped.write(json.dumps(rec) + "\n")
                     counts["dropped"] += 1
-    summary = {"project_name": "generated", "dataset_path": DEMO_DATASET, "input": samples, **counts,
+    summary = {"project_name": "generated", "dataset_path": _demo_dataset(str(assets)), "input": samples, **counts,
                "rejected_by_code": {"bad_image": counts["rejected"]} if counts["rejected"] else {},
                "ops": tally, "outputs": {"export": paths.export, "dropped": paths.dropped,
                                          "rejected": paths.rejected, "summary": paths.summary}}
