@@ -12,7 +12,7 @@ from djx.core.errors import SampleError
 from djx.core.images import BatchImages
 from djx.core.op import Batch, Filter, Mapper, Op
 from djx.core.paths import path_writer
-from djx.core.record_limits import output_problem
+from djx.core.record_limits import encoded, output_problem
 from djx.core.records import BatchResult, FailFast, Item, Rejection, parse_pending
 from djx.core.reinput import input_sample, unwrap_rejected
 from djx.core.stat_reuse import reusable
@@ -45,7 +45,10 @@ class OpChain:
     def filter_stats_keys(self) -> list[tuple[str, tuple[str, ...]]]:
         return [(op.name, tuple(op.stats_keys) if isinstance(op, Filter) else ()) for op in self.ops]
 
-    def run(self, items: list[Item], pool=None, on_op: Callable[[int], None] | None = None) -> BatchResult:
+    def run(self, items: list[Item], pool=None, on_op: Callable[[int], None] | None = None,
+            encode: Callable[[dict], bytes] | None = None) -> BatchResult:
+        """The batch through every op. With `encode` (a local worker), kept and dropped samples come
+        back as the encoded lines the writer appends; a sample that does not encode is rejected."""
         result = BatchResult.empty(len(self.ops))
         originals: dict[int, Item] = {}  # position -> the item as read (ops work on a copy)
         samples = []
@@ -81,22 +84,33 @@ class OpChain:
         finally:
             images.close()
         result.kept = samples
-        self._refuse_unwritable(result, originals)
-        self._write_paths(result)
+        writer = path_writer(self.ctx, self.ops)
+        if writer is not None:  # image paths of the records a run writes resolve from its outputs
+            for s in (result.kept if self.export_kept else []) + result.dropped:
+                writer.rewrite(s)
+        self._refuse_unwritable(result, originals, encode)
+        if writer is not None:
+            for rej in result.rejected:
+                rej.record = writer.copy(rej.record)
         return result
 
-    def _refuse_unwritable(self, result: BatchResult, originals: dict) -> None:
+    def _refuse_unwritable(self, result: BatchResult, originals: dict, encode=None) -> None:
         """Reject the samples that ops left unwritable (a lone surrogate, a cycle), so one bad
-        sample cannot crash the writer. Only mappers change a whole sample; filters write stats."""
-        if not self.ops:
+        sample cannot crash the writer. With `encode`, encoding each sample once is the check and
+        the samples become their lines; without, only mappers change a whole sample and filters
+        write stats, so a chain of filters checks the stats alone."""
+        if not self.ops and encode is None:
             return
         whole = any(isinstance(op, Mapper) for op in self.ops)
         for kind in ("kept", "dropped"):
             good = []
             for s in getattr(result, kind):
-                why = output_problem(s if whole else s.get(STATS_KEY))
+                if encode is not None:
+                    line, why = encoded(s, encode)
+                else:
+                    line, why = s, output_problem(s if whole else s.get(STATS_KEY))
                 if why is None:
-                    good.append(s)
+                    good.append(line)
                     continue
                 k = len(self.ops) - 1 if kind == "kept" else s[DROP_KEY]["op_index"]
                 counts = result.op_counts[k]
@@ -106,16 +120,6 @@ class OpChain:
                                                    f"the sample as the ops left it {why} (the last op to see it: "
                                                    f"{self.ops[k].name})", "op_error"))
             setattr(result, kind, good)
-
-    def _write_paths(self, result: BatchResult) -> None:
-        """Image paths of the records a run writes, rewritten to resolve from its outputs."""
-        writer = path_writer(self.ctx, self.ops)
-        if writer is None:
-            return
-        for s in (result.kept if self.export_kept else []) + result.dropped:
-            writer.rewrite(s)
-        for rej in result.rejected:
-            rej.record = writer.copy(rej.record)
 
     # -- one op over the live samples -------------------------------------------------------
     def _run_op(self, k, op, samples, images, pool, result, originals) -> list[dict]:

@@ -17,7 +17,7 @@ import shutil
 from dataclasses import dataclass
 
 from djx.core.errors import DjxError, ResumeError
-from djx.core.writers import count_records, dumps, existing_shards, export_format, shard_names, write_part
+from djx.core.writers import count_records, encode_line, existing_shards, export_format, shard_names, write_part
 
 
 @dataclass(frozen=True)
@@ -112,9 +112,8 @@ class OutputWriter:
             self._files[kind] = f
 
     def write(self, kind: str, records: list[dict]) -> None:
-        if records:  # JSON lines already encoded by a worker, or dicts
-            text = "".join((r if isinstance(r, str) else dumps(r)) + "\n" for r in records)
-            self._files[kind].write(text.encode("utf-8"))
+        if records:  # lines a worker encoded (bytes, newline included), or dicts
+            self._files[kind].write(b"".join(r if isinstance(r, bytes) else encode_line(r) for r in records))
 
     def checkpoint(self, manifest: dict) -> None:
         for f in self._files.values():

@@ -49,11 +49,20 @@ def _deeper_than(value, limit: int) -> bool:
 def output_problem(value) -> str | None:
     """Why a sample (or its stats) that ops produced cannot be written out as UTF-8 JSON; None
     when it can. Ops run plug-in code, which can put anything into a sample."""
+    return encoded(value, _json_utf8)[1]
+
+
+def _json_utf8(value) -> bytes:
+    return json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
+
+
+def encoded(value, encode) -> tuple[bytes | None, str | None]:
+    """(`encode(value)`, None), or (None, why it cannot be written) when encoding fails on what
+    a plug-in put into the sample: a lone surrogate, a reference cycle, nesting too deep."""
     try:
-        json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
+        return encode(value), None
     except UnicodeEncodeError as e:
-        return (f"holds a lone surrogate {e.object[e.start:e.end]!r} (not valid Unicode), so it cannot be "
-                f"written as UTF-8")
+        return None, (f"holds a lone surrogate {e.object[e.start:e.end]!r} (not valid Unicode), so it cannot be "
+                      f"written as UTF-8")
     except (RecursionError, ValueError) as e:  # nested too deep, or a reference cycle
-        return f"cannot be written as JSON ({type(e).__name__}: {e})"
-    return None
+        return None, f"cannot be written as JSON ({type(e).__name__}: {e})"

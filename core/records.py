@@ -4,7 +4,7 @@ batch (carrying its own resume position) and a worker's WorkerReport."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable
+from typing import Any
 
 import jsonlines
 
@@ -133,12 +133,6 @@ class BatchResult:
     @property
     def samples(self) -> int:
         return len(self.kept) + len(self.dropped) + len(self.rejected)
-
-    def encode(self, dumps: Callable[[Any], str]) -> "BatchResult":
-        """Turn kept and dropped samples into JSON lines (workers do this, not the parent)."""
-        self.kept = [dumps(s) for s in self.kept]
-        self.dropped = [dumps(s) for s in self.dropped]
-        return self
 
     def __add__(self, other: "BatchResult") -> "BatchResult":
         counts = [a + b for a, b in zip(self.op_counts, other.op_counts)] or other.op_counts

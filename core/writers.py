@@ -32,6 +32,12 @@ def dumps(obj) -> str:
     return json.dumps(obj, ensure_ascii=False, default=str)
 
 
+def encode_line(obj) -> bytes:
+    """One JSON Lines line, newline included, as the part files hold it (workers encode, the
+    parent appends the bytes)."""
+    return (json.dumps(obj, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+
+
 def write_records(records: Callable[[], Iterable[dict]], dest: str, fmt: str) -> None:
     """Write the records (a callable that iterates them, called again when a format needs a second
     pass) to `dest` in `fmt`, atomically: a temporary file renamed into place."""

@@ -103,7 +103,7 @@ def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_di
     set_thread_env(threads)  # before anything imports torch
     try:
         from djx.core.executors.process import bind_process
-        from djx.core.outputs import dumps
+        from djx.core.writers import encode_line
         chain, pool = bind_process(chain_bytes, device, threads, custom_ops, base_dir, mem_fraction, warmup,
                                    share)
         started = Ready(rank, pool.report())
@@ -131,7 +131,7 @@ def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_di
             return
         status.task_id, status.op_index, status.since = task.id, -1, time.monotonic()
         try:
-            result = chain.run(task.items, pool, on_op).encode(dumps)
+            result = chain.run(task.items, pool, on_op, encode=encode_line)
             answer = Done(task.id, result, pool.report(peak))
         except FailFast as e:
             answer = Failed(task.id, str(e))
