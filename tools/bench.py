@@ -4,6 +4,7 @@
     python tools/bench.py estimate [--sizes 1000 10000] [--limit 200]   (tools/bench_estimate.py)
     python tools/bench.py share [--n 192]   one model copy per machine: peak PSS np=2/np=1 (tools/bench_share.py)
     python tools/bench.py startup           a one-sample run against bare import + load (tools/bench_share.py)
+    python tools/bench.py dj --dj-venv V    side by side with Data-Juicer (tools/bench_dj.py)
 
 1. Streaming memory: peak USS (main + workers, sampled from outside) at 2,000 vs 20,000 samples;
    samples/s at np=1 and np=2 (text and image-header filters); and peak USS of a run that decodes
@@ -31,11 +32,13 @@ sys.path.insert(0, str(REPO))
 from tools import synth  # noqa: E402
 
 
-class UssSampler:
-    """Samples the USS of this process and all its children every `every` seconds; keeps the peak."""
+class TreeMemory:
+    """Samples USS and PSS of this process and all its descendants every `every` seconds and keeps
+    the peaks: `peak_total` (summed USS), `peak_main` (this process's USS) and `peak_pss` (summed
+    PSS, which charges a page shared by N processes 1/N to each, so a shared model counts once)."""
 
     def __init__(self, every: float = 0.02):
-        self.every, self.peak_total, self.peak_main = every, 0, 0
+        self.every, self.peak_total, self.peak_main, self.peak_pss = every, 0, 0, 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -45,17 +48,20 @@ class UssSampler:
             self._stop.wait(self.every)
 
     def sample(self):
+        from djx.core.resources import uss_pss_bytes
         me = psutil.Process()
-        total = 0
-        for p in [me, *me.children(recursive=True)]:
-            try:
-                uss = p.memory_full_info().uss
-            except psutil.Error:
-                continue
-            total += uss
+        try:
+            tree = [me, *me.children(recursive=True)]
+        except psutil.Error:
+            return
+        uss_sum = pss_sum = 0
+        for p in tree:
+            uss, pss = uss_pss_bytes(p.pid)
+            uss_sum, pss_sum = uss_sum + uss, pss_sum + pss
             if p.pid == me.pid:
                 self.peak_main = max(self.peak_main, uss)
-        self.peak_total = max(self.peak_total, total)
+        self.peak_total = max(self.peak_total, uss_sum)
+        self.peak_pss = max(self.peak_pss, pss_sum)
 
     def __enter__(self):
         self._thread.start()
@@ -107,7 +113,7 @@ def bench_core(work: Path, quick: bool) -> list[tuple]:
         data = write_dataset(work, n)
         for np_ in (1, 2):
             pipe = Pipeline(ops=ops(), np=np_, batch_size=64, start_method="fork")
-            with UssSampler() as s:
+            with TreeMemory() as s:
                 t0 = time.perf_counter()
                 summary = pipe.run(str(data), str(work / f"out_{n}_{np_}/o.jsonl"), progress=False,
                                    log=lambda *a: None)
@@ -204,7 +210,7 @@ def bench_model_memory(work: Path, quick: bool) -> list[tuple]:
         data = write_dataset(work / f"mm_{n}", n, n_images=n, size=256)  # n distinct images
         pipe = Pipeline(ops=[ImageTextSimilarityFilter(hf_clip=str(TINY / "tiny-clip"), min_score=-1.0)],
                         np=1, batch_size=64)
-        with UssSampler() as s:
+        with TreeMemory() as s:
             t0 = time.perf_counter()
             summary = pipe.run(str(data), str(work / f"mm_{n}/out/o.jsonl"), progress=False, log=lambda *a: None)
             dt = time.perf_counter() - t0
@@ -236,17 +242,29 @@ def main() -> None:
     ap.add_argument("--skip-core", action="store_true")
     ap.add_argument("--skip-models", action="store_true")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    ap.add_argument("what", nargs="?", default="all", choices=["all", "estimate", "share", "startup"],
+    ap.add_argument("what", nargs="?", default="all", choices=["all", "estimate", "share", "startup", "dj"],
                     help="estimate: a --limit trial's estimate against the full run (tools/bench_estimate.py)")
     ap.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000], help="estimate: dataset sizes")
     ap.add_argument("--limit", type=int, default=200, help="estimate: the trial's --limit")
-    ap.add_argument("--n", type=int, default=192, help="share: samples per run")
+    ap.add_argument("--n", type=int, default=None, help="share: samples per run (192); dj: 1000")
+    ap.add_argument("--dj-venv", type=Path, help="dj: a venv with Data-Juicer (../shared/anchors/dj_install.sh)")
+    ap.add_argument("--np", type=int, default=2, help="dj: workers on both sides")
+    ap.add_argument("--private", action="store_true", help="dj: also run djx with share_models: false")
     args = ap.parse_args()
     rows = []
+    if args.what == "dj":
+        from tools.bench_dj import bench_dj
+        if args.dj_venv is None:
+            ap.error("dj needs --dj-venv")
+        with tempfile.TemporaryDirectory(prefix="djx-bench-") as tmp:
+            rows = bench_dj(Path(tmp), args.dj_venv.resolve(), args.n or 1000, args.np, args.private)
+        for r in rows:
+            print("  " + "  ".join(str(c) for c in r if c))
+        return
     if args.what in ("share", "startup"):
         from tools.bench_share import bench_share, bench_startup
         with tempfile.TemporaryDirectory(prefix="djx-bench-") as tmp:
-            rows = bench_share(Path(tmp), args.n) if args.what == "share" else bench_startup(Path(tmp))
+            rows = bench_share(Path(tmp), args.n or 192) if args.what == "share" else bench_startup(Path(tmp))
         for r in rows:
             print("  " + "  ".join(str(c) for c in r if c))
         return

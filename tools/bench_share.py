@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -22,49 +21,18 @@ REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests" / "assets" / "models"
 
 
-class PssSampler:
-    """Peak of the summed PSS of this process and all its descendants, sampled every `every` s.
-    PSS charges a page shared by N processes 1/N to each, so the sum counts a shared model once."""
-
-    def __init__(self, every: float = 0.05):
-        self.every, self.peak = every, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self._stop.is_set():
-            self.sample()
-            self._stop.wait(self.every)
-
-    def sample(self):
-        from djx.core.resources import uss_pss_bytes
-        me = psutil.Process()
-        total = 0
-        for p in [me, *me.children(recursive=True)]:
-            total += uss_pss_bytes(p.pid)[1]
-        self.peak = max(self.peak, total)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.sample()
-
-
 def _run(clip: Path, data: Path, out: Path, np_: int, share: bool, method: str = "auto") -> tuple[float, int, dict]:
     """samples/s, peak PSS of the tree, and the summary of one run (`method`: the start method)."""
     from djx import Pipeline
     from djx.ops.filter.image_text_similarity_filter import ImageTextSimilarityFilter
     pipe = Pipeline(ops=[ImageTextSimilarityFilter(hf_clip=str(clip), min_score=-1e9)], np=np_, batch_size=32,
                     start_method=method, share_models=share)
-    with PssSampler() as s:
+    from tools.bench import TreeMemory
+    with TreeMemory(every=0.05) as s:
         t0 = time.perf_counter()
         summary = pipe.run(str(data), str(out / "o.jsonl"), progress=False, log=lambda *a: None)
         dt = time.perf_counter() - t0
-    return summary["input"] / dt, s.peak, summary
+    return summary["input"] / dt, s.peak_pss, summary
 
 
 def bench_share(work: Path, n: int) -> list[tuple]:
