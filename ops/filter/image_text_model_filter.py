@@ -41,6 +41,17 @@ def split_chunks(text: str, n_images: int, image_token: str, eoc_token: str) -> 
     return chunks
 
 
+# Items per model forward when a recipe does not say. On a CPU a forward of 8 is as fast per item
+# as one of 32 (CLIP ViT-B/32, one thread: 18.98 vs 18.70 s for 128 pairs, three runs each) and
+# holds a quarter of the activations (peak +35 MB against +175 MB over the loaded model, per
+# worker). A GPU needs the larger forwards to be busy.
+CPU_FORWARD_BATCH, GPU_FORWARD_BATCH = 8, 32
+
+
+def default_forward_batch(device: str) -> int:
+    return CPU_FORWARD_BATCH if device == "cpu" else GPU_FORWARD_BATCH
+
+
 class ImageTextModelFilter(Filter):
     """Base of the filters that score (chunk text, image) pairs with a model."""
 
@@ -53,9 +64,9 @@ class ImageTextModelFilter(Filter):
                  vertical_flip: bool = False, any_or_all: Literal["any", "all"] = "any",
                  reduce_mode: Literal["avg", "max", "min"] = "avg",
                  dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32",
-                 forward_batch_size: int = 32, draft_decode: bool = False, **common):
+                 forward_batch_size: int | None = None, draft_decode: bool = False, **common):
         super().__init__(**common)
-        if forward_batch_size < 1:
+        if forward_batch_size is not None and forward_batch_size < 1:
             raise RecipeError(f"forward_batch_size: must be >= 1, got {forward_batch_size}")
         self.dtype, self.trust_remote_code = dtype, trust_remote_code
         self.min_score, self.max_score = min_score, max_score
@@ -89,8 +100,8 @@ class ImageTextModelFilter(Filter):
     def forward(self, fn, items: list, loaded, batch: Batch) -> list:
         """`fn` over `items` in `forward_batch_size` chunks, halved on CUDA OOM; one output per
         item (None where even a single item ran out of memory)."""
-        return forward_with_backoff(fn, items, self.forward_batch_size, loaded.device, batch.ctx.fault,
-                                    batch.counters)
+        size = self.forward_batch_size or default_forward_batch(loaded.device)
+        return forward_with_backoff(fn, items, size, loaded.device, batch.ctx.fault, batch.counters)
 
     @staticmethod
     def pixels(loaded, images: list):
