@@ -176,26 +176,46 @@ class WeightShare:
 def _load_from_folder(folder: str, key: str, loader, spec, device: str):
     """Map the model from the run folder; the first process to need it writes it there."""
     import torch
+    private = _write_to_folder(folder, key, loader, spec, device)
+    if private is not None:  # it does not pickle: this process keeps its own copy
+        return private
+    with open(os.path.join(folder, f"{key}.skeleton"), "rb") as f:
+        skel = f.read()
+    return join(skel, torch.load(os.path.join(folder, f"{key}.pt"), mmap=True, weights_only=True))
+
+
+def _write_to_folder(folder: str, key: str, loader, spec, device: str):
+    """Write the model's skeleton and tensors to the run folder unless they are there (one writer,
+    the others wait for the finished files); the loaded model itself when it does not pickle."""
+    import torch
     weights, skeleton = os.path.join(folder, f"{key}.pt"), os.path.join(folder, f"{key}.skeleton")
     with open(os.path.join(folder, f"{key}.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one writer; the others wait for the finished files
-        if not os.path.exists(skeleton):
-            obj = loader(spec, device)
-            try:
-                skel, tensors = split(obj)
-            except pickle.PicklingError:  # it does not pickle: this process keeps its own copy
-                return obj
-            del obj
-            torch.save(tensors, weights + ".tmp")
-            with open(skeleton + ".tmp", "wb") as f:
-                f.write(skel)
-            del tensors
-            os.replace(weights + ".tmp", weights)
-            os.replace(skeleton + ".tmp", skeleton)  # last: its presence means both are whole
-            _return_freed_memory()  # the private copy this process loaded is garbage now
-    with open(skeleton, "rb") as f:
-        skel = f.read()
-    return join(skel, torch.load(weights, mmap=True, weights_only=True))
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(skeleton):
+            return None
+        obj = loader(spec, device)
+        try:
+            skel, tensors = split(obj)
+        except pickle.PicklingError:
+            return obj
+        del obj
+        torch.save(tensors, weights + ".tmp")
+        with open(skeleton + ".tmp", "wb") as f:
+            f.write(skel)
+        del tensors
+        os.replace(weights + ".tmp", weights)
+        os.replace(skeleton + ".tmp", skeleton)  # last: its presence means both are whole
+        _return_freed_memory()  # the private copy this process loaded is garbage now
+    return None
+
+
+def write_shared(share: WeightShare, specs, device: str = "cpu") -> None:
+    """Write each model's shared copy into the run folder (what a short-lived writer process does
+    before the workers start: the heap that loading leaves behind dies with it, instead of
+    staying in the first worker for the whole run)."""
+    from djx.core.model_pool import loader_for
+    for spec in dict.fromkeys(specs):
+        _write_to_folder(share.folder, _spec_key(spec, device), loader_for(spec), spec, device)
 
 
 def _return_freed_memory() -> None:
