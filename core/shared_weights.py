@@ -176,9 +176,11 @@ class WeightShare:
 def _load_from_folder(folder: str, key: str, loader, spec, device: str):
     """Map the model from the run folder; the first process to need it writes it there."""
     import torch
-    private = _write_to_folder(folder, key, loader, spec, device)
-    if private is not None:  # it does not pickle: this process keeps its own copy
-        return private
+    own = _write_to_folder(folder, key, loader, spec, device)
+    if own is not None:  # this process loaded it and keeps it
+        return own
+    if os.path.exists(os.path.join(folder, f"{key}.own")):
+        return loader(spec, device)  # file-backed: every process maps the model's own file
     with open(os.path.join(folder, f"{key}.skeleton"), "rb") as f:
         skel = f.read()
     return join(skel, torch.load(os.path.join(folder, f"{key}.pt"), mmap=True, weights_only=True))
@@ -186,14 +188,20 @@ def _load_from_folder(folder: str, key: str, loader, spec, device: str):
 
 def _write_to_folder(folder: str, key: str, loader, spec, device: str):
     """Write the model's skeleton and tensors to the run folder unless they are there (one writer,
-    the others wait for the finished files); the loaded model itself when it does not pickle."""
+    the others wait for the finished files). Returns the model this process loaded when it keeps
+    it: one that does not pickle, or one whose weights are views of its memory-mapped file (a
+    `<key>.own` marker then tells the other processes to load it themselves); None otherwise."""
     import torch
     weights, skeleton = os.path.join(folder, f"{key}.pt"), os.path.join(folder, f"{key}.skeleton")
+    own = os.path.join(folder, f"{key}.own")
     with open(os.path.join(folder, f"{key}.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if os.path.exists(skeleton):
+        if os.path.exists(skeleton) or os.path.exists(own):
             return None
         obj = loader(spec, device)
+        if file_backed_fraction(obj) >= FILE_BACKED:
+            open(own, "w").close()
+            return obj
         try:
             skel, tensors = split(obj)
         except pickle.PicklingError:
@@ -207,6 +215,48 @@ def _write_to_folder(folder: str, key: str, loader, spec, device: str):
         os.replace(skeleton + ".tmp", skeleton)  # last: its presence means both are whole
         _return_freed_memory()  # the private copy this process loaded is garbage now
     return None
+
+
+# A model whose weights are (almost all) views of the file its loader memory-mapped needs no copy:
+# a safetensors file loaded in its own dtype stays in the page cache, which the kernel shares
+# between every process that maps it (transformers does this, 4.57 and 5.x measured). A copy under
+# /dev/shm would only add its size in RAM that cannot be reclaimed.
+FILE_BACKED = 0.95
+
+
+def file_backed_fraction(obj) -> float:
+    """The share of a loaded model's tensor bytes that lie in file mappings of this process
+    (/proc/self/maps; 0.0 where there is none to read)."""
+    import bisect
+    ranges: list[list[int]] = []
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                if len(parts) < 6 or not parts[5].startswith("/") or parts[5].rstrip().endswith("(deleted)"):
+                    continue
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                if ranges and ranges[-1][1] == lo:
+                    ranges[-1][1] = hi  # one file mapped in adjacent pieces
+                else:
+                    ranges.append([lo, hi])
+    except OSError:
+        return 0.0
+    ranges.sort()
+    starts = [lo for lo, _ in ranges]
+    total = backed = 0
+    seen = set()
+    for *_, t in _slots(obj):
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        n = t.numel() * t.element_size()
+        total += n
+        ptr = t.data_ptr()
+        i = bisect.bisect_right(starts, ptr) - 1
+        if i >= 0 and ptr + n <= ranges[i][1]:
+            backed += n
+    return backed / total if total else 0.0
 
 
 def write_shared(share: WeightShare, specs, device: str = "cpu") -> None:

@@ -152,7 +152,8 @@ def start_held_run(tmp_path: Path, hold: Path) -> tuple[subprocess.Popen, Path]:
                             start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
     root = Path(share_root())
-    while not list(root.glob(f"run-{proc.pid}-*/*.skeleton")):
+    # the tiny CLIP is a float32 file loaded as float32: mapped from the page cache (a .own marker)
+    while not list(root.glob(f"run-{proc.pid}-*/*.skeleton")) + list(root.glob(f"run-{proc.pid}-*/*.own")):
         assert proc.poll() is None, proc.stdout.read().decode()
         time.sleep(0.05)  # polling for the state above
     return proc, next(root.glob(f"run-{proc.pid}-*"))
@@ -222,6 +223,32 @@ def test_a_shared_copy_keeps_tied_weights_tied_and_non_persistent_buffers(tmp_pa
         assert model.out.weight is model.emb.weight and float(model.scale) == 2.0
         assert torch.equal(model(ids), want)
     assert len(list(tmp_path.glob("*.pt"))) == 1  # written once, mapped twice
+
+
+def test_a_model_mapped_from_its_own_file_is_not_copied_and_a_converted_one_is(tmp_path):
+    """A float32 safetensors file loaded as float32 stays a memory map of the file (the page cache,
+    which the kernel shares): no copy under the run folder, every process loads the file itself.
+    Loaded as bfloat16 it is converted in memory, so the run folder gets the one shared copy."""
+    import djx.ops.models  # noqa: F401  (registers the hf_clip loader)
+    from djx.core.model_pool import ModelSpec, loader_for
+    from djx.core.shared_weights import WeightShare, file_backed_fraction
+    pixels = torch.rand(2, 3, 32, 32)
+    for dtype, copied in (("float32", False), ("bfloat16", True)):
+        folder = tmp_path / dtype
+        folder.mkdir()
+        spec = ModelSpec("hf_clip", str(MODELS / "tiny-clip"), dtype=dtype)
+        private = loader_for(spec)(spec, "cpu")
+        share = WeightShare(folder=str(folder))
+        first, second = (share.load(loader_for(spec), spec, "cpu") for _ in range(2))
+        assert bool(list(folder.glob("*.pt"))) == copied and bool(list(folder.glob("*.own"))) != copied
+        # a private load is a map of the file only where nothing was converted
+        assert file_backed_fraction(private) == (0.0 if copied else pytest.approx(1.0, abs=0.01))
+        for model in (first, second):  # either way every process maps a file: its own or the copy
+            assert file_backed_fraction(model) > 0.99
+            with torch.inference_mode():
+                got = model.model.get_image_features(pixel_values=pixels.to(model.dtype))
+                want = private.model.get_image_features(pixel_values=pixels.to(private.dtype))
+            assert torch.equal(getattr(got, "pooler_output", got), getattr(want, "pooler_output", want))
 
 
 def test_the_plan_counts_one_weight_copy_per_cpu_device_when_shared():
