@@ -34,12 +34,23 @@ def edit_line(path: Path, index: int, edit) -> int:
     return pos
 
 
-def without_stat(key: str):
+_GONE = object()
+
+
+def set_stat(key: str, value=_GONE):
+    """An edit of one export line: the stat `key` set to `value`, or removed (no value given)."""
     def edit(line: str) -> str:
         sample = json.loads(line)
-        del sample[STATS_KEY][key]
+        if value is _GONE:
+            del sample[STATS_KEY][key]
+        else:
+            sample[STATS_KEY][key] = value
         return json.dumps(sample) + "\n"
     return edit
+
+
+def without_stat(key: str):
+    return set_stat(key)
 
 
 def test_check_passes_on_a_finished_run(good_run, djx_cli):
@@ -145,14 +156,6 @@ def test_a_run_whose_op_leaves_a_bad_stat_fails_naming_the_op_and_sample(
     summary = json.loads((tmp_path / "out" / "kept.summary.json").read_text())
     assert summary["check"]["ok"] is False  # the outputs are written, for inspection
     assert len(read_jsonl(tmp_path / "out" / "kept.jsonl")) == 3
-
-
-def set_stat(key: str, value):
-    def edit(line: str) -> str:
-        sample = json.loads(line)
-        sample[STATS_KEY][key] = value
-        return json.dumps(sample) + "\n"
-    return edit
 
 
 def test_check_fails_on_an_export_made_with_other_thresholds(good_run, djx_cli, write_recipe, tmp_path):

@@ -101,16 +101,22 @@ def test_a_limit_past_the_end_is_a_whole_run(tmp_path, djx_cli):
     assert "this run covered all of it" in res.out
 
 
-def test_an_interrupted_trial_is_discarded_by_the_full_run_and_a_trial_refuses_an_unfinished_full_run(tmp_path):
-    from djx import Pipeline
-    from djx.core.errors import ResumeError
-    from djx.core.records import FailFast
+def stops_at_record_20(tmp_path) -> dict:
+    """Pipeline keys of a 60-record text run whose record 20 is broken JSON: with on_error "fail"
+    the run stops there, after saving 16 samples for a resume (batches of 8)."""
     lines = [json.dumps({"id": i, "text": f"sample number {i:04d}"}) for i in range(60)]
     lines[20] = '{"id": 20, "text": '
     data = tmp_path / "data.jsonl"
     data.write_text("\n".join(lines) + "\n")
-    keys = {"dataset_path": str(data), "export_path": str(tmp_path / "out/o.jsonl"), "batch_size": 8, "np": 1,
+    return {"dataset_path": str(data), "export_path": str(tmp_path / "out/o.jsonl"), "batch_size": 8, "np": 1,
             "start_method": "fork", "checkpoint_every": 100, "process": [{"text_length_filter": {"min_len": 5}}]}
+
+
+def test_an_interrupted_trial_is_discarded_by_the_full_run_and_a_trial_refuses_an_unfinished_full_run(tmp_path):
+    from djx import Pipeline
+    from djx.core.errors import ResumeError
+    from djx.core.records import FailFast
+    keys = stops_at_record_20(tmp_path)
     log = []
     with pytest.raises(FailFast):
         Pipeline(**keys, on_error="fail").run(progress=False, log=log.append, limit=40)
@@ -130,12 +136,7 @@ def test_an_interrupted_trial_is_discarded_by_the_full_run_and_a_trial_refuses_a
 def test_a_trial_resumes_as_a_trial(tmp_path):
     from djx import Pipeline
     from djx.core.records import FailFast
-    lines = [json.dumps({"id": i, "text": f"sample number {i:04d}"}) for i in range(60)]
-    lines[20] = '{"id": 20, "text": '
-    data = tmp_path / "data.jsonl"
-    data.write_text("\n".join(lines) + "\n")
-    keys = {"dataset_path": str(data), "export_path": str(tmp_path / "out/o.jsonl"), "batch_size": 8, "np": 1,
-            "start_method": "fork", "checkpoint_every": 100, "process": [{"text_length_filter": {"min_len": 5}}]}
+    keys = stops_at_record_20(tmp_path)
     with pytest.raises(FailFast):
         Pipeline(**keys, on_error="fail").run(progress=False, log=lambda *a: None, limit=30)
     log = []
