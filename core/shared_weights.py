@@ -259,15 +259,6 @@ def file_backed_fraction(obj) -> float:
     return backed / total if total else 0.0
 
 
-def write_shared(share: WeightShare, specs, device: str = "cpu") -> None:
-    """Write each model's shared copy into the run folder (what a short-lived writer process does
-    before the workers start: the heap that loading leaves behind dies with it, instead of
-    staying in the first worker for the whole run)."""
-    from djx.core.model_pool import loader_for
-    for spec in dict.fromkeys(specs):
-        _write_to_folder(share.folder, _spec_key(spec, device), loader_for(spec), spec, device)
-
-
 def _return_freed_memory() -> None:
     """Hand the heap's free pages back to the kernel (glibc keeps freed large blocks otherwise,
     and this process would hold a private copy's worth of dead pages)."""

@@ -25,7 +25,7 @@ from djx.core.errors import DjxError
 from djx.core.executors.base import InputBatch
 from djx.core.executors.inflight import InFlight, Job
 from djx.core.executors.worker import (Crashed, Done, Failed, Ready, StartFailed, Status, Task, recv, send,
-                                       worker_main, writer_main)
+                                       worker_main)
 from djx.core.planner import Plan
 from djx.core.records import BatchResult, FailFast, WorkerReport, parse_pending
 from djx.core.shared_weights import WeightShare, create_run_folder, remove_run_folder
@@ -91,11 +91,6 @@ class LocalExecutor:
         try:
             if self.share_models:  # one copy of each model's weights for all workers (shared_weights.py)
                 self._share = WeightShare(folder=create_run_folder())
-                # a forkserver's child writes it cheaply (torch is imported there already); under
-                # spawn, that process would import torch before any worker could start, so the
-                # first worker writes it; lazy models (stats reused) may never be needed at all
-                if self._forkserver and not getattr(self.chain, "lazy_models", False):
-                    self._write_weights()
             workers = self._start_all()
             yield from self._loop(workers, iter(source))
         finally:
@@ -116,17 +111,6 @@ class LocalExecutor:
             proc.start()
         child.close()
         return _Worker(rank, proc, parent, status)
-
-    def _write_weights(self) -> None:
-        """Write the shared weights from a process of their own, which exits before the workers
-        start: what loading leaves on a heap goes with it. If it fails, the workers load the
-        model themselves (and report why it failed)."""
-        proc = self.mp.Process(target=writer_main, name="djx-weights", daemon=True,
-                               args=(self._chain_bytes, self.plan.threads_per_worker, self.custom_ops,
-                                     self.base_dir, self._share, None))
-        with _main_importable():
-            proc.start()
-        proc.join()
 
     def _await_ready(self, w: _Worker) -> None:
         try:

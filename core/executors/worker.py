@@ -141,22 +141,6 @@ def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_di
             return
 
 
-def writer_main(chain_bytes: bytes, threads: int, custom_ops: tuple, base_dir: str, share, parent) -> None:
-    """Entry point of the short-lived process that writes a run's shared model weights before its
-    workers start (shared_weights.write_shared). On any error it writes nothing and exits 1: the
-    workers then load the model themselves and report the error with its reason."""
-    from djx.core.executors.process import die_with_parent, set_thread_env
-    die_with_parent(os.getppid() if parent is None else parent)
-    set_thread_env(threads)
-    try:
-        from djx.core.executors.process import bind_process
-        from djx.core.shared_weights import write_shared
-        chain, _ = bind_process(chain_bytes, "cpu", threads, custom_ops, base_dir, warmup=False)
-        write_shared(share, chain.model_specs())
-    except BaseException:  # noqa: BLE001
-        os._exit(1)
-
-
 def _tell(conn, msg) -> bool:
     """Send to the parent; False (quietly) when it is gone, e.g. killed with kill -9: a dying
     worker has no one to report to, and a traceback about the closed pipe would only mislead."""
