@@ -49,11 +49,8 @@ def _deeper_than(value, limit: int) -> bool:
 def output_problem(value) -> str | None:
     """Why a sample (or its stats) that ops produced cannot be written out as UTF-8 JSON; None
     when it can. Ops run plug-in code, which can put anything into a sample."""
-    return encoded(value, _json_utf8)[1]
-
-
-def _json_utf8(value) -> bytes:
-    return json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
+    from djx.core.writers import encode_line
+    return encoded(value, encode_line)[1]
 
 
 def encoded(value, encode) -> tuple[bytes | None, str | None]:

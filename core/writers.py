@@ -35,7 +35,7 @@ def dumps(obj) -> str:
 def encode_line(obj) -> bytes:
     """One JSON Lines line, newline included, as the part files hold it (workers encode, the
     parent appends the bytes)."""
-    return (json.dumps(obj, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+    return (dumps(obj) + "\n").encode("utf-8")
 
 
 def write_records(records: Callable[[], Iterable[dict]], dest: str, fmt: str) -> None:
