@@ -57,8 +57,8 @@ def estimate_bytes(spec: ModelSpec) -> int:
 
 
 class ModelPool:
-    """Per-process cache of loaded models, keyed by (spec, device). With a `share` (CPU), the
-    weights are mapped from the run's one shared copy instead of loaded into this process."""
+    """Per-process cache of loaded models, keyed by (spec, device). With a `share`, the weights
+    are mapped from the run's one shared copy of the device instead of loaded into this process."""
 
     def __init__(self, device: str = "cpu", share=None):
         self.device = device
@@ -77,7 +77,7 @@ class ModelPool:
             loader = loader_for(spec)
             t0 = time.perf_counter()
             before = _device_allocated(self.device)
-            shared = self.share is not None and not self.device.startswith("cuda")
+            shared = self.share is not None and self.share.covers(self.device)
             model = self.share.load(loader, spec, self.device) if shared else loader(spec, self.device)
             label = spec.label()
             self.load_seconds[label] = self.load_seconds.get(label, 0.0) + time.perf_counter() - t0

@@ -90,10 +90,12 @@ def plan_workers(np: int | None, model_bytes: dict[str, int], inventory: list[De
     """Workers and devices for a run.
 
     With GPUs and models: each worker holds one copy of every model of the chain, so a device
-    takes floor(free x fraction / (models + overhead)) workers; `np` caps the total. Rank r goes
+    takes floor(free x fraction / (models + overhead)) workers; with `share_models` a device holds
+    one copy (in its weight owner, with its CUDA context) and takes
+    floor((free x fraction - models - context) / overhead) workers; `np` caps the total. Rank r goes
     to the r-th device in round-robin order among those with room left. Without GPUs, workers run
     on CPU with torch threads split so that workers x threads <= cores; with `share_models` the
-    workers of a CPU device map one copy of the weights (GPU workers still load one copy each).
+    workers of a CPU device map one copy of the weights.
     """
     cpu_count = max(1, cpu_count)
     per_worker = sum(model_bytes.values())
@@ -103,20 +105,23 @@ def plan_workers(np: int | None, model_bytes: dict[str, int], inventory: list[De
     if not model_bytes or not gpus:
         return _plan_cpu(np, model_bytes, devices, cpu_count, share_models)
     info = {d.name: d for d in inventory}
-    need = per_worker + WORKER_OVERHEAD
+    need = WORKER_OVERHEAD if share_models else per_worker + WORKER_OVERHEAD
+    fixed = per_worker + CUDA_CONTEXT if share_models else 0  # the owner's copy and its context
     capacity, budgets = {}, {}
     for d in gpus:
         if d not in info:
             raise RecipeError(f"devices: {d!r} is not visible (visible: {', '.join(info) or 'none'}; "
                               f"check CUDA_VISIBLE_DEVICES)")
         budgets[d] = int(info[d].free_bytes * gpu_mem_fraction)
-        capacity[d] = budgets[d] // need
+        capacity[d] = max(0, budgets[d] - fixed) // need
     total = sum(capacity.values())
     if total == 0:
         best = max(budgets.values())
-        raise RecipeError(f"the models need {_size(need)} per worker "
+        raise RecipeError(f"the models need {_size(fixed + need)} for one worker "
                           f"({', '.join(f'{k} {_size(v)}' for k, v in model_bytes.items())}, "
-                          f"plus {_size(WORKER_OVERHEAD)} overhead) but the largest budget is "
+                          f"plus {_size(WORKER_OVERHEAD)} overhead"
+                          + (f" and a context of {_size(CUDA_CONTEXT)} for the shared copy" if share_models else "")
+                          + ") but the largest budget is "
                           f"{_size(best)} (free memory x gpu_mem_fraction {gpu_mem_fraction}); "
                           f"free GPU memory, raise gpu_mem_fraction, or use a smaller dtype")
     workers = total if np is None else min(np, total)
@@ -130,14 +135,18 @@ def plan_workers(np: int | None, model_bytes: dict[str, int], inventory: list[De
             if left[d] > 0 and len(ranks) < workers:
                 ranks.append(d)
                 left[d] -= 1
-    per_device = {d: {"workers": ranks.count(d), "models": labels, "shared": False,  # a copy per GPU worker
-                      "weight_bytes": ranks.count(d) * per_worker, "worker_bytes": WORKER_OVERHEAD,
-                      "expected_bytes": ranks.count(d) * need, "budget_bytes": budgets[d]}
+    copies = {d: 1 if share_models else ranks.count(d) for d in gpus}
+    per_device = {d: {"workers": ranks.count(d), "models": labels, "shared": share_models,
+                      "weight_bytes": copies[d] * per_worker, "worker_bytes": WORKER_OVERHEAD,
+                      "expected_bytes": fixed + ranks.count(d) * need, "budget_bytes": budgets[d]}
                   for d in gpus if ranks.count(d)}
-    # each worker's share of its device's budget, less its CUDA context (which the allocator does
-    # not count), becomes a hard cap in the worker: the caching allocator raises OOM beyond it,
-    # which the back-off handles, and the workers of a device together stay within the budget
-    fractions = tuple((budgets[d] / ranks.count(d) - CUDA_CONTEXT) / info[d].total_bytes for d in ranks)
+    # each worker's share of its device's budget (less the owner's copy and context, when shared),
+    # less its own CUDA context (which the allocator does not count), becomes a hard cap in the
+    # worker: the caching allocator raises OOM beyond it, which the back-off handles, and the
+    # workers of a device together stay within the budget. Mapped IPC weights are not counted by
+    # a worker's allocator, so they are not in its cap.
+    fractions = tuple(((budgets[d] - fixed) / ranks.count(d) - CUDA_CONTEXT) / info[d].total_bytes
+                      for d in ranks)
     return Plan(workers, tuple(ranks), max(1, cpu_count // workers), dict(model_bytes),
                 per_device, tuple(notes), fractions)
 

@@ -7,6 +7,8 @@ tensors it did not copy:
 
 - local workers: the tensors are saved once in a run folder under /dev/shm and memory-mapped
   (`torch.load(mmap=True)`), so all workers read the same page-cache pages;
+- GPU workers: a weight owner process per device serves CUDA IPC handles of its one copy
+  (weight_owner.py);
 - Ray actors: the driver puts the tensors as numpy arrays in the object store once per run, and
   each actor reads them zero-copy from the node's shared memory.
 
@@ -161,9 +163,17 @@ class WeightShare:
     refs of each model's payload. Passed to workers by value."""
     folder: str = ""
     refs: dict = field(default_factory=dict)  # _spec_key(spec, device) -> ObjectRef of ray_payload()
+    owners: dict = field(default_factory=dict)  # device -> weight_owner.OwnerAddress (GPUs)
+
+    def covers(self, device: str) -> bool:
+        """Whether a worker on `device` maps its weights from here (GPUs: only through an owner)."""
+        return device in self.owners or (not device.startswith("cuda") and bool(self.folder or self.refs))
 
     def load(self, loader, spec, device: str):
         """`loader(spec, device)`'s model, its weights mapped from the shared copy."""
+        if device in self.owners:
+            from djx.core.weight_owner import load_from_owner
+            return load_from_owner(self.owners[device], loader, spec, device)
         key = _spec_key(spec, device)
         if key in self.refs:
             import ray

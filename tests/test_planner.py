@@ -64,8 +64,24 @@ def test_each_gpu_worker_gets_a_memory_cap_that_holds_its_models_and_keeps_the_d
         assert budget - (sum(caps) + len(caps) * CUDA_CONTEXT) < 1e-6 * budget  # and use it all
 
 
+def test_a_gpu_holds_one_shared_copy_then_as_many_workers_as_their_activations_allow():
+    from djx.core.planner import CUDA_CONTEXT
+    inv = gpus(30, total_gib=40)
+    shared = plan_workers(None, MODELS, inv, gpu_mem_fraction=0.9, cpu_count=16, share_models=True)
+    private = plan_workers(None, MODELS, inv, gpu_mem_fraction=0.9, cpu_count=16)
+    budget = int(30 * 0.9 * GiB)
+    assert shared.workers == (budget - 3 * GiB - CUDA_CONTEXT) // WORKER_OVERHEAD  # 30 workers
+    assert private.workers == budget // PER_WORKER  # 7 workers
+    info = shared.per_device["cuda:0"]
+    assert info["weight_bytes"] == 3 * GiB and info["expected_bytes"] <= info["budget_bytes"]
+    caps = [f * 40 * GiB for f in shared.mem_fraction]
+    # the workers' caps and contexts, plus the owner's copy and context, stay within the budget
+    assert sum(caps) + len(caps) * CUDA_CONTEXT + 3 * GiB + CUDA_CONTEXT <= budget + 1
+    assert "weights 3.00 GiB (one shared copy)" in shared.describe()
+
+
 def test_models_that_do_not_fit_raise_a_clear_error():
-    with pytest.raises(RecipeError, match="need .* GiB per worker.*gpu_mem_fraction"):
+    with pytest.raises(RecipeError, match="need .* GiB for one worker.*gpu_mem_fraction"):
         plan_workers(None, MODELS, gpus(3, 2), cpu_count=8)
 
 
@@ -133,7 +149,14 @@ def _dry_run(*args, env=None):
 
 
 def test_dry_run_prints_the_gpu_plan_from_free_memory(four_gpu_machine):
+    # shared (the default): a GPU holds the one copy and its owner's context, then the workers
     proc = _dry_run("--np", "6")
+    assert proc.returncode == 0, proc.stderr
+    assert "cuda:0: workers [0]," in proc.stdout and "cuda:1: workers [1, 3, 5]," in proc.stdout
+    assert "cuda:3: workers [2, 4]," in proc.stdout and "cuda:2" not in proc.stdout  # 0.9 GiB < 0.5 + 0.75
+    assert proc.stdout.count("(one shared copy)") == 3
+
+    proc = _dry_run("--np", "6", "--set", "share_models=false")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("plan: 6 worker(s)")
@@ -146,7 +169,7 @@ def test_dry_run_prints_the_gpu_plan_from_free_memory(four_gpu_machine):
     assert "budget" in workers["cuda:1"] and "7.20 GiB budget" in workers["cuda:1"]
 
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="GPU-dddd,1")
-    proc = _dry_run("--np", "6", env=env)
+    proc = _dry_run("--np", "6", "--set", "share_models=false", env=env)
     assert proc.returncode == 0, proc.stderr
     assert "cuda:0: workers [0, 2, 4]" in proc.stdout and "cuda:1: workers [1, 3, 5]" in proc.stdout
     assert "cuda:2" not in proc.stdout
@@ -157,7 +180,7 @@ def test_dry_run_says_why_when_no_visible_gpu_holds_the_models(four_gpu_machine)
     proc = _dry_run("--set", "gpu_mem_fraction=0.5", env=env)
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr
-    assert "per worker" in proc.stderr and "gpu_mem_fraction 0.5" in proc.stderr
+    assert "for one worker" in proc.stderr and "gpu_mem_fraction 0.5" in proc.stderr
     # listing the CPU in the recipe runs the same recipe without the GPUs
     proc = _dry_run("--set", "devices=[cpu]", env=env)
     assert proc.returncode == 0, proc.stderr

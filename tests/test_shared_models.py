@@ -268,3 +268,58 @@ def test_dry_run_shows_weight_bytes_per_device_and_bytes_per_worker(djx_cli):
     assert "(one shared copy)" in line and "MiB per worker" in line
     res = djx_cli("process", REPO_DIR / "configs" / "demo.yaml", "--dry-run", "--np", "2", "--set", "share_models=false")
     assert "(2 private copies)" in res.out
+
+
+# -- the weight owner (the GPU way: one process per device serves its tensors by handle) --------
+
+def owner_run(tmp_path: Path, big_clip: Path, name: str, share: bool, kill_owner: bool = False) -> tuple:
+    """The two model filters (and an op that kills its worker at id 17, once) through a local
+    executor whose CPU workers map their weights from a weight owner process, as GPU workers do;
+    with `kill_owner`, the owner is killed (kill -9) once the first batch is back."""
+    from djx.core.executors.base import InputBatch
+    from djx.core.executors.local import LocalExecutor
+    from djx.core.records import Item
+    from djx.core.recipe import recipe_from_dict
+    (tmp_path / name).mkdir()
+    data = mm_dataset(tmp_path) if not (tmp_path / "data.jsonl").exists() else tmp_path / "data.jsonl"
+    plugin = tmp_path / "die_once.py"
+    plugin.write_text(DIE_ONCE)
+    ops = model_ops(big_clip)
+    ops.insert(1, {"die_once_mapper": {"at": 17, "marker": str(tmp_path / name / "died")}})
+    recipe = recipe_from_dict({"dataset_path": str(data), "export_path": str(tmp_path / name / "out.jsonl"),
+                               "np": 2, "custom_ops": [str(plugin)], "process": ops}, base_dir=str(tmp_path))
+    pipe = Pipeline(recipe=recipe)
+    records = read_jsonl_file(data)
+    for rec in records:
+        rec["images"] = [str(data.parent / p) for p in rec["images"]]
+    batches = [InputBatch([Item(i, record=records[i]) for i in range(b, b + 4)]) for b in range(0, 24, 4)]
+    logs: list[str] = []
+    ex = LocalExecutor(pipe.chain(), pipe.plan(2), "spawn", tuple(recipe.custom_ops), str(tmp_path),
+                       share_models=share, owner_on_cpu=True, log=logs.append)
+    lines = []
+    for result in ex.run(batches):
+        lines += result.kept + result.dropped + [r.reason.encode() for r in result.rejected]
+        if kill_owner and not ex._owners.restarts and "cpu" in ex._owners.procs:
+            owner = ex._owners.procs["cpu"]
+            os.kill(owner.pid, signal.SIGKILL)
+            owner.join()  # dead: the executor sees its sentinel before its next batch
+            kill_owner = False
+    return ex, lines, logs
+
+
+def test_a_weight_owner_serves_one_copy_and_recovers_from_its_own_death_and_a_workers(tmp_path, big_clip):
+    shared, lines, _ = owner_run(tmp_path, big_clip, "owner", True)
+    killed, killed_lines, logs = owner_run(tmp_path, big_clip, "owner-killed", True, kill_owner=True)
+    private, private_lines, _ = owner_run(tmp_path, big_clip, "private", False)
+    assert len(lines) == 24 and lines == killed_lines == private_lines  # bitwise the same stats, nothing lost
+    for ex in (shared, killed):  # a worker died and came back, mapping the owner's copy again
+        assert ex.restarts == 1 and all(sum(r.loads.values()) == 2 for r in ex.reports.values())
+    assert (tmp_path / "owner" / "died").exists() and (tmp_path / "owner-killed" / "died").exists()
+    assert shared._owners.restarts == 0
+    assert killed._owners.restarts == 1 and any("weight owner of cpu died" in ln for ln in logs)
+    weights = next(iter(shared.reports.values())).shared_bytes
+    assert sum(weights.values()) > 70 * MiB and all(r.shared_bytes == weights for r in shared.reports.values())
+    assert all(r.shared_bytes == {} for r in private.reports.values())
+    for rank, rep in shared.reports.items():  # no worker holds a copy: the owner made the one copy
+        assert rep.uss < private.reports[rank].uss - 0.8 * sum(weights.values()), (rep, private.reports[rank])
+    assert shared._owners.procs == {} and killed._owners.procs == {} and my_run_folders() == []

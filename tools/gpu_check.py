@@ -11,6 +11,11 @@
    cap is its weights plus 96 MiB, asked for one forward over a whole batch of 100 samples. CUDA
    OOMs must happen, the forward must halve until it fits, and every sample must be accounted for.
 3. dtype: samples/s of that CLIP at float32 and bfloat16 on the GPU (bfloat16 is the fast one).
+4. One copy per GPU: that CLIP (float32) in np workers on one GPU over 1000 samples, shared
+   (one weight owner) and private: device memory per process (nvidia-smi, sampled) and each
+   worker's torch.cuda.max_memory_allocated; mid-run a worker is killed, then the weight owner,
+   then another worker; the shared run must recover from all three, and its scores must equal the
+   private GPU run's and the CPU path's (float32, 1e-4).
 
 Exit code 0 when every check passes.
 """
@@ -101,6 +106,152 @@ def dtypes(out: Path) -> None:
               f"{s['samples_per_second']:,.0f} samples/s ({s['input']} samples, model load included)")
 
 
+DIE_ONCE = """
+import os, signal
+from djx import Mapper, register_op
+
+@register_op("gpu_check_die_once")
+class DieOnce(Mapper):
+    def __init__(self, at: int = 0, marker: str = "", after: str = "", **common):
+        super().__init__(**common)
+        self.at, self.marker, self.after = at, marker, after
+
+    def process(self, batch):
+        hit = any(s.get("id") == self.at for s in batch.samples)
+        if hit and not os.path.exists(self.marker) and (not self.after or os.path.exists(self.after)):
+            open(self.marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return batch
+"""
+
+
+class SmiSampler:
+    """Peak device memory of each process, read from nvidia-smi every 0.2 s while a run lasts."""
+
+    def __init__(self):
+        import threading
+        self.peak: dict[int, int] = {}
+        self.peak_total = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self):
+        import subprocess
+        while not self._stop.is_set():
+            out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                                  "--format=csv,noheader,nounits"], capture_output=True, text=True).stdout
+            total = 0
+            for line in out.strip().splitlines():
+                pid, mib = (int(x) for x in line.split(","))
+                self.peak[pid] = max(self.peak.get(pid, 0), mib)
+                total += mib
+            self.peak_total = max(self.peak_total, total)
+            self._stop.wait(0.2)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def _owner_pid() -> int | None:
+    import psutil
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.name() == "djx-weights":
+                return child.pid
+        except psutil.Error:
+            continue
+    return None
+
+
+def sharing(out: Path, np: int) -> bool:
+    import os
+    import signal
+    import threading
+
+    import psutil
+
+    from djx import Pipeline
+    from djx.core.recipe import recipe_from_dict
+    from djx.tools.bench import save_full_size, write_dataset
+    model = out / "models" / "clip"
+    if not model.is_dir():
+        save_full_size("clip", out / "models")
+    data = write_dataset(out / "share", 1000, n_images=200, size=256)
+    plugin = out / "die_once.py"
+    plugin.write_text(DIE_ONCE)
+    marks = out / "marks"
+    marks.mkdir(exist_ok=True)
+    weights = sum(f.stat().st_size for f in model.glob("*.safetensors"))
+
+    def run(name: str, share: bool, devices: list | None = None, kills: bool = False):
+        ops = [{"image_text_similarity_filter": {"hf_clip": str(model), "min_score": -1e9}}]
+        if kills:  # a worker at id 100; the owner once that has happened (below); a worker at id 700
+            ops = [{"gpu_check_die_once": {"at": 100, "marker": str(marks / "worker1")}},
+                   {"gpu_check_die_once": {"at": 700, "marker": str(marks / "worker2"),
+                                           "after": str(marks / "owner")}}] + ops
+        recipe = {"dataset_path": str(data), "export_path": str(out / name / "kept.jsonl"), "np": np,
+                  "batch_size": 32, "share_models": share, "custom_ops": [str(plugin)], "process": ops,
+                  **({"devices": devices} if devices else {})}
+        pipe = Pipeline(recipe=recipe_from_dict(recipe, base_dir=str(out)))
+        logs: list[str] = []
+        killer = None
+        if kills:
+            def kill_owner():  # waits for a state: the first worker killed, then an owner to kill
+                while not (marks / "worker1").exists():
+                    threading.Event().wait(0.05)
+                pid = None
+                while pid is None:
+                    pid = _owner_pid()
+                os.kill(pid, signal.SIGKILL)
+                (marks / "owner").write_text(str(pid))
+            killer = threading.Thread(target=kill_owner, daemon=True)
+            killer.start()
+        with SmiSampler() as smi:
+            s = pipe.run(restart=True, progress=False, log=logs.append)
+        scores = {}
+        for f in ("kept.jsonl", "kept.dropped.jsonl"):
+            p = out / name / f
+            if p.exists():
+                for line in p.read_text().splitlines():
+                    rec = json.loads(line)
+                    v = rec["__dj__stats__"]["image_text_similarity"]
+                    scores[rec["id"]] = v if isinstance(v, list) else [v]  # one per image
+        me = psutil.Process().pid
+        return s, scores, smi, [ln for ln in logs if "weight owner" in ln], me
+
+    print(f"\none copy per GPU: CLIP ViT-B/32 float32 ({weights >> 20} MiB of weights), np={np}, 1000 samples")
+    shared, sc_shared, smi_shared, owner_logs, _ = run("shared", True, kills=True)
+    private, sc_private, smi_private, _, _ = run("private", False)
+    cpu, sc_cpu, _, _, _ = run("cpu", False, devices=["cpu"])
+    for name, s, smi in (("shared", shared, smi_shared), ("private", private, smi_private)):
+        per_proc = sorted(smi.peak.values(), reverse=True)
+        alloc = [s["devices"][r]["peak_device_bytes"] >> 20 for r in sorted(s["devices"])]
+        print(f"  {name:<8} peak device memory of the run {smi.peak_total:,} MiB; per process (nvidia-smi, "
+              f"MiB) {per_proc}; workers' max_memory_allocated (MiB) {alloc}; "
+              f"{s['samples_per_second']:.0f} samples/s; worker restarts {s['worker_restarts']}")
+    for line in owner_logs:
+        print("  log: " + line)
+    same_ids = set(sc_shared) == set(sc_private) == set(sc_cpu) == set(range(1000))
+    def max_diff(a: dict, b: dict) -> float:
+        return max(abs(x - y) for i in a for x, y in zip(a[i], b[i], strict=True))
+    diff_private, diff_cpu = max_diff(sc_shared, sc_private), max_diff(sc_shared, sc_cpu)
+    print(f"  all 1000 scored in each run: {same_ids}; max |shared - private GPU| {diff_private:.2e}; "
+          f"max |shared - CPU| {diff_cpu:.2e}")
+    killed = all((marks / m).exists() for m in ("worker1", "owner", "worker2"))
+    saved = smi_private.peak_total - smi_shared.peak_total
+    ok = (same_ids and diff_private == 0.0 and diff_cpu <= 1e-4 and killed and shared["worker_restarts"] == 2
+          and len(owner_logs) == 1 and shared["check"]["ok"] and saved > (np - 2) * weights / (1 << 20))
+    print(f"  kills done: {killed}; device memory saved by sharing {saved:,} MiB "
+          f"({np - 1} copies of {weights >> 20} MiB would be {(np - 1) * weights >> 20:,})")
+    print(f"one copy per GPU: {'passed' if ok else 'FAILED'}")
+    return bool(ok)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description="djx GPU check (placement, sharing, OOM back-off)")
     ap.add_argument("--np", type=int, default=4)
@@ -119,6 +270,7 @@ def main() -> int:
         if not args.cpu:
             ok = oom_backoff(out) and ok
             dtypes(out)
+            ok = sharing(out, args.np) and ok
         print("GPU check " + ("passed" if ok else "FAILED"))
         return 0 if ok else 1
     finally:

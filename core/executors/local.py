@@ -4,6 +4,10 @@ Memory is bounded: at most `max_in_flight` batches are read ahead of the oldest 
 whatever the dataset size. Results come back in input order. A worker that dies (signal,
 segfault, OOM killer) is replaced; its batch is retried once, then bisected until only the poison
 sample is left, which is rejected; the run never hangs on a dead worker.
+
+With `share_models`, the workers map one copy of each model per device: on CPU from the run
+folder (shared_weights.py), on a GPU from that device's weight owner process (weight_owner.py),
+which this executor starts before the workers, restarts when it dies and stops after them.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from djx.core.executors.worker import (Crashed, Done, Failed, Ready, StartFailed
 from djx.core.planner import Plan
 from djx.core.records import BatchResult, FailFast, WorkerReport, parse_pending
 from djx.core.shared_weights import WeightShare, create_run_folder, remove_run_folder
+from djx.core.weight_owner import WeightOwners
 
 PREFETCH = 2  # batches queued per worker, so it never idles between batches
 
@@ -63,7 +68,8 @@ class _Worker:
 class LocalExecutor:
     def __init__(self, chain: OpChain, plan: Plan, start_method: str = "spawn",
                  custom_ops: tuple = (), base_dir: str = ".", max_in_flight: int | None = None,
-                 replan=None, log=print, sample_timeout: float = 600.0, share_models: bool = True):
+                 replan=None, log=print, sample_timeout: float = 600.0, share_models: bool = True,
+                 owner_on_cpu: bool = False):
         self.chain = chain
         self.plan = plan
         self.replan = replan  # measured model bytes -> Plan (GPU runs revise the plan after rank 0)
@@ -82,19 +88,24 @@ class LocalExecutor:
         self.restarts = 0
         self._chain_bytes = dill.dumps(chain)
         self._ids = itertools.count()
-        self.share_models = share_models and bool(chain.model_specs()) and not plan.on_gpu  # CPU only
-        self._share = None  # WeightShare of the run's folder, while it runs
+        self.share_models = share_models and bool(chain.model_specs())
+        self._share = None  # WeightShare of the run's folder and owners, while it runs
+        # devices whose weights a weight owner serves: the GPUs (and, for tests, CPU: owner_on_cpu)
+        self._owned = tuple(d for d in dict.fromkeys(plan.devices) if owner_on_cpu or d.startswith("cuda"))
+        self._owners = WeightOwners(self.custom_ops, self.base_dir, log, _main_importable)
 
     def run(self, source: Iterable[InputBatch]) -> Iterator[BatchResult]:
         """One BatchResult per input batch, in input order."""
         workers: list[_Worker] = []
         try:
-            if self.share_models:  # one copy of each model's weights for all workers (shared_weights.py)
-                self._share = WeightShare(folder=create_run_folder())
+            if self.share_models:  # one copy of each model's weights per device
+                folder = create_run_folder()
+                self._share = WeightShare(folder=folder, owners=self._owners.start(folder, self._owned))
             workers = self._start_all()
             yield from self._loop(workers, iter(source))
         finally:
             self._stop(workers)
+            self._owners.stop()
             remove_run_folder(self._share and self._share.folder)
 
     # -- worker lifecycle -------------------------------------------------------------------
@@ -113,6 +124,14 @@ class LocalExecutor:
         return _Worker(rank, proc, parent, status)
 
     def _await_ready(self, w: _Worker) -> None:
+        while True:  # a worker that maps a dead owner's weights waits for its restart
+            owners = self._owners.sentinels()
+            ready = wait([w.conn] + list(owners))
+            for obj in ready:
+                if obj in owners:
+                    self._owners.restart(owners[obj])
+            if w.conn in ready:
+                break
         try:
             msg = recv(w.conn)
         except EOFError:
@@ -188,7 +207,11 @@ class LocalExecutor:
                         break  # it died: its sentinel is ready, the wait below sees it
             conns = {w.conn: w for w in workers}
             sentinels = {w.proc.sentinel: w for w in workers}
-            for obj in wait(list(conns) + list(sentinels), timeout=self._watch(workers)):
+            owners = self._owners.sentinels()
+            for obj in wait(list(conns) + list(sentinels) + list(owners), timeout=self._watch(workers)):
+                if obj in owners:
+                    self._owners.restart(owners[obj])
+                    break  # the wait list changed
                 w = conns.get(obj) or sentinels.get(obj)
                 if obj in conns:
                     try:
