@@ -50,26 +50,14 @@ class WeightOwners:
         return dict(self.addresses)
 
     def _start(self, device: str) -> None:
+        """Start it without waiting: it imports torch while the workers do, and a worker waits
+        until it listens (a death is seen by the executor through its sentinel)."""
         import multiprocess as mp
-        from multiprocess.connection import wait
-
-        from djx.core.errors import DjxError
         ctx = mp.get_context("spawn")  # a clean process: CUDA cannot be used in a forked one
-        ready, child = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=owner_main, name=f"djx-weights-{device}", daemon=True,
-                           args=(device, self.addresses[device], self.custom_ops, self.base_dir,
-                                 os.getpid(), child))
+                           args=(device, self.addresses[device], self.custom_ops, self.base_dir, os.getpid()))
         with self._main_importable():
             proc.start()
-        child.close()
-        wait([ready, proc.sentinel])
-        try:
-            ready.recv()
-        except (EOFError, OSError):
-            proc.join(5)
-            raise DjxError(f"the weight owner of {device} died while starting (exit code {proc.exitcode})") from None
-        finally:
-            ready.close()
         self.procs[device] = proc
 
     def sentinels(self) -> dict:
@@ -113,8 +101,7 @@ def _dumps(obj) -> bytes:
     return buf.getvalue()
 
 
-def owner_main(device: str, address: OwnerAddress, custom_ops: tuple, base_dir: str, parent: int,
-               ready) -> None:
+def owner_main(device: str, address: OwnerAddress, custom_ops: tuple, base_dir: str, parent: int) -> None:
     """The owner's process: bind the device, load the plug-ins (their model loaders), listen, then
     answer each worker's (spec) with (skeleton, tensors) of one copy loaded here once."""
     from multiprocessing.connection import Listener
@@ -131,9 +118,7 @@ def owner_main(device: str, address: OwnerAddress, custom_ops: tuple, base_dir: 
     load_entry_point_ops()
     if os.path.exists(address.path):
         os.unlink(address.path)  # a dead owner's socket
-    listener = Listener(address.path, "AF_UNIX", authkey=address.authkey)
-    ready.send(os.getpid())
-    ready.close()
+    listener = Listener(address.path, "AF_UNIX", backlog=64, authkey=address.authkey)  # workers retry until it listens
     models: dict = {}
     lock = threading.Lock()
 
@@ -185,6 +170,8 @@ def _load(spec, device: str, path: str) -> tuple:
     except pickle.PicklingError as e:
         return ("private", str(e))
     if device.startswith("cuda"):
+        import torch
+        torch.cuda.empty_cache()  # the loader's temporaries: this process keeps only the weights
         return ("ok", skeleton, tensors)
     import torch
     torch.save(tensors, path + ".tmp")  # a new file: a dead owner's may still be mapped
