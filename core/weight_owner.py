@@ -94,8 +94,9 @@ class OwnerAddress:
 def _dumps(obj) -> bytes:
     """Pickled with the reductions torch registers for tensors: CUDA tensors travel as IPC
     handles (never as copies of their bytes)."""
-    import torch.multiprocessing  # noqa: F401  (registers the tensor reductions)
+    import importlib
     from multiprocessing.reduction import ForkingPickler
+    importlib.import_module("torch.multiprocessing")  # registers the tensor reductions
     buf = io.BytesIO()
     ForkingPickler(buf, pickle.HIGHEST_PROTOCOL).dump(obj)
     return buf.getvalue()
