@@ -320,6 +320,9 @@ def test_a_weight_owner_serves_one_copy_and_recovers_from_its_own_death_and_a_wo
     weights = next(iter(shared.reports.values())).shared_bytes
     assert sum(weights.values()) > 70 * MiB and all(r.shared_bytes == weights for r in shared.reports.values())
     assert all(r.shared_bytes == {} for r in private.reports.values())
-    for rank, rep in shared.reports.items():  # no worker holds a copy: the owner made the one copy
-        assert rep.uss < private.reports[rank].uss - 0.8 * sum(weights.values()), (rep, private.reports[rank])
+    # the two workers together are charged about one copy less than with private copies: the
+    # owner made the one copy, which they map (a USS would depend on whether the other worker had
+    # mapped the pages yet when the report was taken; the PSS of the two together does not)
+    saved = sum(r.pss for r in private.reports.values()) - sum(r.pss for r in shared.reports.values())
+    assert saved > 0.5 * sum(weights.values()), (shared.reports, private.reports)
     assert shared._owners.procs == {} and killed._owners.procs == {} and my_run_folders() == []
