@@ -45,20 +45,30 @@ class RunWatch:
         self.last_result_at = time.monotonic()
 
     def summary_fields(self, summary: dict, resumed: bool) -> dict:
-        """`partial`, `limit` and, for a trial that stopped before the dataset's end, `estimate`."""
-        out = {"partial": self.partial, "limit": self.limit}
+        """`partial`, `limit`, `timing` (this session's start-up, steady rate and end) and, for a
+        trial that stopped before the dataset's end, `estimate`."""
+        start, busy, end = self._phases()
+        done = summary["session"]["samples"]
+        out = {"partial": self.partial, "limit": self.limit,
+               "timing": {"startup_seconds": round(start, 4), "processing_seconds": round(busy, 4),
+                          "end_seconds": round(end, 4), "steady_samples_per_second": round(done / busy, 2)}}
         if self.partial:
             out["estimate"] = self.estimate(summary, resumed)
         return out
 
-    def estimate(self, s: dict, resumed: bool) -> dict:
-        """The whole dataset's figures from this trial's summary `s`."""
-        n_all, n = self.size.samples, s["input"]
+    def _phases(self) -> tuple[float, float, float]:
+        """Seconds of this session's start-up (starting workers, loading models: until the first
+        batch was read), processing (until the last batch's result) and end (stopping workers,
+        the last checkpoint, the output check: until now)."""
         now = time.monotonic()
         start = (self.processing_at or self.t0) - self.t0
         last = self.last_result_at or now
-        busy = max(last - (self.processing_at or self.t0), 1e-9)
-        end = now - last  # stopping the workers, the last checkpoint, the output check
+        return start, max(last - (self.processing_at or self.t0), 1e-9), now - last
+
+    def estimate(self, s: dict, resumed: bool) -> dict:
+        """The whole dataset's figures from this trial's summary `s`."""
+        n_all, n = self.size.samples, s["input"]
+        start, busy, end = self._phases()
         done = s["session"]["samples"]
         rate = done / busy
         workers = s.get("workers")

@@ -76,6 +76,11 @@ def format_summary(s: dict) -> str:
              + (f"  in {s['seconds']:.1f} s over all sessions; this session {s['session']['samples']} samples "
                 f"at {s['samples_per_second']:.1f} samples/s" if s.get("resumed") and s.get("session") else
                 f"  in {s['seconds']:.1f} s ({s['samples_per_second']:.1f} samples/s)")]
+    t = s.get("timing")
+    if t:
+        lines.append(f"  time: start-up (workers, models) {t['startup_seconds']:.1f} s, then "
+                     f"{t['steady_samples_per_second']:.1f} samples/s for {t['processing_seconds']:.1f} s, "
+                     f"end {t['end_seconds']:.1f} s")
     if s.get("rejected"):
         top = ", ".join(f"{code} {n}" for code, n in list((s.get("rejected_by_code") or {}).items())[:5])
         lines.append(f"  rejected: {s.get('rejected_share', 0):.1%} of the input" + (f" ({top})" if top else ""))

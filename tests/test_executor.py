@@ -91,6 +91,12 @@ def test_summary_reports_counts_per_op_timings_memory_and_model_loads(tmp_path, 
     assert len(summary["model_loads"]) == 2 and summary["max_model_loads_per_process"] == 0
     assert summary["check"]["ok"]
     assert summary["outputs"]["export"] == str(tmp_path / "run" / "kept.jsonl")
+    # where the session's time went: start-up, processing at a steady rate, the end
+    t = summary["timing"]
+    assert min(t["startup_seconds"], t["end_seconds"]) >= 0 and t["processing_seconds"] > 0
+    parts = t["startup_seconds"] + t["processing_seconds"] + t["end_seconds"]
+    assert summary["session"]["seconds"] - 0.05 <= parts <= summary["session"]["seconds"] + 1.0
+    assert t["steady_samples_per_second"] == pytest.approx(summary["input"] / t["processing_seconds"], rel=0.05)
 
 
 def test_dropped_file_says_which_op_dropped_each_sample_and_keeps_its_stats(tmp_path, mm_records,

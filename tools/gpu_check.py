@@ -250,7 +250,8 @@ def sharing(out: Path, np: int) -> bool:
         alloc = [s["devices"][r]["peak_device_bytes"] >> 20 for r in sorted(s["devices"])]
         print(f"  {name:<8} peak device memory of the run {smi.peak_total:,} MiB; per process (nvidia-smi, MiB): "
               f"owner {owners}, workers {workers}; workers' max_memory_allocated (MiB) {alloc}; "
-              f"{s['samples_per_second']:.0f} samples/s; worker restarts {s['worker_restarts']}")
+              f"{s['samples_per_second']:.0f} samples/s (start-up {s['timing']['startup_seconds']:.1f} s, then "
+              f"{s['timing']['steady_samples_per_second']:.0f} samples/s); worker restarts {s['worker_restarts']}")
     for line in owner_logs:
         print("  log (killed): " + line)
     same_ids = set(sc_shared) == set(sc_private) == set(sc_cpu) == set(sc_killed) == set(range(1000))
