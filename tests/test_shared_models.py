@@ -91,9 +91,15 @@ def model_ops(clip: Path, die_once: Path | None = None) -> list:
             {"image_text_matching_filter": {"hf_blip": str(MODELS / "tiny-blip-itm"), "min_score": 0.5}}]
 
 
-def run(tmp_path: Path, name: str, data: Path, ops: list, **keys) -> dict:
-    plugin = tmp_path / "die_once.py"
+@pytest.fixture(scope="module")
+def die_once_plugin(tmp_path_factory) -> Path:
+    """One file for the module: a plug-in op name is registered once per file in this process."""
+    plugin = tmp_path_factory.mktemp("plugins") / "die_once.py"
     plugin.write_text(DIE_ONCE)
+    return plugin
+
+
+def run(tmp_path: Path, name: str, data: Path, ops: list, plugin: Path, **keys) -> dict:
     recipe = {"dataset_path": str(data), "export_path": str(tmp_path / name / "out.jsonl"), "np": 2,
               "batch_size": 4, "start_method": "spawn", "process": ops,
               "custom_ops": [str(plugin)], **keys}
@@ -110,13 +116,13 @@ def my_run_folders() -> list[str]:
     return [n for n in os.listdir(root) if n.startswith(f"run-{os.getpid()}-")] if os.path.isdir(root) else []
 
 
-def test_workers_map_one_copy_and_score_exactly_as_with_private_copies(tmp_path, big_clip):
+def test_workers_map_one_copy_and_score_exactly_as_with_private_copies(tmp_path, big_clip, die_once_plugin):
     data = mm_dataset(tmp_path)
     # in the shared run a worker is killed mid-run, after its models scored a batch: its
     # replacement maps the same copy and the run completes with the same outputs
-    shared = run(tmp_path, "shared", data, model_ops(big_clip, die_once=tmp_path / "died"))
+    shared = run(tmp_path, "shared", data, model_ops(big_clip, die_once=tmp_path / "died"), die_once_plugin)
     (tmp_path / "no-death").write_text("")
-    private = run(tmp_path, "private", data, model_ops(big_clip, die_once=tmp_path / "no-death"),
+    private = run(tmp_path, "private", data, model_ops(big_clip, die_once=tmp_path / "no-death"), die_once_plugin,
                   share_models=False)
     assert (tmp_path / "died").exists() and shared["worker_restarts"] == 1
     # bitwise equal stats: the shared copy holds the same tensors, tied weights and buffers included
@@ -272,7 +278,8 @@ def test_dry_run_shows_weight_bytes_per_device_and_bytes_per_worker(djx_cli):
 
 # -- the weight owner (the GPU way: one process per device serves its tensors by handle) --------
 
-def owner_run(tmp_path: Path, big_clip: Path, name: str, share: bool, kill_owner: bool = False) -> tuple:
+def owner_run(tmp_path: Path, big_clip: Path, plugin: Path, name: str, share: bool,
+              kill_owner: bool = False) -> tuple:
     """The two model filters (and an op that kills its worker at id 17, once) through a local
     executor whose CPU workers map their weights from a weight owner process, as GPU workers do;
     with `kill_owner`, the owner is killed (kill -9) once the first batch is back."""
@@ -282,8 +289,6 @@ def owner_run(tmp_path: Path, big_clip: Path, name: str, share: bool, kill_owner
     from djx.core.recipe import recipe_from_dict
     (tmp_path / name).mkdir()
     data = mm_dataset(tmp_path) if not (tmp_path / "data.jsonl").exists() else tmp_path / "data.jsonl"
-    plugin = tmp_path / "die_once.py"
-    plugin.write_text(DIE_ONCE)
     ops = model_ops(big_clip)
     ops.insert(1, {"die_once_mapper": {"at": 17, "marker": str(tmp_path / name / "died")}})
     recipe = recipe_from_dict({"dataset_path": str(data), "export_path": str(tmp_path / name / "out.jsonl"),
@@ -307,10 +312,11 @@ def owner_run(tmp_path: Path, big_clip: Path, name: str, share: bool, kill_owner
     return ex, lines, logs
 
 
-def test_a_weight_owner_serves_one_copy_and_recovers_from_its_own_death_and_a_workers(tmp_path, big_clip):
-    shared, lines, _ = owner_run(tmp_path, big_clip, "owner", True)
-    killed, killed_lines, logs = owner_run(tmp_path, big_clip, "owner-killed", True, kill_owner=True)
-    private, private_lines, _ = owner_run(tmp_path, big_clip, "private", False)
+def test_a_weight_owner_serves_one_copy_and_recovers_from_its_own_death_and_a_workers(tmp_path, big_clip,
+                                                                                     die_once_plugin):
+    shared, lines, _ = owner_run(tmp_path, big_clip, die_once_plugin, "owner", True)
+    killed, killed_lines, logs = owner_run(tmp_path, big_clip, die_once_plugin, "owner-killed", True, kill_owner=True)
+    private, private_lines, _ = owner_run(tmp_path, big_clip, die_once_plugin, "private", False)
     assert len(lines) == 24 and lines == killed_lines == private_lines  # bitwise the same stats, nothing lost
     for ex in (shared, killed):  # a worker died and came back, mapping the owner's copy again
         assert ex.restarts == 1 and all(sum(r.loads.values()) == 2 for r in ex.reports.values())
