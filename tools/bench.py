@@ -32,13 +32,12 @@ sys.path.insert(0, str(REPO))
 from tools import synth  # noqa: E402
 
 
-class TreeMemory:
-    """Samples USS and PSS of this process and all its descendants every `every` seconds and keeps
-    the peaks: `peak_total` (summed USS), `peak_main` (this process's USS) and `peak_pss` (summed
-    PSS, which charges a page shared by N processes 1/N to each, so a shared model counts once)."""
+class Sampler:
+    """Calls `sample()` every `every` seconds on a thread while used as a context manager, and
+    once more at the end (short runs: the end state is in)."""
 
-    def __init__(self, every: float = 0.02):
-        self.every, self.peak_total, self.peak_main, self.peak_pss = every, 0, 0, 0
+    def __init__(self, every: float):
+        self.every = every
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -46,6 +45,28 @@ class TreeMemory:
         while not self._stop.is_set():
             self.sample()
             self._stop.wait(self.every)
+
+    def sample(self):
+        raise NotImplementedError
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+
+class TreeMemory(Sampler):
+    """Samples USS and PSS of this process and all its descendants every `every` seconds and keeps
+    the peaks: `peak_total` (summed USS), `peak_main` (this process's USS) and `peak_pss` (summed
+    PSS, which charges a page shared by N processes 1/N to each, so a shared model counts once)."""
+
+    def __init__(self, every: float = 0.02):
+        super().__init__(every)
+        self.peak_total, self.peak_main, self.peak_pss = 0, 0, 0
 
     def sample(self):
         from djx.core.resources import uss_pss_bytes
@@ -62,15 +83,6 @@ class TreeMemory:
                 self.peak_main = max(self.peak_main, uss)
         self.peak_total = max(self.peak_total, uss_sum)
         self.peak_pss = max(self.peak_pss, pss_sum)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.sample()  # short runs: make sure the end state is in
 
 
 def write_dataset(folder: Path, n: int, n_images: int = 50, size: int = 256) -> Path:

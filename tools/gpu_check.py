@@ -128,20 +128,20 @@ class DieOnce(Mapper):
 """
 
 
-class SmiSampler:
-    """Peak device memory of each process, read from nvidia-smi every 0.2 s while a run lasts."""
+def _smi_sampler():
+    from djx.tools.bench import Sampler
 
-    def __init__(self):
-        import threading
-        self.peak: dict[int, int] = {}
-        self.owners: set[int] = set()  # the pids of weight owners
-        self.peak_total = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
+    class SmiSampler(Sampler):
+        """Peak device memory of each process, read from nvidia-smi every 0.2 s while a run lasts."""
 
-    def _loop(self):
-        import subprocess
-        while not self._stop.is_set():
+        def __init__(self):
+            super().__init__(0.2)
+            self.peak: dict[int, int] = {}
+            self.owners: set[int] = set()  # the pids of weight owners
+            self.peak_total = 0
+
+        def sample(self):
+            import subprocess
             out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
                                   "--format=csv,noheader,nounits"], capture_output=True, text=True).stdout
             total = 0
@@ -152,15 +152,8 @@ class SmiSampler:
                 self.peak[pid] = max(self.peak.get(pid, 0), mib)
                 total += mib
             self.peak_total = max(self.peak_total, total)
-            self._stop.wait(0.2)
 
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
+    return SmiSampler()
 
 
 def _name(pid: int) -> str:
@@ -225,7 +218,7 @@ def sharing(out: Path, np: int) -> bool:
                 (marks / "owner").write_text(str(pid))
             killer = threading.Thread(target=kill_owner, daemon=True)
             killer.start()
-        with SmiSampler() as smi:
+        with _smi_sampler() as smi:
             s = pipe.run(restart=True, progress=False, log=logs.append)
         scores = {}
         for f in ("kept.jsonl", "kept.dropped.jsonl"):
