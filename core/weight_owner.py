@@ -60,9 +60,16 @@ class WeightOwners:
             proc.start()
         self.procs[device] = proc
 
-    def sentinels(self) -> dict:
-        """sentinel -> device of each owner, for the executor's wait list."""
-        return {proc.sentinel: device for device, proc in self.procs.items()}
+    def sentinels(self) -> list:
+        """The owners' sentinels, for the executor's wait list."""
+        return [proc.sentinel for proc in self.procs.values()]
+
+    def restart_dead(self, ready) -> bool:
+        """Restart each owner whose sentinel is among `ready` (what a wait returned); whether any."""
+        dead = [d for d, proc in self.procs.items() if proc.sentinel in ready]
+        for device in dead:
+            self.restart(device)
+        return bool(dead)
 
     def restart(self, device: str) -> None:
         """An owner died: start a new one at the same address. Workers holding its memory keep it

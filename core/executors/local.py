@@ -125,11 +125,8 @@ class LocalExecutor:
 
     def _await_ready(self, w: _Worker) -> None:
         while True:  # a worker that maps a dead owner's weights waits for its restart
-            owners = self._owners.sentinels()
-            ready = wait([w.conn] + list(owners))
-            for obj in ready:
-                if obj in owners:
-                    self._owners.restart(owners[obj])
+            ready = wait([w.conn] + self._owners.sentinels())
+            self._owners.restart_dead(ready)
             if w.conn in ready:
                 break
         try:
@@ -207,11 +204,10 @@ class LocalExecutor:
                         break  # it died: its sentinel is ready, the wait below sees it
             conns = {w.conn: w for w in workers}
             sentinels = {w.proc.sentinel: w for w in workers}
-            owners = self._owners.sentinels()
-            for obj in wait(list(conns) + list(sentinels) + list(owners), timeout=self._watch(workers)):
-                if obj in owners:
-                    self._owners.restart(owners[obj])
-                    break  # the wait list changed
+            ready = wait(list(conns) + list(sentinels) + self._owners.sentinels(), timeout=self._watch(workers))
+            if self._owners.restart_dead(ready):
+                continue  # the wait list changed
+            for obj in ready:
                 w = conns.get(obj) or sentinels.get(obj)
                 if obj in conns:
                     try:
