@@ -2,16 +2,16 @@
 
 The public Python API. Ops are plain classes registered by name; a Pipeline runs them.
 """
-from djx.core.chain import OpChain
-from djx.core.check import check_outputs
-from djx.core.context import DROP_KEY, POSITION_KEY, STATS_KEY, RunContext
+from djx.core.run.chain import OpChain
+from djx.core.run.check import check_outputs
+from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY, RunContext
 from djx.core.errors import CheckError, DjxError, RecipeError, ResumeError, SampleError, UsageError
-from djx.core.model_pool import ModelPool, ModelSpec, register_model_loader
-from djx.core.op import Batch, Filter, Mapper, Op
+from djx.core.models.pool import ModelPool, ModelSpec, register_model_loader
+from djx.core.op.base import Batch, Filter, Mapper, Op
 from djx.core.pipeline import Pipeline
-from djx.core.planner import DeviceInfo, Plan, plan_workers
-from djx.core.recipe import Recipe, load_recipe
-from djx.core.registry import build_op, get_op_class, register_op, registered_ops
+from djx.core.plan.planner import DeviceInfo, Plan, plan_workers
+from djx.core.recipe.recipe import Recipe, load_recipe
+from djx.core.op.registry import build_op, get_op_class, register_op, registered_ops
 
 __version__ = "0.1.0"
 

@@ -26,7 +26,7 @@ def _recipe_arg(args) -> str:
 def _paths_from_cwd(overrides: dict) -> None:
     """Paths typed on the command line are relative to the current folder: --set dataset_path=P
     and --set export_path=P as --export-path P (a recipe's own paths are relative to the recipe)."""
-    from djx.core.dj_keys import refuse_mixture
+    from djx.core.recipe.dj_compat import refuse_mixture
     for key in ("dataset_path", "export_path"):
         value = overrides.get(key)
         if isinstance(value, str) and value:
@@ -38,7 +38,7 @@ def _paths_from_cwd(overrides: dict) -> None:
 
 def _process(args) -> int:
     from djx.core.pipeline import Pipeline
-    from djx.core.recipe import parse_set
+    from djx.core.recipe.recipe import parse_set
     overrides = parse_set(args.set)
     _paths_from_cwd(overrides)
     if args.np is not None:
@@ -51,16 +51,16 @@ def _process(args) -> int:
         overrides["report"] = True
     pipe = Pipeline.from_recipe(_recipe_arg(args), overrides, _plugins(args.custom_ops))
     if args.dry_run:
-        from djx.core.preflight import dry_run
+        from djx.core.plan.preflight import dry_run
         return dry_run(pipe)
     pipe.run(restart=args.restart, progress=not args.quiet, limit=args.limit)
     return 0
 
 
 def _ops(args) -> int:
-    from djx.core.op import Filter
-    from djx.core.params import describe_params, shown
-    from djx.core.registry import aliases, get_op_class, load_custom_ops, load_entry_point_ops, registered_ops
+    from djx.core.op.base import Filter
+    from djx.core.op.params import describe_params, shown
+    from djx.core.op.registry import aliases, get_op_class, load_custom_ops, load_entry_point_ops, registered_ops
     load_custom_ops(_plugins(args.custom_ops), os.getcwd())
     load_entry_point_ops()
     if args.name:
@@ -87,10 +87,10 @@ def _ops(args) -> int:
 
 
 def _check(args) -> int:
-    from djx.core.check import check_outputs
-    from djx.core.chain import OpChain
-    from djx.core.output_reader import export_files
-    from djx.core.outputs import OutputPaths
+    from djx.core.run.check import check_outputs
+    from djx.core.run.chain import OpChain
+    from djx.core.io.output_reader import export_files
+    from djx.core.io.outputs import OutputPaths
     from djx.core.pipeline import Pipeline
     pipe = Pipeline.from_recipe(args.recipe, custom_ops=_plugins(args.custom_ops))
     paths = OutputPaths.for_export(args.output)
@@ -130,7 +130,7 @@ def _analyze(args) -> int:
 
 
 def _explain(args) -> int:
-    from djx.core.explain import explain
+    from djx.analyze.explain import explain
     print(explain(args.export, args.id, args.where, args.recipe, _plugins(args.custom_ops)))
     return 0
 

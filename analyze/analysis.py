@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 
 from djx.core.errors import DjxError
-from djx.core.reader import dataset_root
+from djx.core.io.readers import dataset_root
 
 from djx.analyze.collect import Collector
 from djx.analyze.plots import curve_png, ensure_dir, histogram_png, safe_name
@@ -30,7 +30,7 @@ class Analysis:
 
 def default_out_dir(export: str) -> str:
     """Where the analysis of an export goes unless told: `<stem>.analysis/` next to it."""
-    from djx.core.writers import export_format
+    from djx.core.io.writers import export_format
     folder, name = os.path.split(os.path.abspath(export))
     return os.path.join(folder, name[:-len(export_format(name))] + ".analysis")
 

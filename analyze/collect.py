@@ -12,7 +12,7 @@ import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 
-from djx.core.context import DROP_KEY, POSITION_KEY, STATS_KEY
+from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
 
 from djx.analyze.sketch import ValueSketch
 from djx.analyze.thresholds import FilterInfo, Threshold, reduce_for

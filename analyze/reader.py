@@ -8,8 +8,8 @@ import os
 from typing import Iterator
 
 from djx.core.errors import DjxError
-from djx.core.output_reader import export_files, iter_output
-from djx.core.outputs import OutputPaths
+from djx.core.io.output_reader import export_files, iter_output
+from djx.core.io.outputs import OutputPaths
 
 
 def iter_records(path: str) -> Iterator[dict]:

@@ -50,7 +50,7 @@ def filters_from_ops(ops) -> list[FilterInfo]:
 
 def filters_from_names(names: list[str]) -> list[FilterInfo]:
     """Without a recipe: the stats of each named op (from its class), no thresholds."""
-    from djx.core.registry import get_op_class
+    from djx.core.op.registry import get_op_class
     out = []
     for i, name in enumerate(names):
         try:

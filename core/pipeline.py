@@ -11,24 +11,24 @@ import os
 import time
 from typing import Iterable, Iterator
 
-from djx.core.chain import OpChain
-from djx.core.dtypes import slow_dtype_warnings
+from djx.core.run.chain import OpChain
+from djx.core.models.dtypes import slow_dtype_warnings
 from djx.core.errors import DjxError
-from djx.core.estimate import RunWatch
+from djx.core.run.estimate import RunWatch
 from djx.core.executors import DatasetSource, make_executor
-from djx.core.input_size import has_more, measure_input
-from djx.core.ledger import RunLedger
-from djx.core.model_pool import estimate_bytes, process_pool
-from djx.core.outputs import OutputPaths, OutputWriter, guard_outputs
-from djx.core.planner import Plan, cuda_inventory, plan_workers
-from djx.core.preflight import refuse_short_host_memory, refuse_unguarded_main
-from djx.core.reader import dataset_files, dataset_root
-from djx.core.recipe import Recipe, load_recipe, recipe_from_dict
+from djx.core.io.input_size import has_more, measure_input
+from djx.core.run.ledger import RunLedger
+from djx.core.models.pool import estimate_bytes, process_pool
+from djx.core.io.outputs import OutputPaths, OutputWriter, guard_outputs
+from djx.core.plan.planner import Plan, cuda_inventory, plan_workers
+from djx.core.plan.preflight import refuse_short_host_memory, refuse_unguarded_main
+from djx.core.io.readers import dataset_files, dataset_root
+from djx.core.recipe.recipe import Recipe, load_recipe, recipe_from_dict
 from djx.core.records import Item
-from djx.core.resources import cpu_count
-from djx.core.resume import fingerprint, resume_point
-from djx.core.stat_reuse import models_unneeded
-from djx.core.shared_weights import remove_stale
+from djx.core.plan.resources import cpu_count
+from djx.core.run.resume import fingerprint, resume_point
+from djx.core.run.stat_reuse import models_unneeded
+from djx.core.models.shared_weights import remove_stale
 
 
 class Pipeline:
@@ -183,7 +183,7 @@ def _refuse_non_ops(ops: list) -> None:
     """ops=[...] holds op instances: a class, a name or anything else is said to be wrong here,
     not found deep inside a worker."""
     from djx.core.errors import UsageError
-    from djx.core.op import Filter, Mapper
+    from djx.core.op.base import Filter, Mapper
     for i, op in enumerate(ops):
         if isinstance(op, (Filter, Mapper)):
             continue

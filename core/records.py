@@ -8,7 +8,7 @@ from typing import Any
 
 import jsonlines
 
-from djx.core.context import POSITION_KEY
+from djx.core.recipe.context import POSITION_KEY
 from djx.core.errors import DjxError
 
 
@@ -28,7 +28,7 @@ class Item:
 def parse_pending(items: list[Item]) -> None:
     """Parse the raw JSON lines of pending items in place, through one jsonlines reader; a line
     that parses to a record djx cannot carry (see record_limits) gets an error, as bad JSON does."""
-    from djx.core.record_limits import record_problem, too_deep
+    from djx.core.io.record_limits import record_problem, too_deep
     pending = [it for it in items if it.pending]
     if not pending:
         return

@@ -67,9 +67,9 @@ def test_a_worker_whose_run_is_gone_exits_quietly(tmp_path):
     the worker exits 0 without a BrokenPipe traceback."""
     script = textwrap.dedent("""
         import os, sys, dill, multiprocess as mp
-        from djx.core.context import RunContext
-        from djx.core.chain import OpChain
-        from djx.core.executors.worker import Status, Task, recv, send, worker_main
+        from djx.core.recipe.context import RunContext
+        from djx.core.run.chain import OpChain
+        from djx.core.executors.local.worker import Status, Task, recv, send, worker_main
         from djx.core.records import Item
         from djx.ops.filter.text_length_filter import TextLengthFilter
         if __name__ == "__main__":

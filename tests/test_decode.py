@@ -16,8 +16,8 @@ import pytest
 from PIL import ExifTags, Image, ImageCms, ImageFile, ImageOps
 
 from djx.core.errors import SampleError
-from djx.core.images import BAD_IMAGE, BatchImages
-from djx.core.recipe import recipe_from_dict
+from djx.core.op.images import BAD_IMAGE, BatchImages
+from djx.core.recipe.recipe import recipe_from_dict
 from djx import Pipeline
 
 from conftest import read_jsonl_file

@@ -10,7 +10,7 @@ import pytest
 from djx import DROP_KEY, POSITION_KEY, STATS_KEY, OpChain, Pipeline, RunContext, plan_workers
 from djx.core.records import Item
 from djx.core.executors.base import InputBatch
-from djx.core.executors.local import LocalExecutor
+from djx.core.executors.local.executor import LocalExecutor
 from djx.ops.filter.image_aspect_ratio_filter import ImageAspectRatioFilter
 from djx.ops.filter.image_shape_filter import ImageShapeFilter
 from djx.ops.filter.image_size_filter import ImageSizeFilter

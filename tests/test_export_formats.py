@@ -12,8 +12,8 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 
-from djx.core import writers
-from djx.core.output_reader import iter_output
+from djx.core.io import writers
+from djx.core.io.output_reader import iter_output
 from test_ray import ray_address  # noqa: F401  (a module-scoped Ray cluster)
 
 STATS, POS = "__dj__stats__", "__dj__pos__"

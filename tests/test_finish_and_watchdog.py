@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from djx import DjxError, Pipeline
-from djx.core import outputs
+from djx.core.io import outputs
 
 from conftest import read_jsonl_file
 
@@ -89,7 +89,7 @@ def test_the_lock_is_held_through_the_check_and_the_finish(tmp_path, write_recip
         seen.append((proc.returncode, proc.stderr))
         return real_check(*args, **kw)
 
-    from djx.core import ledger
+    from djx.core.run import ledger
     real_check = ledger.check_outputs
     monkeypatch.setattr(ledger, "check_outputs", second_run_meanwhile)
     Pipeline.from_recipe(str(r)).run(progress=False, log=lambda *a: None)

@@ -13,7 +13,7 @@ import pytest
 
 from djx import POSITION_KEY, Pipeline
 from djx.core.errors import RecipeError
-from djx.core.recipe import recipe_from_dict
+from djx.core.recipe.recipe import recipe_from_dict
 
 from conftest import LONG, read_jsonl_file
 

@@ -8,8 +8,8 @@ import yaml
 
 from conftest import read_jsonl_file
 
-from djx.core import input_size
-from djx.core.input_size import measure_input
+from djx.core.io import input_size
+from djx.core.io.input_size import measure_input
 from test_ray import ray_address  # noqa: F401  (a module-scoped Ray cluster)
 
 

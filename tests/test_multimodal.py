@@ -11,7 +11,7 @@ from PIL import Image
 from transformers import AutoProcessor, BlipForImageTextRetrieval, CLIPModel
 
 from djx import DjxError, Pipeline
-from djx.core.recipe import recipe_from_dict
+from djx.core.recipe.recipe import recipe_from_dict
 from djx.ops.filter.image_text_matching_filter import ImageTextMatchingFilter
 from djx.ops.filter.image_text_similarity_filter import ImageTextSimilarityFilter
 from djx.tools import synth

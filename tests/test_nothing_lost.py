@@ -6,8 +6,8 @@ import pytest
 from PIL import Image
 
 from djx import DjxError, Pipeline
-from djx.core.check import check_outputs
-from djx.core.recipe import recipe_from_dict
+from djx.core.run.check import check_outputs
+from djx.core.recipe.recipe import recipe_from_dict
 
 from conftest import PLUGINS_DIR, read_jsonl_file
 
@@ -92,7 +92,7 @@ def test_each_kind_of_bad_input_is_rejected_with_a_reason(tmp_path, images):
 
 def test_a_truncated_image_is_rejected_when_pixels_are_decoded(tmp_path, images):
     from djx.core.errors import SampleError
-    from djx.core.images import BatchImages
+    from djx.core.op.images import BatchImages
     imgs = BatchImages(str(tmp_path), 10**9)
     assert imgs.size("img/truncated.jpg") == (256, 256)  # the header is intact
     with pytest.raises(SampleError, match="truncated.jpg.*cannot decode"):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from djx import DeviceInfo, RecipeError, plan_workers
-from djx.core.planner import WORKER_OVERHEAD
+from djx.core.plan.planner import WORKER_OVERHEAD
 
 GiB = 1 << 30
 DEMO = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
@@ -52,7 +52,7 @@ def test_gpu_mem_fraction_caps_the_budget():
 
 
 def test_each_gpu_worker_gets_a_memory_cap_that_holds_its_models_and_keeps_the_device_in_budget():
-    from djx.core.planner import CUDA_CONTEXT
+    from djx.core.plan.planner import CUDA_CONTEXT
     inv = gpus(30, 12, total_gib=40)
     plan = plan_workers(None, MODELS, inv, gpu_mem_fraction=0.9, cpu_count=16)
     assert len(plan.mem_fraction) == plan.workers
@@ -65,7 +65,7 @@ def test_each_gpu_worker_gets_a_memory_cap_that_holds_its_models_and_keeps_the_d
 
 
 def test_a_gpu_holds_one_shared_copy_then_as_many_workers_as_their_activations_allow():
-    from djx.core.planner import CUDA_CONTEXT
+    from djx.core.plan.planner import CUDA_CONTEXT
     inv = gpus(30, total_gib=40)
     shared = plan_workers(None, MODELS, inv, gpu_mem_fraction=0.9, cpu_count=16, share_models=True)
     private = plan_workers(None, MODELS, inv, gpu_mem_fraction=0.9, cpu_count=16)
@@ -133,7 +133,7 @@ def four_gpu_machine(tmp_path, monkeypatch):
 
 
 def test_inventory_honours_cuda_visible_devices_by_index_and_uuid(four_gpu_machine, monkeypatch):
-    from djx.core.planner import cuda_inventory
+    from djx.core.plan.planner import cuda_inventory
     assert [(d.name, d.free_bytes >> 20) for d in cuda_inventory()] == [
         ("cuda:0", 2048), ("cuda:1", 8192), ("cuda:2", 1024), ("cuda:3", 4096)]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-dddd,1")

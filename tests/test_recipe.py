@@ -242,7 +242,7 @@ def test_a_minimum_above_its_maximum_is_refused_naming_both(tmp_path, djx_cli, w
 
 def test_an_empty_range_is_refused_from_python_too():
     from djx import RecipeError
-    from djx.core.registry import get_op_class
+    from djx.core.op.registry import get_op_class
     with pytest.raises(RecipeError, match="min_len 9 is above max_len 3"):
         get_op_class("text_length_filter")(min_len=9, max_len=3)
     get_op_class("text_length_filter")(min_len=3, max_len=3)  # one length passes: allowed

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from djx import Batch, Filter, Mapper, Pipeline, RecipeError, get_op_class, register_op, registered_ops
-from djx.core.params import describe_params, shown
+from djx.core.op.params import describe_params, shown
 from djx.ops.filter.text_length_filter import TextLengthFilter
 
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from djx import Pipeline
-from djx.core.shared_weights import share_root
+from djx.core.models.shared_weights import share_root
 from conftest import LONG, REPO_DIR, read_jsonl_file, write_jsonl_file
 from test_ray import assert_same_run, outputs as ray_outputs, ray_address  # noqa: F401  (a Ray cluster)
 
@@ -103,7 +103,7 @@ def run(tmp_path: Path, name: str, data: Path, ops: list, plugin: Path, **keys) 
     recipe = {"dataset_path": str(data), "export_path": str(tmp_path / name / "out.jsonl"), "np": 2,
               "batch_size": 4, "start_method": "spawn", "process": ops,
               "custom_ops": [str(plugin)], **keys}
-    from djx.core.recipe import recipe_from_dict
+    from djx.core.recipe.recipe import recipe_from_dict
     return Pipeline(recipe=recipe_from_dict(recipe, base_dir=str(tmp_path))).run(progress=False, log=lambda *a: None)
 
 
@@ -218,8 +218,8 @@ class Tied(torch.nn.Module):
 
 
 def test_a_shared_copy_keeps_tied_weights_tied_and_non_persistent_buffers(tmp_path):
-    from djx.core.model_pool import ModelSpec
-    from djx.core.shared_weights import WeightShare
+    from djx.core.models.pool import ModelSpec
+    from djx.core.models.shared_weights import WeightShare
     spec = ModelSpec("test_tied", "tied")
     ids = torch.arange(10)
     want = Tied()(ids)
@@ -236,8 +236,8 @@ def test_a_model_mapped_from_its_own_file_is_not_copied_and_a_converted_one_is(t
     which the kernel shares): no copy under the run folder, every process loads the file itself.
     Loaded as bfloat16 it is converted in memory, so the run folder gets the one shared copy."""
     import djx.ops.models  # noqa: F401  (registers the hf_clip loader)
-    from djx.core.model_pool import ModelSpec, loader_for
-    from djx.core.shared_weights import WeightShare, file_backed_fraction
+    from djx.core.models.pool import ModelSpec, loader_for
+    from djx.core.models.shared_weights import WeightShare, file_backed_fraction
     pixels = torch.rand(2, 3, 32, 32)
     for dtype, copied in (("float32", False), ("bfloat16", True)):
         folder = tmp_path / dtype
@@ -284,9 +284,9 @@ def owner_run(tmp_path: Path, big_clip: Path, plugin: Path, name: str, share: bo
     executor whose CPU workers map their weights from a weight owner process, as GPU workers do;
     with `kill_owner`, the owner is killed (kill -9) once the first batch is back."""
     from djx.core.executors.base import InputBatch
-    from djx.core.executors.local import LocalExecutor
+    from djx.core.executors.local.executor import LocalExecutor
     from djx.core.records import Item
-    from djx.core.recipe import recipe_from_dict
+    from djx.core.recipe.recipe import recipe_from_dict
     (tmp_path / name).mkdir()
     data = mm_dataset(tmp_path) if not (tmp_path / "data.jsonl").exists() else tmp_path / "data.jsonl"
     ops = model_ops(big_clip)

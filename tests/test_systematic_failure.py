@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from djx.core.dtypes import cpu_flags, resolve_dtype
+from djx.core.models.dtypes import cpu_flags, resolve_dtype
 from djx.tools.make_demo_data import write_demo
 
 from conftest import read_jsonl_file

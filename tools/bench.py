@@ -69,7 +69,7 @@ class TreeMemory(Sampler):
         self.peak_total, self.peak_main, self.peak_pss = 0, 0, 0
 
     def sample(self):
-        from djx.core.resources import uss_pss_bytes
+        from djx.core.plan.resources import uss_pss_bytes
         me = psutil.Process()
         try:
             tree = [me, *me.children(recursive=True)]

@@ -183,7 +183,7 @@ def sharing(out: Path, np: int) -> bool:
     import psutil
 
     from djx import Pipeline
-    from djx.core.recipe import recipe_from_dict
+    from djx.core.recipe.recipe import recipe_from_dict
     from djx.tools.bench import save_full_size, write_dataset
     model = out / "models" / "clip"
     if not model.is_dir():

@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from djx.core.context import DROP_KEY, POSITION_KEY, STATS_KEY
+from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ASSETS = os.path.join(REPO, "tests", "assets")  # in a checkout; an installed djx has no tests/: pass assets=
@@ -59,7 +59,7 @@ def _stats(rng, n: int):
 
 def write_outputs(export: str, samples: int, seed: int = 0, block: int = 100_000, assets: str = ASSETS) -> dict:
     """Write the four outputs of a run over `samples` inputs next to `export`; return the summary."""
-    from djx.core.outputs import OutputPaths
+    from djx.core.io.outputs import OutputPaths
     paths = OutputPaths.for_export(export)
     os.makedirs(os.path.dirname(paths.export), exist_ok=True)
     ops = run_ops(assets)

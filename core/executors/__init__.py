@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import sys
 
-from djx.core.chain import OpChain
+from djx.core.run.chain import OpChain
 from djx.core.executors.base import DatasetSource, Executor, InputBatch
-from djx.core.optional import require_ray
-from djx.core.planner import Plan
-from djx.core.recipe import Recipe
+from djx.core.executors.optional import require_ray
+from djx.core.plan.planner import Plan
+from djx.core.recipe.recipe import Recipe
 
 __all__ = ["DatasetSource", "Executor", "InputBatch", "make_executor"]
 
@@ -17,9 +17,9 @@ def make_executor(chain: OpChain, plan: Plan, r: Recipe, replan=None, log=print)
     revise its plan once the first worker has loaded its models."""
     if r.executor == "ray":
         require_ray()
-        from djx.core.executors.ray import RayExecutor
+        from djx.core.executors.ray.executor import RayExecutor
         return RayExecutor(chain, plan, r)
-    from djx.core.executors.local import LocalExecutor
+    from djx.core.executors.local.executor import LocalExecutor
     method = r.start_method
     if method == "auto":
         # fork only where it is safe: a forked child of a process whose torch thread pool is

@@ -7,7 +7,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Protocol
 
-from djx.core.reader import ReadState, read_files
+from djx.core.io.readers import ReadState, read_files
 from djx.core.records import BatchResult, Item, WorkerReport
 
 

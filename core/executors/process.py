@@ -8,9 +8,9 @@ import sys
 
 import dill
 
-from djx.core.chain import OpChain
-from djx.core.model_pool import ModelPool, process_pool
-from djx.core.registry import load_builtin_ops, load_custom_ops, load_entry_point_ops
+from djx.core.run.chain import OpChain
+from djx.core.models.pool import ModelPool, process_pool
+from djx.core.op.registry import load_builtin_ops, load_custom_ops, load_entry_point_ops
 
 
 def set_thread_env(threads: int) -> None:

@@ -1,8 +1,8 @@
 import sys
 from typing import Literal
 
-from djx.core.op import Batch, Filter
-from djx.core.registry import register_op
+from djx.core.op.base import Batch, Filter
+from djx.core.op.registry import register_op
 
 from djx.ops.filter.per_image import image_sizes
 from djx.ops.filter.reasons import range_reason

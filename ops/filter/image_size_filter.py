@@ -2,8 +2,8 @@ import re
 from typing import Literal
 
 from djx.core.errors import RecipeError, SampleError
-from djx.core.op import Batch, Filter
-from djx.core.registry import register_op
+from djx.core.op.base import Batch, Filter
+from djx.core.op.registry import register_op
 
 from djx.ops.filter.per_image import keep_images
 from djx.ops.filter.reasons import range_reason

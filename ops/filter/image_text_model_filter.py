@@ -13,11 +13,11 @@ from typing import Literal
 
 from PIL import ImageOps
 
-from djx.core.context import TOKEN_MISMATCH
+from djx.core.recipe.context import TOKEN_MISMATCH
 from djx.core.errors import RecipeError, SampleError
-from djx.core.model_pool import ModelSpec
-from djx.core.oom import OOM_REASON, forward_with_backoff
-from djx.core.op import Batch, Filter
+from djx.core.models.pool import ModelSpec
+from djx.core.models.oom import OOM_REASON, forward_with_backoff
+from djx.core.op.base import Batch, Filter
 
 from djx.ops.filter.per_image import keep_images
 from djx.ops.filter.reasons import range_reason

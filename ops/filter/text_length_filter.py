@@ -1,7 +1,7 @@
 import sys
 
-from djx.core.op import Batch, Filter
-from djx.core.registry import register_op
+from djx.core.op.base import Batch, Filter
+from djx.core.op.registry import register_op
 
 from djx.ops.filter.reasons import range_reason
 

@@ -1,0 +1,1 @@
+"""The local engine: worker processes on this machine fed through pipes."""

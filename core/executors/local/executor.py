@@ -1,0 +1,318 @@
+"""Local executor: `np` worker processes, each running the whole op chain on one batch at a time.
+
+Memory is bounded: at most `max_in_flight` batches are read ahead of the oldest unfinished one,
+whatever the dataset size. Results come back in input order. A worker that dies (signal,
+segfault, OOM killer) is replaced; its batch is retried once, then bisected until only the poison
+sample is left, which is rejected; the run never hangs on a dead worker.
+
+With `share_models`, the workers map one copy of each model per device: on CPU from the run
+folder (shared_weights.py), on a GPU from that device's weight owner process (weight_owner.py),
+which this executor starts before the workers, restarts when it dies and stops after them.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import dill
+import multiprocess as mp
+from multiprocess.connection import wait
+
+from djx.core.run.chain import OpChain
+from djx.core.errors import DjxError
+from djx.core.executors.base import InputBatch
+from djx.core.executors.local.inflight import InFlight, Job
+from djx.core.executors.local.worker import (Crashed, Done, Failed, Ready, StartFailed, Status, Task, recv, send,
+                                       worker_main)
+from djx.core.plan.planner import Plan
+from djx.core.records import BatchResult, FailFast, WorkerReport, parse_pending
+from djx.core.models.shared_weights import WeightShare, create_run_folder, remove_run_folder
+from djx.core.models.gpu_owner import WeightOwners
+
+PREFETCH = 2  # batches queued per worker, so it never idles between batches
+
+
+@contextlib.contextmanager
+def _main_importable():
+    """A spawned worker re-imports the parent's __main__ from its file (so that ops defined in a
+    user's script unpickle). A script read from stdin or an interactive session has no such
+    file: hide the name while starting the worker, or it dies before running any code."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is None or os.path.isfile(path):
+        yield
+        return
+    del main.__file__
+    try:
+        yield
+    finally:
+        main.__file__ = path
+
+
+@dataclass
+class _Worker:
+    rank: int
+    proc: object
+    conn: object
+    status: Status
+    jobs: deque = field(default_factory=deque)  # ids of the jobs sent to it, oldest first
+    timed_out: bool = False                     # the watchdog killed it
+
+
+class LocalExecutor:
+    def __init__(self, chain: OpChain, plan: Plan, start_method: str = "spawn",
+                 custom_ops: tuple = (), base_dir: str = ".", max_in_flight: int | None = None,
+                 replan=None, log=print, sample_timeout: float = 600.0, share_models: bool = True,
+                 owner_on_cpu: bool = False):
+        self.chain = chain
+        self.plan = plan
+        self.replan = replan  # measured model bytes -> Plan (GPU runs revise the plan after rank 0)
+        self.log = log
+        self.mp = mp.get_context(start_method)
+        self._forkserver = start_method == "forkserver"  # workers are the server's children, not ours
+        if self._forkserver and chain.model_specs():
+            # the server imports torch and transformers once; each worker forks from it with those
+            # pages shared instead of importing them again
+            self.mp.set_forkserver_preload(["djx.core.executors.local.preload"])
+        self.custom_ops = tuple(custom_ops)
+        self.base_dir = base_dir
+        self.max_in_flight = max_in_flight or 2 * plan.workers
+        self.sample_timeout = sample_timeout  # an op call making no progress this long is killed
+        self.reports: dict[int, WorkerReport] = {}  # rank -> its last report
+        self.restarts = 0
+        self._chain_bytes = dill.dumps(chain)
+        self._ids = itertools.count()
+        self.share_models = share_models and bool(chain.model_specs())
+        self._share = None  # WeightShare of the run's folder and owners, while it runs
+        # devices whose weights a weight owner serves: the GPUs (and, for tests, CPU: owner_on_cpu)
+        self._owned = tuple(d for d in dict.fromkeys(plan.devices) if owner_on_cpu or d.startswith("cuda"))
+        self._owners = WeightOwners(self.custom_ops, self.base_dir, log, _main_importable)
+
+    def run(self, source: Iterable[InputBatch]) -> Iterator[BatchResult]:
+        """One BatchResult per input batch, in input order."""
+        workers: list[_Worker] = []
+        try:
+            if self.share_models:  # one copy of each model's weights per device
+                folder = create_run_folder()
+                self._share = WeightShare(folder=folder, owners=self._owners.start(folder, self._owned))
+            workers = self._start_all()
+            yield from self._loop(workers, iter(source))
+        finally:
+            self._stop(workers)
+            self._owners.stop()
+            remove_run_folder(self._share and self._share.folder)
+
+    # -- worker lifecycle -------------------------------------------------------------------
+    def _spawn(self, rank: int, warmup: bool) -> _Worker:
+        parent, child = self.mp.Pipe()
+        status = self.mp.Value(Status, -1, -1, 0.0, lock=False)
+        proc = self.mp.Process(target=worker_main, name=f"djx-worker-{rank}", daemon=True,
+                               args=(rank, self.plan.devices[rank], self.plan.threads_per_worker,
+                                     self.custom_ops, self.base_dir, self._chain_bytes, child,
+                                     status, warmup,
+                                     self.plan.mem_fraction[rank] if self.plan.mem_fraction else 0.0,
+                                     None if self._forkserver else os.getpid(), self._share))
+        with _main_importable():
+            proc.start()
+        child.close()
+        return _Worker(rank, proc, parent, status)
+
+    def _await_ready(self, w: _Worker) -> None:
+        while True:  # a worker that maps a dead owner's weights waits for its restart
+            ready = wait([w.conn] + self._owners.sentinels())
+            self._owners.restart_dead(ready)
+            if w.conn in ready:
+                break
+        try:
+            msg = recv(w.conn)
+        except EOFError:
+            from djx.core.plan.preflight import unguarded_main_hint
+            raise DjxError(f"worker {w.rank} died while starting (exit code {w.proc.exitcode})"
+                           + unguarded_main_hint()) from None
+        if isinstance(msg, StartFailed):
+            raise DjxError(msg.message if msg.user_error else f"worker {w.rank} failed to start: {msg.message}")
+        assert isinstance(msg, Ready)
+        self.reports[w.rank] = msg.report
+
+    def _start_all(self) -> list[_Worker]:
+        warm = bool(self.chain.model_specs())
+        first = self._spawn(0, warm)
+        self._await_ready(first)
+        if self.plan.on_gpu and self.replan is not None:
+            measured = self.reports[0].measured_bytes
+            if measured:
+                revised = self.replan(measured)
+                # rank 0 already runs on its device: a revision must keep it there
+                if revised.workers < self.plan.workers and revised.devices[0] == self.plan.devices[0]:
+                    self.log(f"plan revised with the measured model footprint: {revised.workers} "
+                             f"worker(s) instead of {self.plan.workers}\n{revised.describe()}")
+                    self.plan = revised
+                self.max_in_flight = min(self.max_in_flight, 2 * self.plan.workers)
+        workers = [first] + [self._spawn(r, warm) for r in range(1, self.plan.workers)]
+        for w in workers[1:]:
+            self._await_ready(w)
+        return workers
+
+    def _stop(self, workers: list[_Worker]) -> None:
+        for w in workers:
+            try:
+                send(w.conn, None)
+            except (OSError, ValueError):
+                pass
+        for w in workers:
+            w.proc.join(timeout=5)
+            if w.proc.is_alive():
+                w.proc.kill()  # workers ignore SIGTERM (see die_with_parent)
+                w.proc.join(timeout=5)
+            w.conn.close()
+
+    # -- the dispatch loop ------------------------------------------------------------------
+    def _loop(self, workers: list[_Worker], batches: Iterator[InputBatch]) -> Iterator[BatchResult]:
+        n_ops = len(self.chain.ops)
+        fl = InFlight()
+        next_batch, next_emit, exhausted = 0, 0, False
+        while True:
+            while (done := fl.pop_complete(next_emit, n_ops)) is not None:
+                next_emit += 1
+                yield done
+            while not exhausted and next_batch - next_emit < self.max_in_flight:
+                batch = next(batches, None)
+                if batch is None:
+                    exhausted = True
+                    break
+                job = Job(Task(next(self._ids), batch.items), next_batch)
+                fl.jobs[job.task.id] = job
+                fl.missing[next_batch], fl.parts[next_batch] = len(batch.items), []
+                fl.read_at[next_batch] = batch.read_at
+                fl.ready.append(job)
+                next_batch += 1
+            if exhausted and next_emit == next_batch:
+                return
+            for w in workers:
+                while fl.ready and len(w.jobs) < PREFETCH:
+                    job = fl.ready.popleft()
+                    w.jobs.append(job.task.id)  # a dead worker's jobs are requeued by _replace
+                    try:
+                        send(w.conn, job.task)
+                    except OSError:
+                        break  # it died: its sentinel is ready, the wait below sees it
+            conns = {w.conn: w for w in workers}
+            sentinels = {w.proc.sentinel: w for w in workers}
+            ready = wait(list(conns) + list(sentinels) + self._owners.sentinels(), timeout=self._watch(workers))
+            if self._owners.restart_dead(ready):
+                continue  # the wait list changed
+            for obj in ready:
+                w = conns.get(obj) or sentinels.get(obj)
+                if obj in conns:
+                    try:
+                        msg = recv(w.conn)
+                    except (EOFError, OSError):
+                        continue  # the sentinel reports the death
+                    self._on_message(w, msg, fl)
+                elif w.proc.exitcode is not None and w in workers:
+                    self._drain(w, fl)
+                    workers[workers.index(w)] = self._replace(w, fl)
+                    break  # the wait list changed
+
+    def _watch(self, workers: list[_Worker]) -> float:
+        """Kill the workers stuck in one op call past sample_timeout (their sentinels then report
+        the death); the seconds until the next one could be."""
+        now, wake = time.monotonic(), self.sample_timeout
+        for w in workers:
+            if not w.jobs or w.status.task_id != w.jobs[0] or w.timed_out:
+                continue
+            left = w.status.since + self.sample_timeout - now
+            if left <= 0:
+                w.timed_out = True
+                w.proc.kill()
+            else:
+                wake = min(wake, left)
+        return max(wake, 0.05)
+
+    def _on_message(self, w: _Worker, msg, fl: InFlight) -> None:
+        if isinstance(msg, Done):
+            job = fl.jobs.pop(msg.task_id)
+            w.jobs.remove(msg.task_id)
+            self.reports[w.rank] = msg.report
+            fl.add_part(job.batch_no, job.task.items[0].pos, msg.result, len(job.task.items))
+        elif isinstance(msg, Failed):
+            raise FailFast(msg.message)
+        elif isinstance(msg, Crashed):
+            raise DjxError(f"worker {w.rank} hit an internal error (a bug, please report it): {msg.message}")
+
+    def _drain(self, w: _Worker, fl: InFlight) -> None:
+        """Take results the dead worker sent before it died."""
+        while True:
+            try:
+                if not w.conn.poll():
+                    return
+                msg = recv(w.conn)
+            except (EOFError, OSError):
+                return
+            self._on_message(w, msg, fl)
+
+    def _replace(self, dead: _Worker, fl: InFlight) -> _Worker:
+        """Restart a dead worker; retry, bisect or reject the job it was running."""
+        self.restarts += 1
+        code = dead.proc.exitcode
+        how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        if dead.timed_out:
+            how = f"no progress for {self.sample_timeout:g} s (sample_timeout); stopped"
+        dead.conn.close()
+        queued = [fl.jobs[j] for j in dead.jobs]
+        if queued and queued[0].task.id == dead.status.task_id:
+            running, rest = queued[0], queued[1:]
+        else:  # died before it picked up its first queued job: nothing is to blame
+            running, rest = None, queued
+        if self.restarts > 50 + 4 * len(fl.jobs):
+            raise DjxError(f"workers keep dying ({self.restarts} restarts, last by {how}); stopping")
+        fl.ready.extendleft(reversed(rest))
+        if running is not None:
+            del fl.jobs[running.task.id]
+            running.deaths += 1
+            self._after_death(running, dead.status.op_index, how, fl, dead.timed_out)
+        fresh = self._spawn(dead.rank, bool(self.chain.model_specs()))
+        self._await_ready(fresh)
+        return fresh
+
+    def _after_death(self, job: Job, op_index: int, how: str, fl: InFlight, timed_out: bool) -> None:
+        """Retry a job whose worker died once; after that, bisect it; reject a lone sample. A job
+        that timed out goes one sample at a time at once (bisecting would wait out the timeout at
+        every level)."""
+        items = job.task.items
+        if len(items) == 1 and (job.deaths >= 2 or job.bisected or timed_out):
+            self._reject_lone(job, op_index, how, fl, "timeout" if timed_out else "worker_died")
+        elif timed_out:
+            for item in reversed(items):
+                self._queue(Job(Task(next(self._ids), [item]), job.batch_no, 1, True), fl)
+        elif not (job.deaths >= 2 or job.bisected):
+            self._queue(Job(Task(next(self._ids), items), job.batch_no, job.deaths), fl)
+        else:
+            mid = len(items) // 2
+            for half in (items[mid:], items[:mid]):
+                self._queue(Job(Task(next(self._ids), half), job.batch_no, 1, True), fl)
+
+    def _reject_lone(self, job: Job, op_index: int, how: str, fl: InFlight, code: str) -> None:
+        item = job.task.items[0]
+        if item.pending:  # the worker parsed it; here we only had the line
+            parse_pending([item])
+        known = 0 <= op_index < len(self.chain.ops)
+        op = self.chain.ops[op_index].name if known else "startup"
+        res = BatchResult.empty(len(self.chain.ops))
+        # the record every rejection gets (raises FailFast under on_error: fail)
+        rej = self.chain.reject(item, op_index if known else None, f"worker died while running {op} ({how})",
+                                code)
+        rej.op = op  # "startup": it died before its first op
+        res.rejected.append(rej)
+        fl.add_part(job.batch_no, item.pos, res, 1)
+
+    @staticmethod
+    def _queue(job: Job, fl: InFlight) -> None:
+        fl.jobs[job.task.id] = job
+        fl.ready.appendleft(job)

@@ -1,0 +1,151 @@
+"""A local worker process and the messages on its pipe. It binds itself (see process.py), then
+runs the batches sent to it until told to stop, reporting each result with its WorkerReport."""
+from __future__ import annotations
+
+import ctypes
+import os
+import pickle
+import queue
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+
+from djx.core.errors import DjxError
+from djx.core.records import BatchResult, FailFast, Item, WorkerReport
+
+
+# -- parent -> worker: a Task, or None to stop. worker -> parent: one of the others --------------
+
+@dataclass
+class Task:
+    id: int
+    items: list[Item]
+
+
+@dataclass
+class Ready:
+    rank: int
+    report: WorkerReport
+
+
+@dataclass
+class StartFailed:
+    rank: int
+    message: str
+    user_error: bool  # a DjxError (bad model path, plug-in import): its message says it all
+
+
+@dataclass
+class Done:
+    task_id: int
+    result: BatchResult
+    report: WorkerReport
+
+
+@dataclass
+class Failed:
+    """on_error: fail, and a sample of the task was bad."""
+    task_id: int
+    message: str
+
+
+@dataclass
+class Crashed:
+    """An unexpected exception outside any one sample (a bug)."""
+    task_id: int
+    message: str
+
+
+class Status(ctypes.Structure):
+    """Shared with the parent, so it knows what a worker is doing (task, op, since when: the
+    watchdog's clock) and what it was doing when it died."""
+    _fields_ = [("task_id", ctypes.c_longlong), ("op_index", ctypes.c_longlong), ("since", ctypes.c_double)]
+
+
+def send(conn, obj) -> None:
+    """Pipe messages go through the C pickler: multiprocess's default (dill, pure Python) costs
+    ~0.4 ms per sample and made the parent the bottleneck at np > 1."""
+    conn.send_bytes(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def recv(conn):
+    return pickle.loads(conn.recv_bytes())
+
+
+def _read_on_a_thread(conn) -> queue.Queue:
+    """Tasks from the parent, read as they come: a worker sending a large result while the parent
+    sends it a large task would otherwise deadlock on two full pipes. (The parent queues at most
+    PREFETCH tasks per worker, so this holds at most that many.)"""
+    inbox: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        while True:
+            try:
+                msg = recv(conn)
+            except (EOFError, OSError):
+                msg = None
+            inbox.put(msg)
+            if msg is None:
+                return
+
+    threading.Thread(target=read, name="djx-inbox", daemon=True).start()
+    return inbox
+
+
+def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_dir: str,
+                chain_bytes: bytes, conn, status: Status, warmup: bool, mem_fraction: float,
+                parent: int, share=None) -> None:
+    """Entry point of one worker; `status` tells the parent which task and op it is in."""
+    from djx.core.executors.process import die_with_parent, set_thread_env
+    parent = os.getppid() if parent is None else parent  # None: a forkserver's child, which dies with the run
+    die_with_parent(parent)  # even mid-sample: a killed run leaves no worker behind
+    set_thread_env(threads)  # before anything imports torch
+    try:
+        from djx.core.executors.process import bind_process
+        from djx.core.io.writers import encode_line
+        chain, pool = bind_process(chain_bytes, device, threads, custom_ops, base_dir, mem_fraction, warmup,
+                                   share)
+        started = Ready(rank, pool.report())
+    except DjxError as e:
+        started = StartFailed(rank, str(e), True)
+    except BaseException as e:  # noqa: BLE001  (reported to the parent, which stops the run)
+        started = StartFailed(rank, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}", False)
+    if not _tell(conn, started) or isinstance(started, StartFailed):
+        return
+
+    def on_op(k: int) -> None:
+        status.op_index, status.since = k, time.monotonic()
+
+    from djx.core.plan.resources import PeakUss
+    peak = PeakUss()
+    inbox = _read_on_a_thread(conn)
+    while True:
+        try:
+            task = inbox.get(timeout=1.0)
+        except queue.Empty:
+            if os.getppid() != parent:  # the parent was killed (kill -9): do not linger
+                return
+            continue
+        if task is None:
+            return
+        status.task_id, status.op_index, status.since = task.id, -1, time.monotonic()
+        try:
+            result = chain.run(task.items, pool, on_op, encode=encode_line)
+            answer = Done(task.id, result, pool.report(peak))
+        except FailFast as e:
+            answer = Failed(task.id, str(e))
+        except BaseException as e:  # noqa: BLE001
+            answer = Crashed(task.id, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}")
+        if not _tell(conn, answer):
+            return
+
+
+def _tell(conn, msg) -> bool:
+    """Send to the parent; False (quietly) when it is gone, e.g. killed with kill -9: a dying
+    worker has no one to report to, and a traceback about the closed pipe would only mislead."""
+    try:
+        send(conn, msg)
+        return True
+    except (BrokenPipeError, ConnectionResetError, EOFError):
+        return False

@@ -1,0 +1,1 @@
+"""The Ray engine: the same chain as Ray Data stages."""

@@ -1,0 +1,301 @@
+"""Ray executor: the same op chain over Ray Data, for datasets beyond one machine.
+
+    read lines (task) -> parse (tasks) -> one actor stage per group of ops -> the driver
+
+Consecutive ops whose models overlap form one stage, so one actor (one ModelPool) holds one copy
+of a model its ops share; a run of model-free ops is a stage too. Every stage emits exactly one row
+per input row, in input order (preserve_order), so the driver numbers records and lines itself:
+global positions and line numbers are exact with no coordination between tasks. Rows carry pickled
+samples in binary columns (no Arrow schema for heterogeneous dicts) and small columns: the row's
+kind (blank/live/dropped/rejected), the line's byte length, and per stage a side channel on the
+first row of each batch (op seconds, counters, actor report); the row schema is in ray_stages, reading in ray_read. A batch that kills its actor is retried; the retry isolates the
+sample that kills (see ray_poison). A resumed run starts reading at the saved byte offset.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import re
+import sys
+import uuid
+import warnings
+from typing import Iterator
+
+import dill
+
+from djx.core.run.chain import OpChain
+from djx.core.recipe.context import DROP_KEY, POSITION_KEY
+from djx.core.errors import DjxError
+from djx.core.executors.base import DatasetSource
+from djx.core.executors.ray.poison import PoisonLedger
+from djx.core.executors.ray.read import JsonLines, file_index, parse_lines, parse_rows
+from djx.core.executors.ray.stages import DATA, FILE, KIND, NBYTES, ChainStage, RowKind, meta_column
+from djx.core.plan.planner import Plan
+from djx.core.io.readers import ReadState
+from djx.core.recipe.recipe import Recipe
+from djx.core.records import BatchResult, FailFast, WorkerReport, add_counters
+from djx.core.plan.resources import cpu_count
+from djx.core.models.shared_weights import share_for_ray
+
+MiB = 1 << 20
+DECODE_BYTES_PER_SAMPLE = 4 * MiB   # decoded images of one sample, for the declared actor memory
+ACTOR_BASE_BYTES = 256 * MiB        # interpreter and libraries of one actor
+# a batch whose actor died is retried on a fresh actor: once to find that it kills actors, then
+# once per poison sample in it (see ray_poison), plus two deaths that name no sample
+EXTRA_RETRIES = 3
+class RayExecutor:
+    def __init__(self, chain: OpChain, plan: Plan, recipe: Recipe):
+        self.chain, self.plan, self.recipe = chain, plan, recipe
+        self.reports: dict[str, WorkerReport] = {}  # actor name -> its last report
+        self.restarts = 0                           # actor deaths (Ray Data replaces dead actors itself)
+        self.groups = stage_groups(chain.ops)
+        self._share = None  # the weights CPU actors read from the object store (shared_weights.py)
+
+    def run(self, source: DatasetSource) -> Iterator[BatchResult]:
+        """BatchResults in input order over the source's files (all of one format), each with the
+        reader position after it; `source.state` advances as rows come back."""
+        files, state = source.files, source.state
+        if state.file >= len(files):  # resumed after everything was read: nothing left for Ray
+            return
+        _refuse(files, state)
+        import ray
+        ours = not ray.is_initialized()  # else: the Ray this process is connected to already
+        if ours:
+            where = ({"address": self.recipe.ray_address} if self.recipe.ray_address
+                     else {"num_cpus": cpu_count(), "include_dashboard": False})
+            try:
+                ray.init(**where, logging_level=logging.ERROR)
+            except (ConnectionError, RuntimeError, ValueError) as e:
+                raise DjxError(f"cannot start or join Ray (ray_address: {self.recipe.ray_address!r}): "
+                               f"{_explain(e)}") from None
+        data_log = logging.getLogger("ray.data")
+        level = data_log.level
+        data_log.setLevel(logging.ERROR)
+        self._poison = None
+        parquet = files[0].lower().endswith(".parquet")
+        try:
+            if self.groups:
+                self._poison = ray.remote(num_cpus=0)(PoisonLedger).options(
+                    name=f"djx-poison-ledger-{os.getpid()}-{uuid.uuid4().hex[:8]}").remote()
+            # one copy of each model per node, in the object store; none when the stats are there (re-filter)
+            if self.recipe.share_models and not self.chain.lazy_models:
+                self._share = share_for_ray(ray, self.chain.model_specs(), self.plan.on_gpu)
+            yield from self._collect(self._dataset(ray, files, parquet, state), state, not parquet, source.limit)
+        except ray.exceptions.RayError as e:
+            raise DjxError(f"ray executor: {_explain(e)}") from None
+        finally:
+            data_log.setLevel(level)
+            if self._poison is not None:
+                ray.kill(self._poison)
+            if ours:  # disconnects from a joined cluster; stops a local one we started
+                ray.shutdown()
+
+    # -- the dataset ------------------------------------------------------------------------
+    def _dataset(self, ray, files: list[str], parquet: bool, state):
+        from ray.data import ActorPoolStrategy, DataContext
+
+        with warnings.catch_warnings():  # Ray sets and copies its own deprecated context fields
+            warnings.simplefilter("ignore", DeprecationWarning)
+            old = DataContext.get_current()
+            ctx = old.copy()
+            ctx.execution_options.preserve_order = True  # results come back in input order
+            ctx.enable_progress_bars = False             # the pipeline draws its own
+            ctx.print_on_execution_start = False
+            DataContext._set_current(ctx)                # datasets built now carry this context
+            try:
+                cpus = float(ray.cluster_resources().get("CPU", 1))
+                # CPU is a scheduling token here (real use is bounded by torch threads). The read
+                # task and a parse task take a quarter of the cluster each (1 CPU at most); actors
+                # share 90% of the rest. Whole CPUs per actor would leave a 2-CPU cluster no room to
+                # read, and fractions summing to a hair over the rest (Ray rounds to 1e-4) would
+                # make the run wait forever.
+                io_cpus = min(1.0, cpus / 4)
+                n_actors = max(1, len(self.groups) * self.plan.workers)
+                actor_cpus = max(0.001, min(1.0, int((cpus - 2 * io_cpus) * 9000 / n_actors) / 10000))
+                parse = {"ctx": self.chain.ctx.with_(on_error="reject"),  # the driver enforces "fail"
+                         "keep_orig": bool(self.groups)}
+                _settle_fsspec_http()
+                if parquet:
+                    many = len(files) > 1
+                    ds = ray.data.read_parquet(files, partitioning=None, num_cpus=io_cpus, include_paths=many)
+                    parse["index"] = file_index(files) if many else None
+                else:  # a resumed run starts in its current file, at its offset
+                    ds = ray.data.read_datasource(JsonLines(files[state.file:], state.offset, state.file),
+                                                  num_cpus=io_cpus)
+                ds = ds.map_batches(parse_rows if parquet else parse_lines, fn_kwargs=parse,
+                                    batch_size=None, batch_format="pyarrow", num_cpus=io_cpus)
+                mem = max((n.get("Resources", {}).get("memory", 0) for n in ray.nodes() if n.get("Alive")),
+                          default=0)
+                for s in range(len(self.groups)):
+                    ds = ds.map_batches(ChainStage, batch_size=self.recipe.batch_size, batch_format="pyarrow",
+                                        compute=ActorPoolStrategy(size=self.plan.workers), num_cpus=actor_cpus,
+                                        max_task_retries=self.recipe.batch_size + EXTRA_RETRIES,
+                                        **self._stage_args(s, mem))
+                return ds
+            finally:
+                DataContext._set_current(old)
+
+    def _stage_args(self, s: int, node_memory: float) -> dict:
+        """Declared resources and constructor arguments of stage s's actors."""
+        first, last, specs = self.groups[s]
+        n_model_stages = sum(1 for _, _, stage_specs in self.groups if stage_specs) or 1
+        need = (sum(self.plan.model_bytes.get(spec.label(), 0) for spec in specs)
+                + ACTOR_BASE_BYTES + self.recipe.batch_size * DECODE_BYTES_PER_SAMPLE)
+        if need > node_memory:
+            names = ", ".join(op.name for op in self.chain.ops[first:last])
+            raise DjxError(f"a ray actor for {names} needs about {need / 2**30:.2f} GiB of memory but the "
+                           f"largest node offers {node_memory / 2**30:.2f} GiB; lower batch_size or add "
+                           f"memory")
+        # model stages run side by side, so they split the plan's threads and GPU share between them
+        gpu = bool(specs) and self.plan.on_gpu
+        per_gpu = max((info.get("workers", 1) for dev, info in self.plan.per_device.items()
+                       if dev.startswith("cuda")), default=1)
+        threads = max(1, self.plan.threads_per_worker // n_model_stages) if specs else 1
+        stage_chain = OpChain(self.chain.ops[first:last], self.chain.ctx.with_(on_error="reject"),
+                              export_kept=s == len(self.groups) - 1,  # paths of kept: at the last stage
+                              lazy_models=self.chain.lazy_models,  # stats reused: models loaded on demand
+                              reads_input=False,  # stages get samples: the read step admitted the input
+                              earlier_stats=frozenset(k for op in self.chain.ops[:first]
+                                                      for k in getattr(op, "stats_keys", ())))
+        return {"memory": need, "num_gpus": 1.0 / (per_gpu * n_model_stages) if gpu else 0,
+                "fn_constructor_kwargs": {
+                    # by value, with its RunContext (tokens included); the driver enforces on_error: fail
+                    "chain_bytes": dill.dumps(stage_chain), "first": first, "stage": s,
+                    "final": s == len(self.groups) - 1, "threads": threads, "gpu": gpu,
+                    "custom_ops": tuple(self.recipe.custom_ops), "base_dir": self.recipe.base_dir,
+                    "sys_path": [p for p in sys.path if p], "poison": self._poison,
+                    "share": self._share if specs else None,
+                    "sample_timeout": self.recipe.sample_timeout, "max_batch_bytes": self.recipe.max_batch_bytes}}
+
+    # -- the driver: number the rows, rebuild BatchResults ----------------------------------
+    def _collect(self, ds, state: ReadState, lines: bool, limit: int | None = None) -> Iterator[BatchResult]:
+        """BatchResults from the returned rows; with `limit` (a trial run), none past that many
+        samples (the rows Ray made beyond it are left unread)."""
+        for table in ds.iter_batches(batch_size=self.recipe.batch_size, batch_format="pyarrow"):
+            res = BatchResult.empty(len(self.chain.ops))
+            col = {name: table.column(name).to_pylist() for name in table.column_names}
+            for i, kind in enumerate(col[KIND]):
+                if limit is not None and state.records >= limit:
+                    break
+                self._advance(state, col[FILE][i], col[NBYTES][i] if lines else None)
+                if kind == RowKind.BLANK.value:
+                    state.blank_lines += 1
+                    continue
+                self._add_row(res, RowKind(kind), pickle.loads(col[DATA][i]), state, lines)
+            for s in range(len(self.groups)):
+                for blob in filter(None, col.get(meta_column(s), ())):
+                    self._absorb(res, pickle.loads(blob))
+            res.read_at = dict(vars(state))
+            yield res
+            if limit is not None and state.records >= limit:
+                return
+
+    @staticmethod
+    def _advance(state: ReadState, file: int, nbytes: int | None) -> None:
+        """The reader position past one row of `file` (`nbytes`: its line's length, JSON Lines)."""
+        if file != state.file:
+            if file < state.file:
+                raise DjxError(f"djx bug: Ray returned file {file} after file {state.file}")
+            while state.file < file:  # the files between held no rows
+                state.next_file()
+        if nbytes is not None:
+            state.lines += 1
+            state.offset += nbytes
+
+    def _add_row(self, res: BatchResult, kind: RowKind, rec, state: ReadState, lines: bool) -> None:
+        """A returned row into the result: its position, and the counts of each op it passed."""
+        n_ops = len(self.chain.ops)
+        if kind == RowKind.REJECTED:
+            rec.pos, rec.line, rec.file = state.records, state.lines if lines else None, state.file
+            end = rec.op_index if rec.op_index is not None else -1  # -1: rejected before any op
+            if self.recipe.on_error == "fail":
+                raise FailFast(rec.fail_message(self.chain.ctx.input_files))
+            res.rejected.append(rec)
+        else:
+            rec[POSITION_KEY] = state.records
+            end = n_ops if kind == RowKind.LIVE else rec[DROP_KEY]["op_index"]
+            (res.kept if kind == RowKind.LIVE else res.dropped).append(rec)
+        state.records += 1
+        for counts in res.op_counts[:max(end, 0)]:
+            counts.seen += 1
+            counts.kept += 1
+        if 0 <= end < n_ops:
+            res.op_counts[end].seen += 1
+            if kind == RowKind.DROPPED:
+                res.op_counts[end].dropped += 1
+            else:
+                res.op_counts[end].rejected += 1
+
+    def _absorb(self, res: BatchResult, meta) -> None:
+        """A stage batch's side channel: its per-op seconds, op counters and its actor's report."""
+        for k, seconds in meta.seconds.items():
+            res.op_counts[k].seconds += seconds
+        for k, n in meta.with_images.items():
+            res.op_counts[k].with_images += n
+        for k, n in meta.reused.items():
+            res.op_counts[k].reused += n
+        res.counters = add_counters(res.counters, meta.counters)
+        self.restarts += meta.counters.get("actor_deaths", 0)
+        self.reports[meta.worker] = meta.report
+
+
+def _refuse(files: list[str], state: ReadState) -> None:
+    """What the Ray engine cannot read, said before Ray starts."""
+    path = files[0]
+    if path.lower().endswith(".json"):
+        raise DjxError(f"{path}: the ray executor reads JSON Lines (.jsonl) or parquet; convert the "
+                       f".json array to .jsonl (one object per line) or use executor: local")
+    parquet = path.lower().endswith(".parquet")
+    if parquet and state.records:
+        raise DjxError(f"{path}: the ray executor resumes JSON Lines inputs, not parquet; finish this "
+                       f"run with executor: local (it resumes it), or start over with --restart")
+    if parquet and len(files) > 1:
+        import pyarrow.parquet as pq
+        if "path" in pq.read_schema(path).names:
+            raise DjxError(f"{path}: a column named 'path' collides with the file names Ray adds to "
+                           f"rows of a many-file parquet dataset; use executor: local")
+
+
+def _settle_fsspec_http() -> None:
+    """Ray lists input files on several threads, and each asks whether the filesystem is
+    fsspec's HTTP one by importing fsspec.implementations.http, catching ModuleNotFoundError when
+    its aiohttp is missing. Threads importing it at once see a half-imported module and raise a
+    plain ImportError instead, which fails the read. When the module cannot be imported anyway,
+    record that once (a None entry makes every later import raise ModuleNotFoundError)."""
+    import importlib.util
+    name = "fsspec.implementations.http"
+    if name in sys.modules or importlib.util.find_spec("fsspec") is None:
+        return
+    if importlib.util.find_spec("aiohttp") is None:
+        sys.modules[name] = None
+
+
+def stage_groups(ops: list) -> list[tuple[int, int, frozenset]]:
+    """[(first, last, model specs)]: consecutive ops sharing a model, or a run of model-free ops."""
+    groups: list[tuple[int, int, frozenset]] = []
+    for k, op in enumerate(ops):
+        specs = frozenset(op.model_specs())
+        if groups:
+            first, _, have = groups[-1]
+            if (not specs and not have) or (specs & have):
+                groups[-1] = (first, k + 1, have | specs)
+                continue
+        groups.append((k, k + 1, specs))
+    return groups
+
+
+def _explain(e: BaseException) -> str:
+    """Our own error from inside Ray's wrapping (a bad model path, a plug-in that does not
+    import), what an actor's death means, or else the head of Ray's message."""
+    ours = re.findall(r"^djx\.core\.errors\.\w+: (.+)$", str(e), re.MULTILINE)
+    text = str(e).strip().splitlines()
+    head = "\n".join(text[:12]) + ("\n..." if len(text) > 12 else "")
+    if ours:
+        return ours[-1]
+    if type(e).__name__ in ("ActorDiedError", "ActorUnavailableError") and "creation task" not in str(e):
+        return (f"actors kept dying on one batch, more often than its poison samples explain (a "
+                f"segfault or the out-of-memory killer outside any one sample?). The batches done so far "
+                f"are saved: run the same recipe with --executor local, which resumes from there and "
+                f"rejects such samples; or lower batch_size if memory ran out. Ray said: {text[0]}")
+    return head

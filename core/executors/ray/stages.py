@@ -1,0 +1,233 @@
+"""The Ray side of the Ray executor: the row schema and the op-chain stage actors (reading and
+parsing the input is in ray_read). Kept apart from the driver (ray.py) so each file reads in one
+sitting.
+
+Every stage emits exactly one row per input row. The row schema (module-level names below):
+KIND (a RowKind), DATA (the pickled sample, or the pickled Rejection), ORIG (the pickled input
+record, kept while a later stage may reject it), NBYTES (the input line's length), and from the
+reader AT and FILE (the line's byte offset and file index, which name a batch across retries).
+Each stage adds its own meta column: a pickled StageMeta on the first row of each batch.
+"""
+from __future__ import annotations
+
+import enum
+import hashlib
+import os
+import pickle
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from djx.core.recipe.context import DROP_KEY, POSITION_KEY
+from djx.core.errors import DjxError
+from djx.core.records import BatchResult, Item, WorkerReport, add_counters
+
+MiB = 1 << 20
+_PICKLE = pickle.HIGHEST_PROTOCOL
+
+KIND, DATA, ORIG, NBYTES, AT, FILE = "kind", "data", "orig", "nbytes", "at", "file"
+
+
+class RowKind(str, enum.Enum):
+    BLANK = "blank"        # a blank line: counted, no sample
+    LIVE = "live"          # a sample still in the chain (kept, after the last stage)
+    DROPPED = "dropped"    # a sample a filter dropped (DATA: the sample with its drop reason)
+    REJECTED = "rejected"  # DATA: a Rejection
+
+
+def meta_column(stage: int) -> str:
+    return f"stage{stage}_meta"
+
+
+@dataclass
+class StageMeta:
+    """A stage batch's side channel: per-op seconds, samples with images and reused stats
+    (whole-chain op index), op counters, and the report of the actor that ran it."""
+    seconds: dict[int, float]
+    with_images: dict[int, int]
+    counters: dict[str, int]
+    worker: str
+    report: WorkerReport
+    reused: dict[int, int]
+
+
+# -- the op stages (Ray actors) ---------------------------------------------------------------
+
+class ChainStage:
+    """One actor of a stage: ops [first, last) of the chain (the chain it is given) and one
+    ModelPool, models loaded once."""
+
+    def __init__(self, chain_bytes: bytes, first: int, stage: int, final: bool, threads: int, gpu: bool,
+                 custom_ops: tuple, base_dir: str, sys_path: list, poison=None, share=None, sample_timeout: float = 600.0,
+                 max_batch_bytes: int = 64 * MiB):
+        from djx.core.executors.process import set_thread_env
+        set_thread_env(threads)  # before anything imports torch
+        sys.path += [p for p in sys_path if p not in sys.path and os.path.isdir(p)]  # module plug-ins
+        import ray
+
+        from djx.core.executors.process import bind_process
+        from djx.core.plan.resources import PeakUss
+
+        # Ray sets CUDA_VISIBLE_DEVICES to this actor's GPU
+        self.chain, self.pool = bind_process(chain_bytes, "cuda:0" if gpu else "cpu", threads, custom_ops,
+                                             base_dir, share=share)
+        self.first, self.stage, self.final = first, stage, final
+        self.poison, self._ray = poison, ray
+        self.worker = f"stage{stage}:{ray.get_runtime_context().get_actor_id()[:8]}"
+        self.peak = PeakUss()
+        self.max_batch_bytes = max_batch_bytes
+        self.watchdog = _Watchdog(sample_timeout, self._stop)
+
+    def _stop(self, key) -> None:
+        """The watchdog's way out of an op call that makes no progress: tell the poison ledger
+        (so the sample it was on is rejected as a timeout) and end this actor; Ray retries the batch."""
+        if key is not None:
+            try:
+                self._ray.get(self.poison.stopped.remote(key), timeout=30)
+            except Exception:  # noqa: BLE001  the ledger is gone: the run is ending anyway
+                pass
+        os._exit(3)
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        kind, data, orig = (table.column(c).to_pylist() for c in (KIND, DATA, ORIG))
+        live = [i for i, k in enumerate(kind) if k == RowKind.LIVE.value]
+        items = [Item(j, record=pickle.loads(data[i])) for j, i in enumerate(live)]
+        key = self._key(table, live, data)
+        attempt = self._ask(self.poison.begin, key) if key is not None else None
+        if attempt is not None and attempt.blind >= 2:
+            raise DjxError(f"stage {self.stage} ({', '.join(op.name for op in self.chain.ops)}): "
+                           f"its actors keep dying on one batch outside any sample (out of "
+                           f"memory?); lower batch_size or give the actors more memory")
+        self.watchdog.begin(key)
+        try:
+            if attempt is None or attempt.earlier == 0:
+                nbytes = table.column(NBYTES).to_pylist()  # the input line's length (0: parquet)
+                res = self._run(items, [nbytes[i] or len(data[i]) for i in live])
+            else:  # this batch killed an actor before: one sample at a time, and say where
+                res = self._careful(key, items, attempt.poison, attempt.timeouts)
+                res.counters = add_counters(res.counters, {"actor_deaths": attempt.earlier})
+        finally:
+            self.watchdog.end()
+        if key is not None:
+            self.poison.end.remote(key)
+        for s in res.kept:
+            data[live[s[POSITION_KEY]]] = pickle.dumps(s, _PICKLE)
+        for s in res.dropped:
+            i = live[s[POSITION_KEY]]
+            s[DROP_KEY]["op_index"] += self.first  # its index in the whole chain, not in this stage
+            kind[i], data[i] = RowKind.DROPPED.value, pickle.dumps(s, _PICKLE)
+        for rej in res.rejected:
+            i = live[rej.pos]
+            rej.record = pickle.loads(orig[i])  # the input record, not the sample as it got here
+            if rej.op_index is not None:
+                rej.op_index += self.first
+            kind[i], data[i] = RowKind.REJECTED.value, pickle.dumps(rej, _PICKLE)
+        return self._table(table, kind, data, orig, res)
+
+    def _table(self, table: pa.Table, kind: list, data: list, orig: list, res: BatchResult) -> pa.Table:
+        meta = StageMeta({self.first + k: c.seconds for k, c in enumerate(res.op_counts)},
+                         {self.first + k: c.with_images for k, c in enumerate(res.op_counts)}, res.counters,
+                         self.worker, self.pool.report(self.peak),
+                         {self.first + k: c.reused for k, c in enumerate(res.op_counts)})
+        n = len(kind)
+        out = {KIND: pa.array(kind, pa.string()), DATA: pa.array(data, pa.binary()),
+               ORIG: pa.array([b""] * n if self.final else orig, pa.binary()),
+               meta_column(self.stage): pa.array([pickle.dumps(meta, _PICKLE)] + [b""] * (n - 1) if n else [],
+                                                 pa.binary())}
+        return pa.table({**{c: table.column(c) for c in table.column_names if c not in out}, **out})
+
+    def _ask(self, method, *args):
+        """A call to the run's poison ledger; its death (an actor killed from outside) is said in
+        words: without it a sample that kills its actor could not be isolated."""
+        try:
+            return self._ray.get(method.remote(*args))
+        except self._ray.exceptions.RayActorError:
+            raise DjxError("the run's poison-sample ledger (a Ray actor) died (killed from outside, or its "
+                           "node was lost); the batches finished so far are saved: run the same command "
+                           "again to resume") from None
+
+    def _run(self, items: list, sizes: list) -> BatchResult:
+        """The batch through the chain in parts of at most max_batch_bytes of input (one sample at
+        least), so the samples and decoded images in work are bounded in bytes, not only rows."""
+        res, part, size = None, [], 0
+        for item, n in zip(items, sizes):
+            part.append(item)
+            size += n
+            if size >= self.max_batch_bytes:  # as the local reader ends a batch
+                one = self.chain.run(part, self.pool, on_op=self.watchdog.tick)
+                res = one if res is None else res + one
+                part, size = [], 0
+        if part or res is None:
+            one = self.chain.run(part, self.pool, on_op=self.watchdog.tick)
+            res = one if res is None else res + one
+        return res
+
+    def _key(self, table: pa.Table, live: list, data: list):
+        """What names this batch across retries: its first line's byte offset (JSON Lines), or a
+        hash of its rows (parquet)."""
+        if self.poison is None or not live:
+            return None
+        if AT in table.column_names:
+            return (self.stage, table.column(FILE)[0].as_py(), table.column(AT)[0].as_py(), table.num_rows)
+        return (self.stage, hashlib.sha256(b"".join(data)).hexdigest(), table.num_rows)
+
+    def _careful(self, key, items: list, poison: dict, timeouts: set) -> BatchResult:
+        """The batch one sample at a time, the ledger told where each one is; the samples known
+        to kill are rejected unrun. (Per-op counts come from the rows at the driver; only op
+        seconds and counters matter in the result.)"""
+        ops = self.chain.ops
+        res = BatchResult.empty(len(ops))
+        for item in items:
+            j = item.pos
+            if j in poison:
+                k = max(poison[j], 0)
+                if j in timeouts:
+                    res.rejected.append(self.chain.reject(
+                        item, k, f"no progress in {ops[k].name} for {self.watchdog.limit:g} s (sample_timeout); "
+                                 f"its Ray actor was stopped", "timeout"))
+                else:
+                    res.rejected.append(self.chain.reject(item, k, f"worker died while running {ops[k].name} "
+                                                          f"(its Ray actor process died)", "worker_died"))
+                continue
+
+            def mark(k, j=j):
+                self.watchdog.tick(k)
+                self._ask(self.poison.at, key, (j, k))
+            one = self.chain.run([item], self.pool, on_op=mark)
+            self._ask(self.poison.at, key, None)
+            res += one
+        return res
+
+
+class _Watchdog:
+    """Stops its actor when one op call makes no progress for `limit` seconds (sample_timeout):
+    a thread that looks at the time of the last op start of the batch in work."""
+
+    def __init__(self, limit: float, stop):
+        self.limit, self._stop = limit, stop
+        self._since: float | None = None
+        self._key = None
+        threading.Thread(target=self._watch, name="djx-watchdog", daemon=True).start()
+
+    def begin(self, key) -> None:
+        self._key, self._since = key, time.monotonic()
+
+    def tick(self, _op_index: int = 0) -> None:
+        self._since = time.monotonic()
+
+    def end(self) -> None:
+        self._since = None
+
+    def _watch(self) -> None:
+        while True:
+            since = self._since
+            if since is None:
+                time.sleep(min(1.0, self.limit))
+                continue
+            left = since + self.limit - time.monotonic()
+            if left <= 0 and self._since == since:
+                self._stop(self._key)
+            time.sleep(min(max(left, 0.05), 1.0))

@@ -1,0 +1,101 @@
+"""Reading a run's outputs back, whatever their format: JSON Lines, a JSON array, parquet, an export
+cut into shards, and an export whose stats were written to the stats file beside it
+(`keep_stats_in_res_ds: false`). `djx check` (and anything else that reads outputs) goes through
+`iter_output`, so every output format is checked the same way."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Iterator
+
+from djx.core.recipe.context import POSITION_KEY, STATS_KEY
+from djx.core.errors import CheckError
+from djx.core.io.writers import FORMATS, decode_json_columns, existing_shards, json_columns
+
+
+def export_files(export: str) -> list[str]:
+    """The files holding an export: the file itself, or its shards (Data-Juicer's naming)."""
+    if os.path.exists(export):
+        return [export]
+    return existing_shards(export) if export.lower().endswith(FORMATS) else []
+
+
+def stats_file(export: str) -> str | None:
+    """The stats file beside an export (`<stem>_stats.jsonl`), when there is one."""
+    lower = export.lower()
+    for fmt in FORMATS:
+        if lower.endswith(fmt):
+            path = export[:-len(fmt)] + "_stats.jsonl"
+            return path if os.path.exists(path) else None
+    return None
+
+
+def iter_output(path: str) -> Iterator[tuple[int, dict]]:
+    """(index, record) of every record of an output (its shards in order); records without stats
+    get theirs from the stats file beside the export, matched by position. Damage is a CheckError
+    naming the file."""
+    files = export_files(path)
+    stats = stats_file(path)
+    records = (rec for f in files for rec in _iter_file(f))
+    if stats is None:
+        yield from enumerate(records)
+        return
+    side = _iter_file(stats)
+    for n, rec in enumerate(records):
+        extra = next(side, None)
+        if STATS_KEY not in rec and extra is not None:
+            if extra.get(POSITION_KEY) != rec.get(POSITION_KEY):
+                raise CheckError(f"{stats}: record {n + 1} holds the stats of sample {extra.get(POSITION_KEY)}, "
+                                 f"but the export's record {n + 1} is sample {rec.get(POSITION_KEY)}: the stats "
+                                 f"file does not belong to this export")
+            rec = {**rec, STATS_KEY: extra.get(STATS_KEY)}
+        yield n, rec
+
+
+def _iter_file(path: str) -> Iterator[dict]:
+    lower = path.lower()
+    if lower.endswith(".parquet"):
+        yield from _iter_parquet(path)
+    elif lower.endswith(".json"):
+        yield from _iter_json_array(path)
+    else:
+        yield from _iter_jsonl(path)
+
+
+def _iter_jsonl(path: str) -> Iterator[dict]:
+    """A line that does not parse (a file cut off or edited) is a CheckError naming the file and line."""
+    with open(path, "rb") as f:
+        for n, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    yield json.loads(line.decode("utf-8"))
+                except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+                    raise CheckError(f"{path}, line {n}: not valid JSON ({e}); the file is damaged (cut off "
+                                     f"mid-line?) and cannot be checked") from None
+
+
+def _iter_json_array(path: str) -> Iterator[dict]:
+    from djx.core.errors import DjxError
+    from djx.core.io.readers import ReadState, read_files
+    try:
+        for item in read_files([path], ReadState(), parse=True):
+            if item.error:
+                raise CheckError(f"{path}, record {item.pos + 1}: {item.error}; the file is damaged")
+            yield item.record
+    except CheckError:
+        raise
+    except DjxError as e:
+        raise CheckError(f"{path}: {e}") from None
+
+
+def _iter_parquet(path: str) -> Iterator[dict]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    try:
+        f = pq.ParquetFile(path)
+        as_json = json_columns(f)
+        for batch in f.iter_batches(batch_size=1024):
+            for row in batch.to_pylist():
+                yield decode_json_columns(row, as_json)
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise CheckError(f"{path}: not a readable parquet file ({e}); the file is damaged") from None

@@ -1,0 +1,301 @@
+"""Output files and the resume state.
+
+While a run works, kept/dropped/rejected records go to part files in a state folder next to the
+export; a manifest (written atomically) records how far the input was read and the byte length of
+each part file at the last checkpoint. A resumed run truncates the parts to those lengths and
+reads on from there, so nothing is redone or duplicated. At the end the parts are renamed into
+place: a half-written export never carries the final name.
+"""
+from __future__ import annotations
+
+import fcntl
+import tempfile
+import fnmatch
+import json
+import os
+import shutil
+from dataclasses import dataclass
+
+from djx.core.errors import DjxError, ResumeError
+from djx.core.io.writers import count_records, encode_line, existing_shards, export_format, shard_names, write_part
+
+
+@dataclass(frozen=True)
+class OutputPaths:
+    export: str
+    dropped: str
+    rejected: str
+    summary: str
+    state_dir: str
+    stats: str = ""      # the stats file, written when keep_stats_in_res_ds is false
+    fmt: str = ".jsonl"  # the export's format, from its suffix
+
+    @classmethod
+    def for_export(cls, export_path: str) -> "OutputPaths":
+        folder, name = os.path.split(os.path.abspath(export_path))
+        fmt = export_format(name)
+        stem = name[:-len(fmt)]
+        join = lambda suffix: os.path.join(folder, stem + suffix)  # noqa: E731
+        return cls(export=os.path.abspath(export_path), dropped=join(".dropped" + fmt),
+                   rejected=join(".rejected" + fmt), summary=join(".summary.json"),
+                   state_dir=os.path.join(folder, f".{stem}.djx-state"), stats=join("_stats.jsonl"), fmt=fmt)
+
+
+class OutputWriter:
+    """Appends records to the part files; `checkpoint` makes the state durable."""
+
+    KINDS = ("kept", "dropped", "rejected")
+
+    def __init__(self, paths: OutputPaths, export_dropped: bool = True, keep_stats: bool = True,
+                 shard_size: int = 0):
+        self.paths = paths
+        self.export_dropped = export_dropped
+        self.keep_stats, self.shard_size = keep_stats, shard_size  # of the kept samples' export
+        self._files = {}
+
+    def part(self, kind: str) -> str:
+        return os.path.join(self.paths.state_dir, f"{kind}.jsonl.part")
+
+    @property
+    def manifest_path(self) -> str:
+        return os.path.join(self.paths.state_dir, "manifest.json")
+
+    def load_manifest(self) -> dict | None:
+        try:
+            with open(self.manifest_path, encoding="utf-8") as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return None
+        except (OSError, json.JSONDecodeError) as e:
+            raise ResumeError(f"resume state {self.manifest_path} is unreadable ({e}); "
+                              f"run again with --restart to start over") from None
+
+    @property
+    def _state_summary(self) -> str:
+        return os.path.join(self.paths.state_dir, "summary.json")
+
+    def lock(self) -> None:
+        """Hold the export for this process. A POSIX record lock: forked workers do not inherit
+        it, and it dies with this process (kill -9 included)."""
+        os.makedirs(self.paths.state_dir, exist_ok=True)
+        self._lock = open(os.path.join(self.paths.state_dir, "lock"), "w")
+        try:
+            fcntl.lockf(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._lock.close()
+            self._lock = None
+            raise DjxError(f"another djx run is writing {self.paths.export} right now; "
+                           f"wait for it or stop it first") from None
+
+    def release(self) -> None:
+        if getattr(self, "_lock", None) is not None:
+            self._lock.close()  # releases the lock
+            self._lock = None
+
+    def open(self, manifest: dict | None) -> None:
+        """Start fresh (manifest None) or reopen the parts cut back to the manifest's lengths."""
+        self.lock()
+        if manifest is None and os.path.exists(self.manifest_path):
+            os.remove(self.manifest_path)
+        lengths = (manifest or {}).get("lengths", {})
+        for kind in self.KINDS:
+            f = open(self.part(kind), "a+b")
+            f.seek(0, os.SEEK_END)
+            if f.tell() < lengths.get(kind, 0):
+                f.close()
+                self.close()
+                self.release()
+                raise ResumeError(f"resume state {self.paths.state_dir} is damaged: {self.part(kind)} is shorter "
+                                  f"than its last checkpoint; run again with --restart to start over")
+            f.truncate(lengths.get(kind, 0))
+            f.seek(0, os.SEEK_END)
+            self._files[kind] = f
+
+    def write(self, kind: str, records: list[dict]) -> None:
+        if records:  # lines a worker encoded (bytes, newline included), or dicts
+            self._files[kind].write(b"".join(r if isinstance(r, bytes) else encode_line(r) for r in records))
+
+    def checkpoint(self, manifest: dict) -> None:
+        for f in self._files.values():
+            f.flush()
+            os.fsync(f.fileno())
+        manifest = dict(manifest, lengths={k: f.tell() for k, f in self._files.items()})
+        _write_durable(self.manifest_path, manifest)
+
+    def close(self) -> None:
+        """Close the part files (the lock stays until `release`)."""
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+
+    def finish(self, summary: dict) -> None:
+        """Move the parts into place with the summary; drop the state folder. Crash-safe: the
+        summary and a `finishing` mark are made durable in the state first, so a run killed at any
+        instant after that is completed by the next one (`complete`), never redone or padded."""
+        self.close()
+        _write_durable(self._state_summary, summary)
+        manifest = self.load_manifest() or {}
+        _write_durable(self.manifest_path, {**manifest, "finishing": True})
+        self.complete()
+
+    def complete(self) -> None:
+        """The moves of a finish; each is atomic and done at most once, so any rerun may redo this."""
+        os.makedirs(os.path.dirname(self.paths.export), exist_ok=True)
+        moves = {"kept": self.paths.export, "rejected": self.paths.rejected}
+        if self.export_dropped:
+            moves["dropped"] = self.paths.dropped
+        elif os.path.exists(self.paths.dropped):
+            os.remove(self.paths.dropped)  # an old run's file would contradict this summary
+        if os.path.exists(self.part("kept")):  # an earlier run's files would contradict this one's
+            self._remove_stale_exports()
+        for kind, dest in moves.items():
+            if os.path.exists(self.part(kind)):
+                self._materialize(kind, dest)
+        if os.path.exists(self._state_summary):
+            os.replace(self._state_summary, self.paths.summary)
+        for name in os.listdir(self.paths.state_dir):  # the manifest goes last: while it is
+            if name != "manifest.json":                # there, a rerun can complete this
+                os.remove(os.path.join(self.paths.state_dir, name))
+        os.remove(self.manifest_path)
+        shutil.rmtree(self.paths.state_dir, ignore_errors=True)
+
+    def export_files(self, kept: int) -> list[str]:
+        """The files the kept samples will be exported to (one, or the shards), once every
+        part is written; `kept` is their number."""
+        if self.shard_size <= 0:
+            return [self.paths.export]
+        size = os.path.getsize(self.part("kept")) if os.path.exists(self.part("kept")) else 0
+        return shard_names(self.paths.export, max(1, min(size // self.shard_size + 1, kept)))
+
+    def _remove_stale_exports(self) -> None:
+        stale = existing_shards(self.paths.export) + [self.paths.export]
+        if self.keep_stats:
+            stale.append(self.paths.stats)
+        for path in stale:
+            if os.path.exists(path):
+                os.remove(path)
+
+    def _materialize(self, kind: str, dest: str) -> None:
+        """Write one part file as its final output(s), then remove it. Plain JSON Lines with
+        stats is a rename; any other format, a stats file or shards are written from the part."""
+        part = self.part(kind)
+        split_stats, shards = kind == "kept" and not self.keep_stats, kind == "kept" and self.shard_size > 0
+        if self.paths.fmt == ".jsonl" and not split_stats and not shards:
+            os.replace(part, dest)
+            return
+        files = self.export_files(count_records(part)) if shards else [dest]
+        write_part(part, files, self.paths.fmt, self.paths.stats if split_stats else None)
+        os.remove(part)
+
+    def complete_interrupted(self, log=print) -> dict:
+        """Complete the finish of a run that was stopped inside it; its summary."""
+        self.lock()
+        try:
+            self.complete()
+        finally:
+            self.release()
+        log(f"[djx] the last run had finished and was stopped while moving its outputs into place; "
+            f"completed that: {self.paths.export}")
+        with open(self.paths.summary, encoding="utf-8") as f:
+            return json.load(f)
+
+
+def _write_durable(path: str, obj) -> None:
+    """Write JSON so that the file holds either the old or the new content after any crash."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, ensure_ascii=False, default=str)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def guard_outputs(dataset_path: str, paths: OutputPaths) -> None:
+    """Refuse, before any work, outputs that cannot be written, that would overwrite an input, or
+    that the next run would read."""
+    _refuse_outputs_that_are_inputs(dataset_path, paths)
+    _refuse_outputs_inside_input(dataset_path, paths)
+    _check_writable(os.path.dirname(os.path.abspath(paths.export)))
+
+
+def _outputs(paths: OutputPaths) -> dict[str, str]:
+    """Every file a run writes or replaces: with the stats file and an earlier run's shards, which a
+    finish removes as stale (they must never be input files)."""
+    shards = {f"shard {os.path.basename(s)}": s for s in existing_shards(paths.export)}
+    return {"export": paths.export, "dropped": paths.dropped, "rejected": paths.rejected,
+            "summary": paths.summary, "stats": paths.stats, **shards}
+
+
+def _refuse_outputs_that_are_inputs(dataset_path: str, paths: OutputPaths) -> None:
+    """An output that is an input file (by name, link or hard link) would be overwritten with the
+    run's results; one that is a folder could only be found unwritable after all the work."""
+    from djx.core.io.readers import dataset_files
+    inputs = {}
+    for f in dataset_files(dataset_path):
+        st = os.stat(f)
+        inputs[(st.st_dev, st.st_ino)] = f
+    for name, out in _outputs(paths).items():
+        try:
+            st = os.stat(out)
+        except OSError:
+            continue
+        same = inputs.get((st.st_dev, st.st_ino))
+        if same:
+            raise DjxError(f"export_path: the {name} file {out} is the input file {same}; the run would "
+                           f"overwrite it: choose an export_path whose outputs are not input files")
+        if os.path.isdir(out):
+            raise DjxError(f"export_path: the {name} file {out} is an existing folder; choose an export_path "
+                           f"whose outputs (.jsonl, .dropped.jsonl, .rejected.jsonl, .summary.json) are not folders")
+
+
+def _check_writable(folder: str) -> None:
+    """The export folder exists or can be made, and is writable: say so now, not mid-run."""
+    existing = folder
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise DjxError(f"export_path: cannot write under {folder}: {existing} is a file, not a folder")
+    try:  # by trying: permission bits do not tell for root, read-only mounts or /proc
+        os.makedirs(folder, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".djx-write-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise DjxError(f"export_path: cannot write under {folder} ({e.strerror or e})") from None
+
+
+def _glob_matches(path: str, pattern: str) -> bool:
+    """Whether glob.glob(pattern, recursive=True) would list `path` (component by component;
+    `**` spans any number of folders)."""
+    xs, ps = path.split(os.sep), pattern.split(os.sep)
+    if "**" not in ps:
+        return len(xs) == len(ps) and all(fnmatch.fnmatchcase(x, p) for x, p in zip(xs, ps))
+    i = ps.index("**")
+    head, tail = ps[:i], ps[i + 1:]
+    return (len(xs) >= len(head) + len(tail)
+            and all(fnmatch.fnmatchcase(x, p) for x, p in zip(xs[:len(head)], head))
+            and all(fnmatch.fnmatchcase(x, p) for x, p in zip(xs[len(xs) - len(tail):], tail)))
+
+
+def _refuse_outputs_inside_input(dataset_path: str, paths: OutputPaths) -> None:
+    """A folder or glob dataset must not hold the run's own outputs: the next run would read them."""
+    if os.path.isfile(dataset_path):
+        return
+    outs = list(_outputs(paths).values())
+    if os.path.isdir(dataset_path):
+        root = os.path.abspath(dataset_path) + os.sep
+        inside = [o for o in outs if os.path.abspath(o).startswith(root)
+                  and not any(part.startswith(".") for part in os.path.relpath(o, root).split(os.sep))]
+    else:
+        inside = [o for o in outs if _glob_matches(os.path.abspath(o), os.path.abspath(dataset_path))]
+    if inside:
+        raise DjxError(f"export_path: {inside[0]} would be part of the dataset {dataset_path} (the next run "
+                       f"would read it as input); write the outputs outside the dataset")
+
+
+def write_json_atomic(path: str, obj) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2, ensure_ascii=False, default=str)
+        f.write("\n")
+    os.replace(tmp, path)

@@ -1,0 +1,308 @@
+"""Streaming readers: JSON Lines (parsed by the workers, through jsonlines), JSON array files and parquet.
+
+A dataset is one file, a folder of files or a glob pattern (`dataset_files`), read file after file
+in sorted order. Each reader yields Items with a position (0-based record index over the whole
+dataset) and the index of their file; a JSON Lines item also carries its 1-based line number in
+its file. Unparseable lines become Items with an error, never exceptions, so the bad record is
+rejected with its raw text. Blank lines are skipped and counted.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+from dataclasses import dataclass
+from typing import Iterator
+
+from djx.core.errors import DjxError
+from djx.core.io.record_limits import record_problem, too_deep
+from djx.core.records import Item, parse_pending
+
+
+SUFFIXES = (".jsonl", ".json", ".parquet")
+COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".zip", ".7z", ".tar", ".lz4")
+
+
+@dataclass
+class ReadState:
+    """Where the reader is: in file number `file` (of `dataset_files`), whose first record is
+    record `file_start`; within it at byte `offset` and line `lines` (JSON Lines) or after
+    `records` records in all (others)."""
+    records: int = 0
+    offset: int = 0
+    lines: int = 0
+    blank_lines: int = 0
+    file: int = 0
+    file_start: int = 0
+
+    def next_file(self) -> None:
+        self.file, self.offset, self.lines, self.file_start = self.file + 1, 0, 0, self.records
+
+
+def _is_glob(path: str) -> bool:
+    return any(c in path for c in "*?[")
+
+
+def dataset_files(path: str) -> list[str]:
+    """The files of a dataset_path, sorted: the file itself; a folder's .jsonl/.json/.parquet files
+    (recursively, hidden names skipped); or the files a glob pattern (`**` included) matches."""
+    if _is_glob(path):
+        files = sorted(p for p in glob.glob(path, recursive=True) if os.path.isfile(p))
+        if not files:
+            raise DjxError(f"dataset_path: no file matches {path}")
+    elif os.path.isdir(path):
+        files = []
+        for folder, dirs, names in os.walk(path):
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            files += [os.path.join(folder, n) for n in names
+                      if not n.startswith(".") and n.lower().endswith(SUFFIXES)]
+        files.sort()
+        if not files:
+            raise DjxError(f"dataset_path: the folder {path} holds no .jsonl, .json or .parquet file")
+    elif os.path.isfile(path):
+        files = [path]
+    elif os.path.exists(path):
+        raise DjxError(f"dataset_path {path} is not a regular file (a FIFO, a device or a socket?); djx reads "
+                       f"files it can read again on resume: write the data to a file first")
+    else:
+        raise DjxError(f"dataset not found: {path}")
+    for f in files:
+        if f.lower().endswith(COMPRESSED):
+            raise DjxError(f"{f}: a compressed file; djx reads .jsonl, .json and .parquet files as they are: "
+                           f"decompress it first (e.g. gunzip -k, unzstd, xz -dk)")
+    kinds = {_kind(f) for f in files}
+    if len(kinds) > 1:
+        raise DjxError(f"dataset_path {path}: the files mix formats ({', '.join(sorted(kinds))}); "
+                       f"keep one format per dataset")
+    for f in files:
+        if _kind(f) == "json":
+            _check_json_end(f)
+    return files
+
+
+def _check_json_end(path: str) -> None:
+    """A .json dataset ends with the ] closing its array: say so before any work when it does not
+    (data after the array, or a cut-off file), rather than after reading all of it."""
+    with open(path, "rb") as f:
+        f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
+        tail = f.read().rstrip()
+    if tail and not tail.endswith(b"]"):
+        shown = tail[-40:].decode("utf-8", "backslashreplace")
+        raise DjxError(f"{path}: ends with {shown!r}, not with the ] closing its JSON array: the file is cut "
+                       f"off, or holds data after the closing ] of its array; a .json dataset is one JSON "
+                       f"array of objects (JSON Lines: one object per line)")
+
+
+def dataset_root(path: str) -> str:
+    """The folder relative image paths and file names resolve against: a folder dataset's own
+    folder, a glob's folder before its first wildcard, or a file's folder."""
+    if _is_glob(path):
+        fixed = path[:min(path.index(c) for c in "*?[" if c in path)]
+        return os.path.abspath(fixed if fixed.endswith(os.sep) else os.path.dirname(fixed) or ".")
+    if os.path.isdir(path):
+        return os.path.abspath(path)
+    return os.path.dirname(os.path.abspath(path))
+
+
+def _kind(path: str) -> str:
+    lower = path.lower()
+    return "parquet" if lower.endswith(".parquet") else "json" if lower.endswith(".json") else "jsonl"
+
+
+def read_files(files: list[str], state: ReadState, parse: bool) -> Iterator[Item]:
+    while state.file < len(files):
+        path = files[state.file]
+        kind = _kind(path)
+        if kind == "parquet":
+            yield from _read_parquet(path, state)
+        elif kind == "json":
+            yield from _read_json_array(path, state)
+        else:
+            for item in _read_jsonl_raw(path, state):
+                if parse:
+                    parse_pending([item])
+                yield item
+        state.next_file()
+
+
+def decode_line(raw: bytes, at: int) -> tuple[str, str | None]:
+    """A JSON line's text, and why it is not valid (None: it may be). Bad UTF-8 is never replaced
+    by U+FFFD: the record would be read as something it does not say. `at`: the line's byte
+    offset in its file, so the reason points at the bad byte; the text then shows it escaped."""
+    try:
+        return raw.decode("utf-8").rstrip("\r\n"), None
+    except UnicodeDecodeError as e:
+        text = raw.decode("utf-8", "backslashreplace").rstrip("\r\n")
+        return text, (f"not valid JSON: invalid UTF-8 at byte {at + e.start} of the file "
+                      f"({raw[e.start:e.start + 1]!r}, byte {e.start} of the line; {e.reason})")
+
+
+def _read_jsonl_raw(path: str, state: ReadState) -> Iterator[Item]:
+    with open(path, "rb") as f:
+        f.seek(state.offset)
+        for raw in f:
+            at = state.offset
+            state.offset += len(raw)
+            state.lines += 1
+            if not raw.strip():
+                state.blank_lines += 1
+                continue
+            text, error = decode_line(raw, at)
+            item = Item(state.records, line=state.lines, raw=text, pending=error is None, error=error,
+                        file=state.file)
+            state.records += 1
+            yield item
+
+
+class _JsonText:
+    """A .json file's text from a buffer that holds the current record and what follows it, grown
+    (doubling) only as far as one record needs, never the whole file."""
+
+    def __init__(self, f):
+        self.f, self.buf, self.pos, self.eof = f, "", 0, False
+
+    def more(self) -> bool:
+        """Read on: at least CHUNK more characters, or as many as the buffer holds; False at EOF."""
+        if self.eof:
+            return False
+        chunk = self.f.read(max(JSON_CHUNK, len(self.buf) - self.pos))
+        self.eof = not chunk
+        self.buf, self.pos = self.buf[self.pos:] + chunk, 0
+        return bool(chunk)
+
+    def peek(self) -> str | None:
+        """The next character that is not whitespace (None at the end), with enough text after it
+        for any record under CHUNK to decode at once."""
+        while True:
+            if len(self.buf) - self.pos < JSON_CHUNK and not self.eof:
+                self.more()
+            while self.pos < len(self.buf) and self.buf[self.pos] in " \t\r\n":
+                self.pos += 1
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if self.eof:
+                return None
+
+
+JSON_CHUNK = 1 << 20
+MAX_JSON_RECORD = 1 << 30  # characters one record of a .json file may take
+
+
+def _read_json_array(path: str, state: ReadState) -> Iterator[Item]:
+    """The records of a top-level JSON array, decoded one at a time. Several arrays one after
+    another (files joined with `cat`) are read as one; anything else after an array is refused,
+    never silently dropped."""
+    decoder = json.JSONDecoder()
+    index, arrays = 0, 0
+    try:
+        with open(path, encoding="utf-8") as f:
+            t = _JsonText(f)
+            while True:
+                c = t.peek()
+                if c is None:
+                    if arrays == 0:
+                        raise DjxError(f"{path}: empty file; a .json dataset is a JSON array of objects")
+                    return
+                if c != "[":
+                    raise DjxError(_after_array(path, t.buf[t.pos:t.pos + 40]) if arrays else
+                                   f"{path}: a .json dataset must be a JSON array of objects; "
+                                   f"use .jsonl for one object per line")
+                t.pos += 1
+                arrays += 1
+                while (c := t.peek()) != "]":
+                    if c is None:
+                        raise DjxError(f"{path}: JSON array is not closed (truncated file?)")
+                    if c == ",":
+                        t.pos += 1
+                        continue
+                    record, text = _decode_record(decoder, t, path, index)
+                    if state.file_start + index >= state.records:
+                        state.records = state.file_start + index + 1
+                        error = too_deep() if record is _TOO_DEEP else record_problem(record, text)
+                        yield Item(state.records - 1, record=None if error else record, error=error,
+                                   raw=text if error else None, file=state.file)
+                    index += 1
+                t.pos += 1
+    except UnicodeDecodeError as e:
+        raise DjxError(f"{path}: not valid UTF-8 ({e.reason}); a .json dataset is UTF-8 text") from None
+
+
+def _decode_record(decoder: json.JSONDecoder, t: _JsonText, path: str, index: int) -> tuple[object, str]:
+    """The record at t.pos and its text, reading on while it is cut off by the buffer's end."""
+    while True:
+        try:
+            record, end = decoder.raw_decode(t.buf, t.pos)
+        except RecursionError:
+            record, end = _skip_deep(t, path, index)
+        except json.JSONDecodeError as e:
+            cut_off = e.msg.startswith("Unterminated string") or e.pos >= len(t.buf) - 16
+            if cut_off and len(t.buf) - t.pos <= MAX_JSON_RECORD and t.more():
+                continue
+            if cut_off and not t.eof:
+                raise DjxError(f"{path}: record {index} is larger than {MAX_JSON_RECORD >> 20} MB, or not "
+                               f"valid JSON ({e}); write large records as JSON Lines") from None
+            raise DjxError(f"{path}: record {index} is not valid JSON ({e})") from None
+        text, t.pos = t.buf[t.pos:end], end
+        return record, text
+
+
+def _skip_deep(t: _JsonText, path: str, index: int) -> tuple[object, int]:
+    """A record too deep to decode: find where it ends (brackets outside strings) so that it is
+    rejected alone; the record itself is then never built."""
+    depth, i, in_string = 0, t.pos, False
+    while True:
+        if i >= len(t.buf):
+            i -= t.pos
+            if not t.more():
+                raise DjxError(f"{path}: record {index} is not valid JSON (not closed)")
+            continue
+        c = t.buf[i]
+        if in_string:
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            depth += 1
+        elif c in "]}":
+            depth -= 1
+            if depth == 0:
+                return _TOO_DEEP, i + 1
+        i += 1
+
+
+_TOO_DEEP = object()
+
+
+def _after_array(path: str, what: str) -> str:
+    return (f"{path}: data after the closing ] of its JSON array ({what!r}...); a .json dataset is "
+            f"one JSON array of objects (or several joined one after another): remove the rest, or "
+            f"write the dataset as JSON Lines")
+
+
+def _read_parquet(path: str, state: ReadState) -> Iterator[Item]:
+    import pyarrow as pa
+    try:
+        yield from _read_parquet_rows(path, state)
+    except (pa.ArrowException, OSError) as e:
+        raise DjxError(f"{path}: not a readable parquet file ({e}); is it damaged or cut off?") from None
+
+
+def _read_parquet_rows(path: str, state: ReadState) -> Iterator[Item]:
+    import pyarrow.parquet as pq
+    from djx.core.io.writers import decode_json_columns, json_columns
+    index = state.file_start  # the dataset position of the file's next row
+    parquet = pq.ParquetFile(path)
+    as_json = json_columns(parquet)  # a djx parquet output's fields stored as JSON text
+    for batch in parquet.iter_batches(batch_size=1024):
+        rows = batch.to_pylist()
+        if index + len(rows) <= state.records:
+            index += len(rows)
+            continue
+        for row in rows:
+            if index >= state.records:
+                state.records = index + 1
+                yield Item(index, record=decode_json_columns(row, as_json), file=state.file)
+            index += 1

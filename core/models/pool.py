@@ -1,0 +1,141 @@
+"""ModelPool: one per process. `pool.get(spec)` loads a model once and returns the same object
+afterwards, so ops naming the same model share one copy. The pool is bound to one device."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from djx.core.errors import RecipeError
+from djx.core.records import WorkerReport
+from djx.core.plan.resources import peak_device_bytes, peak_rss_bytes, uss_pss_bytes
+
+_LOADERS: dict[str, Callable] = {}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What to load, hashable: two ops with equal specs share one loaded model."""
+    kind: str                      # a registered loader, e.g. "hf_clip"
+    name: str                      # hub id or local folder
+    revision: str | None = None
+    dtype: str = "float32"
+    trust_remote_code: bool = False
+
+    def label(self) -> str:
+        short = os.path.basename(self.name.rstrip("/")) or self.name
+        return f"{self.kind}:{short}:{self.dtype}"
+
+
+def register_model_loader(kind: str, estimate: Callable[[ModelSpec], int] | None = None):
+    """Register `fn(spec, device) -> model` under `kind`; `estimate(spec)` returns bytes needed."""
+
+    def deco(fn):
+        fn.estimate = estimate
+        _LOADERS[kind] = fn
+        return fn
+
+    return deco
+
+
+def loader_for(spec: ModelSpec) -> Callable:
+    """The registered loader of `spec.kind`, or a RecipeError naming the known kinds."""
+    loader = _LOADERS.get(spec.kind)
+    if loader is None:
+        raise RecipeError(f"no model loader registered for kind {spec.kind!r} "
+                          f"(known: {', '.join(sorted(_LOADERS)) or 'none'})")
+    return loader
+
+
+def estimate_bytes(spec: ModelSpec) -> int:
+    """Memory a spec will take on its device, before loading (0 when the loader cannot tell)."""
+    loader = _LOADERS.get(spec.kind)
+    if loader is None or loader.estimate is None:
+        return 0
+    return int(loader.estimate(spec))
+
+
+class ModelPool:
+    """Per-process cache of loaded models, keyed by (spec, device). With a `share`, the weights
+    are mapped from the run's one shared copy of the device instead of loaded into this process."""
+
+    def __init__(self, device: str = "cpu", share=None):
+        self.device = device
+        self.share = share  # a shared_weights.WeightShare, or None: load privately
+        self.pid = os.getpid()
+        self._models: dict[tuple[ModelSpec, str], Any] = {}
+        self.loads: dict[str, int] = {}          # spec label -> loads in this process
+        self.load_seconds: dict[str, float] = {}
+        self.measured_bytes: dict[str, int] = {}
+        self.shared_bytes: dict[str, int] = {}   # of those, mapped from the run's shared copy
+
+    def get(self, spec: ModelSpec) -> Any:
+        key = (spec, self.device)
+        model = self._models.get(key)
+        if model is None:
+            loader = loader_for(spec)
+            t0 = time.perf_counter()
+            before = _device_allocated(self.device)
+            shared = self.share is not None and self.share.covers(self.device)
+            model = self.share.load(loader, spec, self.device) if shared else loader(spec, self.device)
+            label = spec.label()
+            self.load_seconds[label] = self.load_seconds.get(label, 0.0) + time.perf_counter() - t0
+            self.loads[label] = self.loads.get(label, 0) + 1
+            self.measured_bytes[label] = max(_device_allocated(self.device) - before, _param_bytes(model))
+            if shared:
+                self.shared_bytes[label] = self.measured_bytes[label]
+            self._models[key] = model
+        return model
+
+    def report(self, mem=None) -> WorkerReport:
+        """This process's report: its device, model loads and footprints, and memory (`mem`: the
+        process's PeakUss sampler, sampled now; None: this moment's figures only)."""
+        if mem is None:
+            uss, pss = uss_pss_bytes()
+            peak_uss, peak_pss = uss, pss
+        else:
+            mem.now()
+            uss, pss, peak_uss, peak_pss = mem.uss, mem.pss, mem.peak, mem.peak_pss
+        return WorkerReport(self.device, dict(self.loads),
+                            {k: round(v, 3) for k, v in self.load_seconds.items()},
+                            dict(self.measured_bytes), peak_uss, peak_device_bytes(self.device), peak_rss_bytes(),
+                            peak_pss, uss, pss, dict(self.shared_bytes))
+
+
+def _param_bytes(model) -> int:
+    total = 0
+    for part in (model if isinstance(model, (tuple, list)) else (model,)):
+        if not hasattr(part, "parameters") and hasattr(part, "model"):
+            part = part.model  # a loader's result that carries the module (e.g. LoadedModel)
+        for t in getattr(part, "parameters", lambda: ())():
+            total += t.numel() * t.element_size()
+        for t in getattr(part, "buffers", lambda: ())():
+            total += t.numel() * t.element_size()
+    return total
+
+
+def _device_allocated(device: str) -> int:
+    if not device.startswith("cuda"):
+        return 0
+    import torch
+    return int(torch.cuda.memory_allocated(torch.device(device)))
+
+
+_PROCESS_POOL: ModelPool | None = None
+
+
+def process_pool(device: str | None = None, share=None) -> ModelPool:
+    """The pool of this process, created on first use (bound to `device`, default cpu; `share`:
+    where its weights are mapped from, see ModelPool)."""
+    global _PROCESS_POOL
+    # a forked worker starts its own pool: models loaded by the parent are not its loads, and a
+    # torch model used across fork can hang
+    if _PROCESS_POOL is None or _PROCESS_POOL.pid != os.getpid():
+        _PROCESS_POOL = ModelPool(device or "cpu", share)
+    else:
+        if device is not None and device != _PROCESS_POOL.device:
+            _PROCESS_POOL.device = device
+        if share is not None:
+            _PROCESS_POOL.share = share
+    return _PROCESS_POOL

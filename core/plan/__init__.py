@@ -1,0 +1,1 @@
+"""Before any work: the worker/device plan, preflight checks, resource probes."""

@@ -1,0 +1,299 @@
+"""OpChain: runs every op of a recipe over one batch, in one pass. The local workers and the Ray
+actors run this same object; it owns the per-sample failure rules (reject, never lose)."""
+from __future__ import annotations
+
+import time
+import traceback
+from typing import Callable
+
+from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY, RunContext
+from djx.core.op.reasons import default_reason
+from djx.core.errors import SampleError
+from djx.core.op.images import BatchImages
+from djx.core.op.base import Batch, Filter, Mapper, Op
+from djx.core.io.image_paths import path_writer
+from djx.core.io.record_limits import encoded, output_problem
+from djx.core.records import BatchResult, FailFast, Item, Rejection, parse_pending
+from djx.core.io.reinput import input_sample, unwrap_rejected
+from djx.core.run.stat_reuse import reusable
+
+
+class OpChain:
+    """The ops of a recipe plus the run context; picklable, so it travels to workers by value."""
+
+    def __init__(self, ops: list[Op], ctx: RunContext, export_kept: bool = True, lazy_models: bool = False,
+                 reads_input: bool = True, earlier_stats: frozenset = frozenset()):
+        self.ops = list(ops)
+        self.ctx = ctx
+        # a stat that an earlier filter of this run also writes is never reused: its value may come
+        # from that filter (another model or parameters), not from the input
+        written = set(earlier_stats)
+        self.may_reuse = []
+        for op in self.ops:
+            keys = set(getattr(op, "stats_keys", ()))
+            self.may_reuse.append(isinstance(op, Filter) and not keys & written)
+            written |= keys
+        # False for a Ray stage: its records are samples the read step made, not input records
+        self.reads_input = reads_input
+        # False for a stage that hands its kept samples to the next (Ray): their paths stay as read
+        self.export_kept = export_kept
+        self.lazy_models = lazy_models  # True: workers load models when a sample first needs one (stat reuse)
+
+    def model_specs(self) -> list:
+        return [spec for op in self.ops for spec in op.model_specs()]
+
+    def filter_stats_keys(self) -> list[tuple[str, tuple[str, ...]]]:
+        return [(op.name, tuple(op.stats_keys) if isinstance(op, Filter) else ()) for op in self.ops]
+
+    def run(self, items: list[Item], pool=None, on_op: Callable[[int], None] | None = None,
+            encode: Callable[[dict], bytes] | None = None) -> BatchResult:
+        """The batch through every op. With `encode` (a local worker), kept and dropped samples come
+        back as the encoded lines the writer appends; a sample that does not encode is rejected."""
+        result = BatchResult.empty(len(self.ops))
+        originals: dict[int, Item] = {}  # position -> the item as read (ops work on a copy)
+        samples = []
+        parse_pending(items)
+        for item in items:
+            unwrap_rejected(item)  # a line of a rejected file read back: the record it holds
+            reason = item.error or _not_an_object(item.record)
+            if reason:
+                result.rejected.append(self.reject(item, None, reason, "bad_input"))
+                continue
+            originals[item.pos] = item
+            samples.append(input_sample(item.record, item.pos, self.reads_input))
+
+        images = BatchImages(self.ctx.dataset_dir, self.ctx.max_image_pixels,
+                             load_truncated_images=self.ctx.load_truncated_images)
+        # decoded images are shared by the ops of a batch, and released after the last that reads them
+        last_image_op = max((k for k, op in enumerate(self.ops) if op.uses_images), default=-1)
+        try:
+            for k, op in enumerate(self.ops):
+                if not samples:
+                    break
+                if on_op:
+                    on_op(k)
+                t0 = time.perf_counter()
+                result.op_counts[k].seen += len(samples)
+                if op.uses_images:
+                    key = op.image_key or self.ctx.image_key
+                    result.op_counts[k].with_images += sum(1 for s in samples if s.get(key))
+                samples = self._run_op(k, op, samples, images, pool, result, originals)
+                result.op_counts[k].seconds += time.perf_counter() - t0
+                if k == last_image_op:
+                    images.close()
+        finally:
+            images.close()
+        result.kept = samples
+        writer = path_writer(self.ctx, self.ops)
+        if writer is not None:  # image paths of the records a run writes resolve from its outputs
+            for s in (result.kept if self.export_kept else []) + result.dropped:
+                writer.rewrite(s)
+        self._refuse_unwritable(result, originals, encode)
+        if writer is not None:
+            for rej in result.rejected:
+                rej.record = writer.copy(rej.record)
+        return result
+
+    def _refuse_unwritable(self, result: BatchResult, originals: dict, encode=None) -> None:
+        """Reject the samples that ops left unwritable (a lone surrogate, a cycle), so one bad
+        sample cannot crash the writer. With `encode`, encoding each sample once is the check and
+        the samples become their lines; without, only mappers change a whole sample and filters
+        write stats, so a chain of filters checks the stats alone."""
+        if not self.ops and encode is None:
+            return
+        whole = any(isinstance(op, Mapper) for op in self.ops)
+        for kind in ("kept", "dropped"):
+            good = []
+            for s in getattr(result, kind):
+                if encode is not None:
+                    line, why = encoded(s, encode)
+                else:
+                    line, why = s, output_problem(s if whole else s.get(STATS_KEY))
+                if why is None:
+                    good.append(line)
+                    continue
+                k = len(self.ops) - 1 if kind == "kept" else s[DROP_KEY]["op_index"]
+                counts = result.op_counts[k]
+                counts.kept, counts.dropped = counts.kept - (kind == "kept"), counts.dropped - (kind == "dropped")
+                counts.rejected += 1
+                result.rejected.append(self.reject(originals[s[POSITION_KEY]], k,
+                                                   f"the sample as the ops left it {why} (the last op to see it: "
+                                                   f"{self.ops[k].name})", "op_error"))
+            setattr(result, kind, good)
+
+    # -- one op over the live samples -------------------------------------------------------
+    def _run_op(self, k, op, samples, images, pool, result, originals) -> list[dict]:
+        ctx = self.ctx
+        text_key = op.text_key or ctx.text_key
+        image_key = op.image_key or ctx.image_key
+        rejected: dict[int, tuple] = {}  # index -> (reason, code, exception type)
+        for i, s in enumerate(samples):
+            reason = _input_problem(s, op, text_key, image_key)
+            if reason:
+                rejected[i] = (reason, "bad_input", None)
+        live = [i for i in range(len(samples)) if i not in rejected]
+        if self.may_reuse[k] and not ctx.recompute_stats:  # stats already there: not recomputed
+            reused = {i for i in live if reusable(op, samples[i], ctx)}
+            result.op_counts[k].reused += len(reused)
+            live = [i for i in live if i not in reused]
+        step = op.batch_size or len(live) or 1
+        own = [(s[POSITION_KEY], s.get(STATS_KEY)) for s in samples]  # djx's keys, whatever the op does
+        for start in range(0, len(live), step):
+            idx = live[start:start + step]
+            rejected.update(self._call_isolated(op, samples, idx, images, pool, text_key, image_key,
+                                                result.counters))
+        _restore_keys(samples, own)
+        kept, counts = [], result.op_counts[k]
+        for i, s in enumerate(samples):
+            if i not in rejected and isinstance(op, Filter):
+                try:
+                    keep, why = _verdict(op, op.keep(s.get(STATS_KEY, {})))
+                except KeyboardInterrupt:
+                    raise
+                except _BadVerdict as e:
+                    rejected[i] = (str(e), "op_error", "BadVerdict")
+                except BaseException as e:  # noqa: BLE001
+                    rejected[i] = (f"{op.name}.keep raised {_short_tb(e)}", "op_error", type(e).__name__)
+            if i in rejected:
+                counts.rejected += 1
+                result.rejected.append(self.reject(originals[s[POSITION_KEY]], k, *rejected[i]))
+                continue
+            if isinstance(op, Filter):
+                if not keep:
+                    counts.dropped += 1
+                    s[DROP_KEY] = {"op": op.name, "op_index": k,
+                                   "reason": why or default_reason(op, s.get(STATS_KEY, {}))}
+                    result.dropped.append(s)
+                    continue
+            counts.kept += 1
+            kept.append(s)
+        return kept
+
+    def _call_isolated(self, op, samples, idx, images, pool, text_key, image_key,
+                       counters: dict) -> dict[int, tuple]:
+        """Run op on samples[idx]; if it raises, run each sample alone so only the bad ones are rejected.
+        Returns {sample index: (reason, code, exception type or None)}; the op's event counters are
+        added to `counters`, the samples it put in batch.samples replace those in `samples`.
+        Anything an op raises (SystemExit included) stays with its sample; only Ctrl-C stops the run."""
+        batch = Batch([samples[i] for i in idx], self.ctx, images, pool, text_key, image_key)
+        try:
+            _invoke(op, batch)
+            out = _adopt_replacements(op, batch, samples, idx)
+            for k, v in batch.counters.items():
+                counters[k] = counters.get(k, 0) + v
+            return {**out, **{idx[j]: (r, batch.codes.get(j), None) for j, r in batch.rejected.items()}}
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # noqa: BLE001
+            if len(idx) == 1:
+                if isinstance(e, SampleError):
+                    return {idx[0]: (str(e), e.code, None)}
+                return {idx[0]: (_reason(op, e), "op_error", type(e).__name__)}
+        out = {}
+        for j in idx:
+            out.update(self._call_isolated(op, samples, [j], images, pool, text_key, image_key, counters))
+        return out
+
+    def reject(self, item: Item, op_index: int | None, reason: str, code: str | None = None,
+               error: str | None = None) -> Rejection:
+        """The rejection of `item` (as read) at op `op_index` (None: before any op); `error`: the
+        exception type when the op raised. Every rejection is made here; under on_error: fail it
+        stops the run instead."""
+        op = self.ops[op_index].name if op_index is not None else None
+        rej = Rejection(item.pos, item.line, op, op_index, reason, code, file=item.file,
+                        record=None if item.error else item.record, raw=item.raw if item.error else None,
+                        error=error)
+        if self.ctx.on_error == "fail":
+            raise FailFast(rej.fail_message(self.ctx.input_files))
+        return rej
+
+
+def _invoke(op: Op, batch: Batch) -> None:
+    if isinstance(op, Filter):
+        op.compute_stats(batch)
+    elif isinstance(op, Mapper):
+        op.process(batch)
+    else:
+        raise TypeError(f"{type(op).__name__} is neither a Filter nor a Mapper")
+
+
+def _adopt_replacements(op: Op, batch: Batch, samples: list[dict], idx: list[int]) -> dict[int, tuple]:
+    """Samples an op put in batch.samples[j] (as a Mapper may) replace the ones it was given,
+    keeping their position and, when the new one has none, their stats. A replacement that is not
+    a dict rejects its sample; adding or removing samples is an error of the whole call."""
+    if len(batch.samples) != len(idx):
+        raise TypeError(f"{op.name} changed batch.samples from {len(idx)} to {len(batch.samples)} samples; "
+                        f"an op may replace samples but not add or remove them (a Filter drops them)")
+    bad = {}
+    for j, i in enumerate(idx):
+        new, old = batch.samples[j], samples[i]
+        if new is old:
+            continue
+        if not isinstance(new, dict):
+            bad[i] = (f"{op.name} replaced the sample with {type(new).__name__} {new!r:.80}; a sample is a dict",
+                      "op_error", "BadSample")
+            continue
+        new[POSITION_KEY] = old[POSITION_KEY]
+        if STATS_KEY not in new and STATS_KEY in old:
+            new[STATS_KEY] = old[STATS_KEY]
+        samples[i] = new
+    return bad
+
+
+def _restore_keys(samples: list[dict], own: list[tuple]) -> None:
+    """Give back the position (and the stats, if gone) an op deleted or changed in a sample."""
+    for s, (pos, stats) in zip(samples, own):
+        if s.get(POSITION_KEY) is not pos:
+            s[POSITION_KEY] = pos
+        if STATS_KEY not in s and stats is not None:
+            s[STATS_KEY] = stats
+
+
+class _BadVerdict(Exception):
+    """keep() answered something that is neither a bool nor (bool, reason)."""
+
+
+def _verdict(op: Op, value) -> tuple[bool, str | None]:
+    """keep()'s answer as (keep, reason). Only a bool (numpy's too) or (bool, str) is an answer:
+    the string "False" is truthy and None falsy, so taking anything else at its truth value would
+    keep or drop samples silently."""
+    if _is_bool(value):
+        return bool(value), None
+    if isinstance(value, tuple) and len(value) == 2 and _is_bool(value[0]) \
+            and (value[1] is None or isinstance(value[1], str)):
+        return bool(value[0]), value[1]
+    raise _BadVerdict(f"{op.name}.keep returned {value!r:.80}; keep() must return True or False (a numpy "
+                      f"bool too), or (bool, reason string)")
+
+
+def _is_bool(value) -> bool:
+    return isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"))
+
+
+def _not_an_object(record) -> str | None:
+    if isinstance(record, dict):
+        return None
+    return f"record is not a JSON object (got {type(record).__name__})"
+
+
+def _input_problem(sample: dict, op: Op, text_key: str, image_key: str) -> str | None:
+    if op.uses_text:
+        if text_key not in sample:
+            return f"missing text key {text_key!r}"
+        if not isinstance(sample[text_key], str):
+            return f"text key {text_key!r} is not a string (got {type(sample[text_key]).__name__})"
+    if op.uses_images:
+        refs = sample.get(image_key)
+        if refs is not None and (not isinstance(refs, list) or not all(isinstance(r, str) for r in refs)):
+            return f"{image_key!r} must be a list of image paths (strings), got {refs!r:.80}"
+    return None
+
+
+def _reason(op: Op, e: BaseException) -> str:
+    return f"{op.name} raised {_short_tb(e)}"
+
+
+def _short_tb(e: BaseException) -> str:
+    frames = traceback.extract_tb(e.__traceback__)[-2:]
+    where = " <- ".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} in {f.name}" for f in reversed(frames))
+    return f"{type(e).__name__}: {e} (at {where})"

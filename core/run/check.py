@@ -1,0 +1,196 @@
+"""Output checks, run after every run and by `djx check`.
+
+Stats completeness: a kept sample carries every stat of every filter; a dropped sample carries the
+stats of every filter up to and including the one that dropped it; every value is a finite number
+(or a list of them, non-empty when the sample has images). Accounting: input = kept + dropped +
+rejected and every input position appears exactly once across the three files. Verdicts: given
+the recipe's ops, every kept sample passes every filter on its recorded stats, and every dropped
+sample fails the op its `__dj__drop__` names (an export made with other thresholds, or a stat
+edited afterwards, fails the check).
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+
+from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
+from djx.core.errors import CheckError
+from djx.core.io.output_reader import iter_output
+from djx.core.run.verdicts import Judge
+
+MAX_LISTED = 10
+
+
+@dataclass
+class CheckReport:
+    problems: dict = field(default_factory=dict)   # description -> [sample positions]
+    counts: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def add(self, what: str, pos) -> None:
+        self.problems.setdefault(what, []).append(pos)
+
+    def describe(self) -> str:
+        if self.ok:
+            return f"check passed: {_counts_line(self.counts)}"
+        lines = ["check FAILED:"]
+        for what, positions in self.problems.items():
+            valid = [p for p in positions if isinstance(p, int) and not isinstance(p, bool) and p >= 0]
+            if not valid:  # a problem of the whole output (the counts), or of records without a position
+                lines.append(f"  {what}" + (f": {len(positions)} record(s)" if len(positions) > 1 else ""))
+                continue
+            shown = ", ".join(str(p) for p in valid[:MAX_LISTED])
+            more = f" and {len(valid) - MAX_LISTED} more" if len(valid) > MAX_LISTED else ""
+            lines.append(f"  {what}: {len(positions)} sample(s), positions {shown}{more}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "counts": self.counts,
+                "problems": {k: {"samples": len(v), "positions": v[:MAX_LISTED]}
+                             for k, v in self.problems.items()}}
+
+
+def _counts_line(counts: dict) -> str:
+    """`60 input = 40 kept + 10 dropped + 10 rejected`, or what of it is known."""
+    parts = " + ".join(f"{counts[k]} {k}" for k in ("kept", "dropped", "rejected") if counts.get(k) is not None)
+    return f"{counts['input']} input = {parts}" if counts.get("input") is not None else parts
+
+
+def _bad_value(value, has_images: bool) -> str | None:
+    if isinstance(value, bool) or value is None:
+        return "missing" if value is None else None
+    if isinstance(value, (int, float)):
+        return None if math.isfinite(value) else "non-finite"
+    if isinstance(value, list):
+        if not value and has_images:
+            return "empty although the sample has images"
+        for v in value:
+            if isinstance(v, list):
+                bad = _bad_value(v, False)
+            elif isinstance(v, (int, float)) and not isinstance(v, bool):
+                bad = None if math.isfinite(v) else "non-finite"
+            else:
+                bad = f"not a number ({v!r})"
+            if bad:
+                return bad
+        return None
+    if isinstance(value, str):
+        return None
+    return f"of unexpected type {type(value).__name__}"
+
+
+def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str | None,
+                  filters: list[tuple[str, tuple[str, ...]]], image_key: str = "images",
+                  input_count: int | None = None, dropped_count: int | None = None,
+                  ops: list | None = None) -> CheckReport:
+    """Check the three output files against the op list [(op name, stats keys), ...].
+
+    Without a dropped file (export_dropped: false), `dropped_count` (from the summary) stands in
+    for it in the count check. With `ops` (the recipe's ops, in the order of `filters`), each
+    sample's verdicts are re-applied to its recorded stats."""
+    check = _OutputCheck(filters, image_key, input_count, Judge(ops) if ops is not None else None)
+    for _, sample in iter_output(kept_path):
+        check.kept(sample)
+    has_dropped = bool(dropped_path and os.path.exists(dropped_path))
+    if has_dropped:
+        for _, sample in iter_output(dropped_path):
+            check.dropped(sample)
+    else:
+        check.counts["dropped"] = dropped_count
+    if rejected_path and os.path.exists(rejected_path):
+        for _, rec in iter_output(rejected_path):
+            check.rejected(rec)
+    return check.finish(has_dropped)
+
+
+class _OutputCheck:
+    """One pass over the outputs: stats per record, positions across all three files."""
+
+    def __init__(self, filters: list[tuple[str, tuple[str, ...]]], image_key: str, input_count: int | None,
+                 judge: Judge | None = None):
+        self.filters, self.image_key, self.input_count = filters, image_key, input_count
+        self.judge = judge
+        self.report = CheckReport()
+        self.index_of: dict[str, int] = {}
+        for i, (name, _) in enumerate(filters):
+            self.index_of.setdefault(name, i)
+        self.seen = bytearray(input_count or 0)
+        self.counts = {"kept": 0, "dropped": 0, "rejected": 0}
+
+    def kept(self, sample: dict) -> None:
+        self.counts["kept"] += 1
+        self._mark(sample.get(POSITION_KEY), "kept")
+        if self._check_stats(sample, len(self.filters) - 1, "kept") and self.judge:
+            for problem in self.judge.kept(sample.get(STATS_KEY)):
+                self.report.add(problem, sample.get(POSITION_KEY))
+
+    def dropped(self, sample: dict) -> None:
+        self.counts["dropped"] += 1
+        self._mark(sample.get(POSITION_KEY), "dropped")
+        drop = sample.get(DROP_KEY) or {}
+        upto = drop.get("op_index", self.index_of.get(drop.get("op"), -1))
+        if not isinstance(upto, int) or not 0 <= upto < len(self.filters) \
+                or self.filters[upto][0] != drop.get("op"):
+            self.report.add(f"dropped sample without a valid {DROP_KEY} op", sample.get(POSITION_KEY))
+            return
+        if self._check_stats(sample, upto, "dropped") and self.judge:
+            for problem in self.judge.dropped(sample.get(STATS_KEY), upto):
+                self.report.add(problem, sample.get(POSITION_KEY))
+
+    def rejected(self, rec: dict) -> None:
+        self.counts["rejected"] += 1
+        self._mark(rec.get(POSITION_KEY), "rejected")
+        if not rec.get("reason"):
+            self.report.add("rejected record without a reason", rec.get(POSITION_KEY))
+
+    def finish(self, has_dropped: bool) -> CheckReport:
+        """The count check and the positions no output holds; the report."""
+        counts, n = self.counts, self.input_count
+        if n is not None:
+            counts["input"] = n
+            if counts["dropped"] is not None:
+                total = counts["kept"] + counts["dropped"] + counts["rejected"]
+                if total != n:
+                    self.report.add(f"count mismatch: input {n} != kept {counts['kept']} + dropped "
+                                    f"{counts['dropped']} + rejected {counts['rejected']} = {total}", -1)
+            if counts["dropped"] is not None and has_dropped:
+                start = 0
+                while (p := self.seen.find(0, start)) != -1:
+                    self.report.add("input sample missing from every output", p)
+                    start = p + 1
+        self.report.counts = counts
+        return self.report
+
+    def _mark(self, pos, kind: str) -> None:
+        if not isinstance(pos, int) or pos < 0:
+            self.report.add(f"{kind} record without a valid {POSITION_KEY}", pos)
+            return
+        if self.input_count is not None:
+            if pos >= self.input_count:
+                self.report.add("position beyond the input count", pos)
+            elif self.seen[pos]:
+                self.report.add("sample appears more than once across the outputs", pos)
+            else:
+                self.seen[pos] = 1
+
+    def _check_stats(self, sample: dict, upto: int, kind: str) -> bool:
+        """Report missing or malformed stats of the filters up to `upto`; True when all are sound."""
+        stats = sample.get(STATS_KEY)
+        pos = sample.get(POSITION_KEY)
+        has_images = bool(sample.get(self.image_key))
+        sound = True
+        for name, keys in self.filters[:upto + 1]:
+            for k in keys:
+                if not isinstance(stats, dict) or k not in stats:
+                    self.report.add(f"{kind} sample missing stat {k!r} of op {name}", pos)
+                    sound = False
+                    continue
+                bad = _bad_value(stats[k], has_images)
+                if bad:
+                    self.report.add(f"{kind} sample has stat {k!r} of op {name} {bad}", pos)
+                    sound = False
+        return sound

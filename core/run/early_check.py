@@ -1,0 +1,112 @@
+"""Stop a run that fails for (nearly) every sample in the same way: a broken model or processor,
+a plug-in bug, data written with another image token. Each op is watched over the first samples
+that reach it; when at least SHARE of them fail with one signature (the same exception type, or a
+token mismatch), the run stops with one message instead of writing an export of rejections."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from djx.core.recipe.context import TOKEN_MISMATCH
+from djx.core.records import BatchResult, Rejection
+
+WINDOW = 32   # samples reaching an op that decide (all of them, if fewer ever reach it)
+SHARE = 0.9   # ... and the share of them failing alike that stops the run
+SYSTEMATIC_CODES = ("op_error", TOKEN_MISMATCH)  # an OOM even alone is rejected, not systematic
+
+
+@dataclass
+class _Watch:
+    seen: int = 0          # samples that reached the op
+    with_images: int = 0   # ... of them carrying images (what a token mismatch is out of)
+    failures: Counter = field(default_factory=Counter)   # signature -> count
+    example: dict = field(default_factory=dict)          # signature -> first Rejection
+
+
+class EarlyCheck:
+    def __init__(self, op_names: list[str], image_token: str, image_keys: list[str]):
+        self.op_names, self.image_token, self.image_keys = op_names, image_token, image_keys
+        self.watching = {k: _Watch() for k in range(len(op_names))}
+        self.input: _Watch | None = _Watch()  # the records as read: JSON at all?
+
+    def add(self, res: BatchResult) -> str | None:
+        """Take a batch; the reason to stop the run, or None."""
+        if self.input is not None and (why := self._watch_input(res)) is not None:
+            return why
+        for rej in res.rejected:
+            if rej.op_index in self.watching and rej.code in SYSTEMATIC_CODES:
+                w = self.watching[rej.op_index]
+                sig = (rej.code, rej.error)
+                w.failures[sig] += 1
+                w.example.setdefault(sig, rej)
+        for k, counts in enumerate(res.op_counts):
+            w = self.watching.get(k)
+            if w is not None:
+                w.seen += counts.seen
+                w.with_images += counts.with_images
+                if w.seen >= WINDOW:
+                    del self.watching[k]
+                    if (why := self._verdict(k, w)) is not None:
+                        return why
+        return None
+
+    def _watch_input(self, res: BatchResult) -> str | None:
+        """The first WINDOW records: when nearly all are not JSON at all, the file is not JSON Lines
+        (compressed, CSV, another format under a .jsonl name) and every sample would be rejected."""
+        w = self.input
+        w.seen += res.samples
+        for rej in res.rejected:
+            if rej.op_index is None and rej.code == "bad_input" and rej.reason.startswith("not valid JSON"):
+                w.failures["json"] += 1
+                w.example.setdefault("json", rej)
+        if w.seen < WINDOW:
+            return None
+        return self._input_verdict()
+
+    def _input_verdict(self) -> str | None:
+        w, self.input = self.input, None
+        n = w.failures["json"]
+        if not w.seen or n < SHARE * w.seen:
+            return None
+        rej = w.example["json"]
+        where = f"line {rej.line}" if rej.line else f"record {rej.pos}"
+        return (f"{n} of the first {w.seen} records of the input are not valid JSON ({where}: "
+                f"{rej.reason}). Is the dataset JSON Lines (one JSON object per line, UTF-8, not compressed)? "
+                f"The run stopped and wrote no export.")
+
+    def at_end(self) -> str | None:
+        """The ops that never saw a whole window are judged on what they saw."""
+        if self.input is not None and (why := self._input_verdict()) is not None:
+            return why
+        for k, w in sorted(self.watching.items()):
+            if w.seen and (why := self._verdict(k, w)) is not None:
+                return why
+        self.watching.clear()
+        return None
+
+    def _verdict(self, k: int, w: _Watch) -> str | None:
+        if not w.failures:
+            return None
+        (code, error), n = w.failures.most_common(1)[0]
+        out_of = max(w.with_images if code == TOKEN_MISMATCH else w.seen, n)
+        if n < SHARE * out_of:
+            return None
+        if code == TOKEN_MISMATCH and w.with_images == 0:  # tokens in the text, but no images at all
+            return (f"op {self.op_names[k]} (process[{k}]): none of the first {w.seen} samples that reached it "
+                    f"has images under image_key {self.image_keys[k]!r}, yet {n} of them have image tokens "
+                    f"in their text. Check image_key (the field that lists each sample's image paths); the "
+                    f"run stopped and wrote no export.")
+        return _message(self.op_names[k], k, n, out_of, w.example[(code, error)], self.image_token)
+
+
+def _message(op: str, k: int, n: int, out_of: int, rej: Rejection, token: str) -> str:
+    if rej.code == TOKEN_MISMATCH:
+        what = "have a different number of images than image tokens in their text"
+        check = (f"Check image_special_token (this run uses {token!r}) and eoc_special_token in the "
+                 f"recipe: the data was most likely written with another token.")
+    else:
+        what = f"made the op raise {rej.error}"
+        check = (f"Check the op's parameters and model files (for a plug-in, its code). The first "
+                 f"one said: {rej.reason}")
+    return (f"op {op} (process[{k}]): {n} of the first {out_of} samples that reached it {what}. That "
+            f"is systematic, not a few bad samples: the run stopped and wrote no export. {check}")

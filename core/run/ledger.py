@@ -1,0 +1,171 @@
+"""RunLedger: consumes the executor's results in input order. It writes them, keeps the run's
+counts, takes checkpoints every `checkpoint_every` batches (and on the way out of a failed run),
+runs the early checks, and at the end checks the outputs and writes the summary."""
+from __future__ import annotations
+
+import errno
+import shutil
+import time
+
+from djx.core.run.check import check_outputs
+from djx.core.run.chain import OpChain
+from djx.core.run.early_check import EarlyCheck
+from djx.core.run.estimate import RunWatch
+from djx.core.errors import CheckError, DjxError
+from djx.core.io.outputs import OutputWriter
+from djx.core.run.progress import Progress
+from djx.core.io.readers import ReadState
+from djx.core.recipe.recipe import Recipe
+from djx.core.records import BatchResult
+from djx.core.run.resume import ResumePoint
+from djx.core.run.summary import build_summary, format_summary
+
+
+class RunLedger:
+    """Use as a context manager around the result loop: leaving it by an exception between
+    batches saves every batch finished by then, so the next run resumes from there."""
+
+    def __init__(self, writer: OutputWriter, start: ResumePoint, chain: OpChain, recipe: Recipe, executor,
+                 progress: bool = True, log=print, t0: float | None = None, watch: RunWatch | None = None):
+        self.writer, self.start, self.chain, self.recipe, self.log = writer, start, chain, recipe, log
+        self.executor = executor
+        self.counts = start.counts
+        self.t0 = time.monotonic() if t0 is None else t0  # when this session started
+        self.before = (start.counts.seconds, start.counts.restarts)  # earlier sessions' totals
+        self.session_samples = 0
+        self.progress = progress
+        self.watch = watch  # the run's expected size and start-up end; a trial's limit
+        self.bar: Progress | None = None
+        self.read_at: dict | None = None   # reader position after the last batch written
+        self.batches = self.saved = 0      # batches written; ... as of the last checkpoint
+        self.between_batches = True        # False while a batch is half written
+        # a run's first samples show a systematic failure (a resumed run has passed that point)
+        self.early = None if start.resumed else EarlyCheck(
+            [op.name for op in chain.ops], recipe.image_special_token,
+            [op.image_key or chain.ctx.image_key for op in chain.ops])
+
+    def __enter__(self) -> "RunLedger":
+        self.writer.open(self.start.manifest)
+        w = self.watch
+        self.bar = Progress(w.total if w else None, self.start.read.records, self.progress, t0=self.t0)
+        self.bar.starting([s.label() for s in dict.fromkeys(self.chain.model_specs())],
+                          getattr(getattr(self.executor, "plan", None), "workers", None))
+        return self
+
+    def add(self, res: BatchResult) -> None:
+        self.between_batches = False
+        if self.early is not None:
+            self._stop_if(self.early.add(res))
+        try:
+            self._write(res)
+        except OSError as e:
+            raise DjxError(self._write_failed(e)) from None
+        self.counts.add(res)
+        self.session_samples += res.samples
+        self.read_at = res.read_at
+        self.batches += 1
+        if self.watch is not None:
+            self.watch.batch_done()
+        self.bar.processing(self.watch.processing_at if self.watch else self.t0)
+        self.bar.update(res.samples, len(res.kept))
+        if self.batches % self.recipe.checkpoint_every == 0:
+            try:
+                self.writer.checkpoint(self._checkpoint(self.read_at))
+            except OSError as e:
+                raise DjxError(self._write_failed(e)) from None
+            self.saved = self.batches
+        self.between_batches = True
+
+    def _write(self, res: BatchResult) -> None:
+        names = self.chain.ctx.input_files
+        self.writer.write("kept", res.kept)
+        self.writer.write("dropped", res.dropped)
+        self.writer.write("rejected", [r.to_record(names) for r in res.rejected])
+
+    def _write_failed(self, e: OSError) -> str:
+        """What a failed write means: the data up to the last checkpoint survived, and how to go on."""
+        why = "the disk is full" if e.errno == errno.ENOSPC else (e.strerror or str(e))
+        return (f"could not write the outputs in {self.writer.paths.state_dir} ({why}); every sample up to "
+                f"the last checkpoint is saved there and the input is untouched: free space (or fix the "
+                f"cause) and run the same command again to resume")
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is not None and self.between_batches and self.batches > self.saved:
+                self._save_progress()
+        finally:
+            self.bar.close()
+            try:
+                self.writer.close()
+            except OSError:  # a full disk again: the error that stopped the run says it
+                if exc_type is None:
+                    raise
+            finally:
+                self.writer.release()  # held to the very end: no second run during the check or finish
+
+    def end(self, state: ReadState) -> None:
+        """Every batch is in: the final checkpoint, at the reader's end."""
+        self.writer.checkpoint(self._checkpoint(dict(vars(state))))
+        self.saved = self.batches
+
+    def _checkpoint(self, read_at: dict) -> dict:
+        """The manifest of a checkpoint after `read_at`, with the whole run's time and restarts."""
+        self._update_totals()
+        return self.start.checkpoint(read_at, self.counts)
+
+    def _update_totals(self) -> float:
+        """Whole-run seconds and restarts (earlier sessions' plus this one's); this session's seconds."""
+        session = time.monotonic() - self.t0
+        self.counts.seconds = self.before[0] + session
+        self.counts.restarts = self.before[1] + self.executor.restarts
+        return session
+
+    def finish(self, plan, state: ReadState) -> dict:
+        """Check the written parts, move them into place with the summary; return the summary.
+        Raises CheckError (after writing) when the stats or the counts do not add up."""
+        r, w = self.recipe, self.writer
+        self.bar.close()  # its last line before the table
+        if self.early is not None:
+            self._stop_if(self.early.at_end())
+        if state.records == 0:
+            self.log(f"[djx] {r.dataset_path} holds no samples; writing empty outputs")
+        report = check_outputs(w.part("kept"), w.part("dropped"), w.part("rejected"),
+                               self.chain.filter_stats_keys(), r.image_key, state.records, ops=self.chain.ops)
+        session = self._update_totals()
+        summary = build_summary(r, w.paths, plan, self.executor, self.chain.ops, self.counts, state, report,
+                                session, self.session_samples, self.start.resumed)
+        if self.watch is not None:
+            summary.update(self.watch.summary_fields(summary, self.start.resumed))
+        summary["outputs"].update(export_files=w.export_files(self.counts.kept),
+                                  stats=None if r.keep_stats_in_res_ds else w.paths.stats)
+        try:
+            w.finish(summary)
+        except OSError as e:
+            raise DjxError(f"could not move the finished outputs into place ({e}); every sample is saved in "
+                           f"{w.paths.state_dir}: fix the cause and run the same command again to finish") from None
+        self.log(format_summary(summary))
+        if not report.ok:
+            raise CheckError(report.describe())
+        share = self.counts.rejected / max(state.records, 1)
+        if r.max_rejected_fraction is not None and share > r.max_rejected_fraction:
+            raise DjxError(f"{self.counts.rejected} of {state.records} samples ({share:.1%}) were rejected, "
+                           f"more than max_rejected_fraction {r.max_rejected_fraction}; the outputs are written: see "
+                           f"{w.paths.rejected} for the reasons")
+        return summary
+
+    def _save_progress(self) -> None:
+        try:
+            self.writer.checkpoint(self._checkpoint(self.read_at))
+        except OSError as e:  # never hide the error that stopped the run behind this one
+            self.log(f"[djx] could not save progress ({e}); the next run resumes from the last checkpoint")
+            return
+        self.log(f"[djx] stopped after {self.read_at['records']} samples; they are saved and the same "
+                 f"command resumes from there")
+
+    def _stop_if(self, why: str | None) -> None:
+        """Stop the run for a systematic failure: no export, no state to resume from."""
+        if why is None:
+            return
+        self.writer.close()
+        shutil.rmtree(self.writer.paths.state_dir, ignore_errors=True)
+        raise DjxError(why)

@@ -1,0 +1,78 @@
+"""Reusing stats a sample already carries, as Data-Juicer does: re-filtering an export with new
+thresholds computes nothing and loads no model.
+
+A filter's stats are reused when every one of them is present and valid: finite numbers, and for
+the shapes a filter declares in `stat_shapes`, one value per image (`per_image`), one per chunk that
+holds images (`per_chunk`) or one number (`scalar`). Anything else is recomputed; so is everything
+with `recompute_stats: true` (after changing a model, or a parameter that changes a stat).
+"""
+from __future__ import annotations
+
+import math
+
+from djx.core.recipe.context import STATS_KEY, RunContext
+from djx.core.op.base import Filter
+from djx.core.io.reinput import unwrap_rejected
+
+
+def reusable(op, sample: dict, ctx: RunContext) -> bool:
+    """Whether `sample` carries valid values of every stat `op` computes."""
+    if ctx.recompute_stats or not isinstance(op, Filter) or not op.stats_keys:
+        return False
+    stats = sample.get(STATS_KEY)
+    if not isinstance(stats, dict):
+        return False
+    shapes = getattr(op, "stat_shapes", None) or {}
+    for key in op.stats_keys:
+        if key not in stats or not _valid(stats[key], shapes.get(key), op, sample, ctx):
+            return False
+    return True
+
+
+def _valid(value, shape: str | None, op, sample: dict, ctx: RunContext) -> bool:
+    if shape == "scalar":
+        return _number(value)
+    if shape in ("per_image", "per_chunk"):
+        n = _expected_length(shape, op, sample, ctx)
+        return n is not None and isinstance(value, list) and len(value) == n and all(map(_number, value))
+    return _number(value) or (isinstance(value, list) and all(map(_number, value)))
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _expected_length(shape: str, op, sample: dict, ctx: RunContext) -> int | None:
+    """Images of the sample, or its chunks that hold images; None when the sample is malformed
+    (the op itself then says why, by rejecting it)."""
+    refs = sample.get(op.image_key or ctx.image_key) or []
+    if not isinstance(refs, list):
+        return None
+    if shape == "per_image":
+        return len(refs)
+    text = sample.get(op.text_key or ctx.text_key)
+    if not isinstance(text, str) or text.count(ctx.image_special_token) != len(refs):
+        return None
+    return sum(1 for chunk in text.split(ctx.eoc_special_token) if ctx.image_special_token in chunk)
+
+
+def models_unneeded(chain, files: list[str]) -> bool:
+    """True when the dataset's first record carries every stat of every filter that needs a model:
+    its workers then load models only when a sample lacks them (a re-filter loads none)."""
+    from djx.core.io.readers import ReadState, read_files
+    from djx.core.records import parse_pending
+    model_ops = [op for op in chain.ops if op.model_specs()]
+    if chain.ctx.recompute_stats or not model_ops or not files:
+        return False
+    reader = read_files(files, ReadState(), parse=True)
+    try:
+        item = next(reader, None)
+    except Exception:  # noqa: BLE001  a first record that does not read: the run says why
+        return False
+    finally:
+        reader.close()
+    if item is None:
+        return False
+    parse_pending([item])
+    unwrap_rejected(item)
+    return isinstance(item.record, dict) and all(reusable(op, item.record, chain.ctx) for op in model_ops)

@@ -1,0 +1,124 @@
+"""The run summary: written as <stem>.summary.json and printed as a table at the end."""
+from __future__ import annotations
+
+from djx.core.run.estimate import format_estimate
+from djx.core.plan.resources import peak_rss_bytes, uss_bytes
+
+OPS_SECONDS = "time inside each op's calls, summed over the workers (not wall time)"
+
+
+def build_summary(r, paths, plan, executor, ops, counts, state, report, session_seconds: float,
+                  session_samples: int, resumed: bool) -> dict:
+    """The summary of a finished run: counts, time and restarts of the whole run (every session of
+    a resumed one), this session's rate, per-op tallies, plan, workers, memory."""
+    n = state.records
+    reports = executor.reports
+    loads = {rank: rep.loads for rank, rep in reports.items()}
+    worker_uss = {rank: rep.peak_uss for rank, rep in reports.items()}
+    return {
+        "project_name": r.project_name, "dataset_path": r.dataset_path,
+        "input": n, "kept": counts.kept, "dropped": counts.dropped,
+        "rejected": counts.rejected, "blank_lines": state.blank_lines,
+        "rejected_share": round(counts.rejected / max(n, 1), 4),
+        "rejected_by_code": dict(sorted(counts.rejected_by_code.items(), key=lambda kv: -kv[1])),
+        "ops": [{"name": op.name, "in": c.seen, "kept": c.kept, "dropped": c.dropped, "rejected": c.rejected,
+                 "seconds": round(c.seconds, 3), "reused_stats": c.reused} for op, c in zip(ops, counts.ops)],
+        "skipped_ops": r.skipped_ops(),  # unknown ops a skip_unknown_ops recipe ran without
+        "recipe": {**r.to_dict(), "base_dir": r.base_dir},  # what ran (djx explain reads its ops)
+        "ops_seconds_are": OPS_SECONDS,
+        "seconds": round(counts.seconds, 3),
+        # the rate of this session: samples it processed over its own time
+        "samples_per_second": round(session_samples / max(session_seconds, 1e-9), 2),
+        "session": {"samples": session_samples, "seconds": round(session_seconds, 3)},
+        "resumed": resumed, "executor": r.executor, "workers": plan.workers,
+        "events": counts.events,
+        "plan": {"devices": list(plan.devices), "threads_per_worker": plan.threads_per_worker,
+                 "model_bytes": plan.model_bytes, "notes": list(plan.notes)},
+        "model_loads": loads,
+        # the number that must be 1: how often any one model was loaded in any one process
+        "max_model_loads_per_process": max((n for v in loads.values() for n in v.values()), default=0),
+        "worker_restarts": counts.restarts,
+        "devices": {rank: {"device": rep.device, "peak_device_bytes": rep.peak_device_bytes}
+                    for rank, rep in reports.items()},
+        "memory": {"main_peak_rss_bytes": peak_rss_bytes(), "main_peak_uss_bytes": uss_bytes(),
+                   "worker_peak_uss_bytes": worker_uss,
+                   "worker_peak_uss_bytes_max": max(worker_uss.values(), default=0),
+                   "worker_peak_rss_bytes": {rank: rep.peak_rss for rank, rep in reports.items()},
+                   **_shared_memory(reports)},
+        "outputs": {"export": paths.export, "dropped": paths.dropped if r.export_dropped else None,
+                    "rejected": paths.rejected, "summary": paths.summary},
+        "check": report.to_dict(),
+    }
+
+
+def _shared_memory(reports: dict) -> dict:
+    """Per worker PSS (peak, and at its last report) and, per device, the bytes of the one shared
+    weight copy its workers map (empty when models are not shared)."""
+    per_device: dict = {}
+    for rep in reports.values():
+        for label, n in rep.shared_bytes.items():
+            per_device.setdefault(rep.device, {})[label] = n
+    return {"worker_peak_pss_bytes": {rank: rep.peak_pss for rank, rep in reports.items()},
+            "worker_last_uss_bytes": {rank: rep.uss for rank, rep in reports.items()},
+            "worker_last_pss_bytes": {rank: rep.pss for rank, rep in reports.items()},
+            "shared_weight_bytes_per_device": {d: sum(v.values()) for d, v in per_device.items()}}
+
+
+def _mb(b) -> str:
+    return f"{(b or 0) / (1 << 20):,.0f} MB"
+
+
+def format_summary(s: dict) -> str:
+    lines = [f"djx run '{s.get('project_name', '')}': {s['input']} in = {s['kept']} kept + "
+             f"{s['dropped']} dropped + {s['rejected']} rejected"
+             + (f" ({s['blank_lines']} blank line{'' if s['blank_lines'] == 1 else 's'} skipped)"
+                if s.get("blank_lines") else "")
+             + (f"  in {s['seconds']:.1f} s over all sessions; this session {s['session']['samples']} samples "
+                f"at {s['samples_per_second']:.1f} samples/s" if s.get("resumed") and s.get("session") else
+                f"  in {s['seconds']:.1f} s ({s['samples_per_second']:.1f} samples/s)")]
+    t = s.get("timing")
+    if t:
+        lines.append(f"  time: start-up (workers, models) {t['startup_seconds']:.1f} s, then "
+                     f"{t['steady_samples_per_second']:.1f} samples/s for {t['processing_seconds']:.1f} s, "
+                     f"end {t['end_seconds']:.1f} s")
+    if s.get("rejected"):
+        top = ", ".join(f"{code} {n}" for code, n in list((s.get("rejected_by_code") or {}).items())[:5])
+        lines.append(f"  rejected: {s.get('rejected_share', 0):.1%} of the input" + (f" ({top})" if top else ""))
+    else:
+        lines.append("  rejected: none")
+    ops = s.get("ops") or []
+    if ops:
+        w = max(len(o["name"]) for o in ops)
+        lines.append(f"  {'op'.ljust(w)}  {'in':>8} {'kept':>8} {'dropped':>8} {'rejected':>8} {'op-sec*':>8}")
+        for o in ops:
+            lines.append(f"  {o['name'].ljust(w)}  {o['in']:>8} {o['kept']:>8} {o['dropped']:>8} "
+                         f"{o['rejected']:>8} {o['seconds']:>8.2f}")
+        lines.append(f"  * op-sec: {OPS_SECONDS}, over {s.get('workers')} worker(s)")
+    lines += _reused_and_skipped(s)
+    mem = s.get("memory", {})
+    lines.append(f"  workers: {s.get('workers')}, loads of one model per process (max): "
+                 f"{s.get('max_model_loads_per_process', 0)}, worker restarts: {s.get('worker_restarts', 0)}")
+    lines.append(f"  peak memory: main USS {_mb(mem.get('main_peak_uss_bytes'))}, worker USS max "
+                 f"{_mb(mem.get('worker_peak_uss_bytes_max'))}, worker PSS max "
+                 f"{_mb(max((mem.get('worker_peak_pss_bytes') or {}).values(), default=0))}"
+                 + "".join(f", {dev} shared weights {_mb(n)}"
+                           for dev, n in (mem.get("shared_weight_bytes_per_device") or {}).items()))
+    lines += format_estimate(s)
+    check = s.get("check") or {}
+    lines.append("  check: " + ("passed" if check.get("ok") else "FAILED") )
+    outs = s.get("outputs") or {}
+    shards = outs.get("export_files") or []
+    for k in ("export", "stats", "dropped", "rejected", "summary"):
+        if k == "export" and len(shards) > 1:
+            lines.append(f"  export: {len(shards)} shards, {shards[0]} ... {shards[-1]}")
+        elif outs.get(k):
+            lines.append(f"  {k}: {outs[k]}")
+    return "\n".join(lines)
+
+
+def _reused_and_skipped(s: dict) -> list[str]:
+    """Filters that reused the stats samples carried (no recompute), and unknown ops skipped."""
+    reused = [f"{o['name']} {o['reused_stats']}" for o in s.get("ops") or [] if o.get("reused_stats")]
+    skipped = [f"process[{o['index']}] {o['name']}" for o in s.get("skipped_ops") or []]
+    return ([f"  stats reused (samples that carried them, not recomputed): {', '.join(reused)}"] if reused else []) \
+        + ([f"  skipped (unknown ops, skip_unknown_ops): {', '.join(skipped)}"] if skipped else [])
