@@ -152,12 +152,8 @@ def _stop_on_sigterm():
     return None
 
 
-def main(argv=None) -> int:
-    from djx import __version__
-    parser = argparse.ArgumentParser(prog="djx", description="Clean multimodal training data.")
-    parser.add_argument("--version", action="version", version=f"djx {__version__}")
-    sub = parser.add_subparsers(dest="cmd", required=True)
-
+def _add_process(sub) -> None:
+    """`djx process RECIPE`: run a recipe."""
     p = sub.add_parser("process", help="run a recipe")
     p.add_argument("recipe", nargs="?", help="the recipe, a YAML file in Data-Juicer's format (dataset_path, "
                    "export_path, process: [...]); its relative paths are relative to its own folder")
@@ -178,6 +174,16 @@ def main(argv=None) -> int:
     p.add_argument("--limit", type=int, metavar="N",
                    help="a trial run: process the first N samples and estimate the whole dataset")
     p.set_defaults(fn=_process)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """djx's command line: process, ops, check, analyze, explain."""
+    from djx import __version__
+    parser = argparse.ArgumentParser(prog="djx", description="Clean multimodal training data.")
+    parser.add_argument("--version", action="version", version=f"djx {__version__}")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+
+    _add_process(sub)
 
     p = sub.add_parser("ops", help="list ops, or show one")
     p.add_argument("name", nargs="?")
@@ -206,6 +212,11 @@ def main(argv=None) -> int:
     p.add_argument("--custom-ops", action="append", metavar="PATH_OR_MODULE", help="load plug-in ops")
     p.set_defaults(fn=_explain)
 
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     previous = _stop_on_sigterm()
     try:

@@ -7,11 +7,11 @@ import os
 from dataclasses import dataclass
 
 from djx.core.errors import DjxError
-from djx.core.io.readers import dataset_root
+from djx.core.io.dataset import dataset_root
 
 from djx.analyze.collect import Collector
 from djx.analyze.plots import curve_png, ensure_dir, histogram_png, safe_name
-from djx.analyze.reader import iter_records, output_paths, read_summary
+from djx.analyze.outputs import iter_records, output_paths, read_summary
 from djx.analyze.thresholds import FilterInfo, filters_from_names, filters_from_ops
 
 COLUMNS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")

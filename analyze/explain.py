@@ -8,10 +8,10 @@ are the run's, re-read from the recorded stats with the recipe's ops.
 from __future__ import annotations
 
 import json
-import os
 
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
 from djx.core.errors import DjxError
+from djx.analyze.outputs import read_summary
 from djx.core.op.base import Filter
 
 MAX_MATCHES = 5  # a --where selector that matches more shows this many
@@ -147,16 +147,6 @@ def _short(v, n: int = 160) -> str:
     return text if len(text) <= n else text[:n] + "..."
 
 
-def read_summary(paths) -> dict | None:
-    if not os.path.exists(paths.summary):
-        return None
-    try:
-        with open(paths.summary, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        raise DjxError(f"{paths.summary}: the run summary is unreadable ({e}); give --recipe") from None
-
-
 def explain(export: str, sample_id: str | None, where: str | None, recipe: str | None = None,
             custom_ops=()) -> str:
     """The journey of the sample(s) at position `sample_id`, or whose FIELD=VALUE (`where`), told."""
@@ -176,7 +166,10 @@ def explain(export: str, sample_id: str | None, where: str | None, recipe: str |
             raise DjxError(f"--where expects FIELD=VALUE, got {where!r}")
         selector = (field.strip(), value)
     paths = OutputPaths.for_export(export)
-    summary = read_summary(paths)
+    try:
+        summary = read_summary(paths.summary)
+    except DjxError as e:
+        raise DjxError(f"{e}; give --recipe") from None
     found = find_samples(paths, pos, selector)
     if not found:
         what = f"{POSITION_KEY} {pos}" if pos is not None else f"{selector[0]}={selector[1]}"

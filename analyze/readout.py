@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import math
 
-from djx.analyze.plots import curve_points, keep_rates
+from djx.analyze.plots import curve_points
 from djx.analyze.sketch import ValueSketch
 
 TARGETS = (0.5, 0.7, 0.8, 0.9, 0.95, 0.99)

@@ -1,4 +1,5 @@
-"""Errors a user can hit. Each message says what to change."""
+"""Errors a user can hit. Each message says what to change (with `closest`: "did you mean")."""
+import difflib
 
 
 class DjxError(Exception):
@@ -33,3 +34,11 @@ class CheckError(DjxError):
 
 class ResumeError(DjxError):
     """A previous run's state does not match this run (recipe or input changed)."""
+
+
+def closest(name: str, candidates, n: int = 1) -> str | list[str] | None:
+    """The closest candidate (n=1) or the n closest, by similarity of spelling."""
+    found = difflib.get_close_matches(name, list(candidates), n=n, cutoff=0.5)
+    if n == 1:
+        return found[0] if found else None
+    return found

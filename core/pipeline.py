@@ -14,21 +14,22 @@ from typing import Iterable, Iterator
 from djx.core.run.chain import OpChain
 from djx.core.models.dtypes import slow_dtype_warnings
 from djx.core.errors import DjxError
-from djx.core.run.estimate import RunWatch
+from djx.core.run.estimate import RunClock
 from djx.core.executors import DatasetSource, make_executor
 from djx.core.io.input_size import has_more, measure_input
 from djx.core.run.ledger import RunLedger
 from djx.core.models.pool import estimate_bytes, process_pool
-from djx.core.io.outputs import OutputPaths, OutputWriter, guard_outputs
+from djx.core.io.guards import guard_outputs
+from djx.core.io.outputs import OutputPaths, OutputWriter
 from djx.core.plan.planner import Plan, cuda_inventory, plan_workers
 from djx.core.plan.preflight import refuse_short_host_memory, refuse_unguarded_main
-from djx.core.io.readers import dataset_files, dataset_root
+from djx.core.io.dataset import dataset_files, dataset_root
 from djx.core.recipe.recipe import Recipe, load_recipe, recipe_from_dict
 from djx.core.records import Item
 from djx.core.plan.resources import cpu_count
 from djx.core.run.resume import fingerprint, resume_point
 from djx.core.run.stat_reuse import models_unneeded
-from djx.core.models.shared_weights import remove_stale
+from djx.core.models.share.folder import remove_stale
 
 
 class Pipeline:
@@ -138,12 +139,12 @@ class Pipeline:
         refuse_short_host_memory(self, plan, r.np)
         log(self.describe(plan))
         executor = make_executor(chain, plan, r, replan=lambda measured: self.plan(r.np, measured), log=log)
-        watch = RunWatch(measure_input(files), limit, t0)
-        source = DatasetSource(files, start.read, r.batch_size, r.max_batch_bytes, limit, watch.processing)
-        with RunLedger(writer, start, chain, r, executor, progress, log, t0, watch) as ledger:
+        clock = RunClock(measure_input(files), limit, t0)
+        source = DatasetSource(files, start.read, r.batch_size, r.max_batch_bytes, limit, clock.processing)
+        with RunLedger(writer, start, chain, r, executor, progress, log, t0, clock) as ledger:
             for result in executor.run(source):
                 ledger.add(result)
-            watch.partial = limit is not None and has_more(files, source.state)
+            clock.partial = limit is not None and has_more(files, source.state)
             ledger.end(source.state)
             summary = ledger.finish(plan, source.state)
         if r.report:

@@ -70,6 +70,7 @@ def test_a_worker_whose_run_is_gone_exits_quietly(tmp_path):
         from djx.core.recipe.context import RunContext
         from djx.core.run.chain import OpChain
         from djx.core.executors.local.worker import Status, Task, recv, send, worker_main
+        from djx.core.executors.process import WorkerSetup
         from djx.core.records import Item
         from djx.ops.filter.text_length_filter import TextLengthFilter
         if __name__ == "__main__":
@@ -77,8 +78,8 @@ def test_a_worker_whose_run_is_gone_exits_quietly(tmp_path):
             parent_end, child_end = ctx.Pipe()
             chain = dill.dumps(OpChain([TextLengthFilter(min_len=1)], RunContext()))
             status = ctx.Value(Status, lock=False)
-            proc = ctx.Process(target=worker_main, args=(0, "cpu", 1, (), ".", chain, child_end, status, False,
-                                                         0.0, os.getpid()))
+            setup = WorkerSetup(chain, warmup=False)
+            proc = ctx.Process(target=worker_main, args=(setup, 0, child_end, status, os.getpid()))
             proc.start()
             child_end.close()
             recv(parent_end)  # Ready

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from djx import Pipeline
-from djx.core.models.shared_weights import share_root
+from djx.core.models.share.folder import share_root
 from conftest import LONG, REPO_DIR, read_jsonl_file, write_jsonl_file
 from test_ray import assert_same_run, outputs as ray_outputs, ray_address  # noqa: F401  (a Ray cluster)
 
@@ -193,7 +193,9 @@ def test_ray_actors_read_one_copy_from_the_object_store_and_score_as_local(ray_a
                                     {"ray_address": ray_address, "export_path": str(tmp_path / name / "kept.jsonl"),
                                      **keys})
         runs[name] = (pipe.run(progress=False, log=lambda *a: None), ray_outputs(tmp_path / name))
-    assert runs["ray"][1] == runs["ray_private"][1]  # bit for bit
+    # the same samples with the same scores: the object store's read-only arrays and a private load can
+    # take different kernel paths (measured: 1 of the demo's ~100 scores differed, by 1.5e-8)
+    assert_same_run({"local": runs["ray_private"], "ray": runs["ray"]})
     assert_same_run(runs)  # what local wrote (up to the last bits of a differently batched forward)
     assert runs["ray"][0]["kept"] > 0 and runs["ray"][0]["dropped"] > 0
     # the actors mapped both models from the object store; with share_models: false they did not
@@ -219,7 +221,7 @@ class Tied(torch.nn.Module):
 
 def test_a_shared_copy_keeps_tied_weights_tied_and_non_persistent_buffers(tmp_path):
     from djx.core.models.pool import ModelSpec
-    from djx.core.models.shared_weights import WeightShare
+    from djx.core.models.share.weight_share import WeightShare
     spec = ModelSpec("test_tied", "tied")
     ids = torch.arange(10)
     want = Tied()(ids)
@@ -237,7 +239,8 @@ def test_a_model_mapped_from_its_own_file_is_not_copied_and_a_converted_one_is(t
     Loaded as bfloat16 it is converted in memory, so the run folder gets the one shared copy."""
     import djx.ops.models  # noqa: F401  (registers the hf_clip loader)
     from djx.core.models.pool import ModelSpec, loader_for
-    from djx.core.models.shared_weights import WeightShare, file_backed_fraction
+    from djx.core.models.share.folder import file_backed_fraction
+    from djx.core.models.share.weight_share import WeightShare
     pixels = torch.rand(2, 3, 32, 32)
     for dtype, copied in (("float32", False), ("bfloat16", True)):
         folder = tmp_path / dtype

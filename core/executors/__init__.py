@@ -1,11 +1,12 @@
 """The execution engines behind one contract (base.Executor): local processes and Ray."""
 from __future__ import annotations
 
+import importlib.util
 import sys
 
+from djx.core.errors import DjxError
 from djx.core.run.chain import OpChain
 from djx.core.executors.base import DatasetSource, Executor, InputBatch
-from djx.core.executors.optional import require_ray
 from djx.core.plan.planner import Plan
 from djx.core.recipe.recipe import Recipe
 
@@ -38,3 +39,15 @@ def make_executor(chain: OpChain, plan: Plan, r: Recipe, replan=None, log=print)
         method = "spawn"
     return LocalExecutor(chain, plan, method, tuple(r.custom_ops), r.base_dir, r.max_in_flight,
                          replan=replan, log=log, sample_timeout=r.sample_timeout, share_models=r.share_models)
+
+
+def require_ray() -> None:
+    """Raise DjxError (what to install) unless Ray can be imported. The base install has no Ray;
+    the check finds the module without importing it, so it costs the local engine nothing."""
+    try:
+        found = importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError):  # a broken or half-removed install: as good as missing
+        found = False
+    if not found:
+        raise DjxError("executor: ray needs Ray, which is not installed: pip install 'djx[ray]' "
+                       "(or use executor: local)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 
 import dill
 
@@ -36,25 +37,37 @@ def die_with_parent(parent: int) -> None:
         os._exit(0)
 
 
-def bind_process(chain_bytes: bytes, device: str, threads: int, custom_ops: tuple, base_dir: str,
-                 mem_fraction: float = 0.0, warmup: bool = True, share=None) -> tuple[OpChain, ModelPool]:
-    """The chain this process runs and its model pool, bound to `device` with `threads` torch
-    threads; `mem_fraction` caps this process's share of its GPU (0: no cap); `share` (a
-    WeightShare): where the pool maps the run's one copy of each model from (None: private)."""
-    set_thread_env(threads)
+@dataclass(frozen=True)
+class WorkerSetup:
+    """What a process needs to become a worker (a local worker or a Ray actor), passed by value so
+    that spawned processes get it too: the op chain as bytes (with its RunContext), where it runs,
+    how many torch threads it uses, the plug-ins to import and where the model weights come from."""
+    chain_bytes: bytes
+    device: str = "cpu"
+    threads: int = 1
+    custom_ops: tuple = ()
+    base_dir: str = "."           # custom_ops paths resolve against it
+    mem_fraction: float = 0.0     # a cap on this process's share of its GPU (0: no cap)
+    share: object = None          # a WeightShare: where the pool maps each model from (None: private)
+    warmup: bool = True           # load the chain's models before the first batch
+
+
+def bind_process(setup: WorkerSetup) -> tuple[OpChain, ModelPool]:
+    """The chain this process runs and its model pool, bound to the setup's device and threads."""
+    set_thread_env(setup.threads)
     load_builtin_ops()  # plug-ins first: unpickling the chain needs their classes
-    load_custom_ops(custom_ops, base_dir)
+    load_custom_ops(setup.custom_ops, setup.base_dir)
     load_entry_point_ops()
-    chain = dill.loads(chain_bytes)
+    chain = dill.loads(setup.chain_bytes)
     if "torch" in sys.modules or chain.model_specs():
         import torch
-        torch.set_num_threads(threads)
-        if device.startswith("cuda"):
-            torch.cuda.set_device(device)
-            if mem_fraction > 0:
-                torch.cuda.set_per_process_memory_fraction(min(mem_fraction, 1.0), device)
-    pool = process_pool(device, share)
-    if warmup and not getattr(chain, "lazy_models", False):  # lazy: stats reused, maybe no model needed
+        torch.set_num_threads(setup.threads)
+        if setup.device.startswith("cuda"):
+            torch.cuda.set_device(setup.device)
+            if setup.mem_fraction > 0:
+                torch.cuda.set_per_process_memory_fraction(min(setup.mem_fraction, 1.0), setup.device)
+    pool = process_pool(setup.device, setup.share)
+    if setup.warmup and not getattr(chain, "lazy_models", False):  # lazy: stats reused, maybe no model needed
         for spec in chain.model_specs():
             pool.get(spec)
     return chain, pool

@@ -1,26 +1,20 @@
 """Streaming readers: JSON Lines (parsed by the workers, through jsonlines), JSON array files and parquet.
 
-A dataset is one file, a folder of files or a glob pattern (`dataset_files`), read file after file
-in sorted order. Each reader yields Items with a position (0-based record index over the whole
+A dataset's files (io/dataset.py) are read file after file in sorted order. Each reader yields Items with a position (0-based record index over the whole
 dataset) and the index of their file; a JSON Lines item also carries its 1-based line number in
 its file. Unparseable lines become Items with an error, never exceptions, so the bad record is
 rejected with its raw text. Blank lines are skipped and counted.
 """
 from __future__ import annotations
 
-import glob
 import json
-import os
 from dataclasses import dataclass
 from typing import Iterator
 
 from djx.core.errors import DjxError
+from djx.core.io.dataset import file_kind
 from djx.core.io.record_limits import record_problem, too_deep
 from djx.core.records import Item, parse_pending
-
-
-SUFFIXES = (".jsonl", ".json", ".parquet")
-COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".zip", ".7z", ".tar", ".lz4")
 
 
 @dataclass
@@ -39,80 +33,10 @@ class ReadState:
         self.file, self.offset, self.lines, self.file_start = self.file + 1, 0, 0, self.records
 
 
-def _is_glob(path: str) -> bool:
-    return any(c in path for c in "*?[")
-
-
-def dataset_files(path: str) -> list[str]:
-    """The files of a dataset_path, sorted: the file itself; a folder's .jsonl/.json/.parquet files
-    (recursively, hidden names skipped); or the files a glob pattern (`**` included) matches."""
-    if _is_glob(path):
-        files = sorted(p for p in glob.glob(path, recursive=True) if os.path.isfile(p))
-        if not files:
-            raise DjxError(f"dataset_path: no file matches {path}")
-    elif os.path.isdir(path):
-        files = []
-        for folder, dirs, names in os.walk(path):
-            dirs[:] = [d for d in dirs if not d.startswith(".")]
-            files += [os.path.join(folder, n) for n in names
-                      if not n.startswith(".") and n.lower().endswith(SUFFIXES)]
-        files.sort()
-        if not files:
-            raise DjxError(f"dataset_path: the folder {path} holds no .jsonl, .json or .parquet file")
-    elif os.path.isfile(path):
-        files = [path]
-    elif os.path.exists(path):
-        raise DjxError(f"dataset_path {path} is not a regular file (a FIFO, a device or a socket?); djx reads "
-                       f"files it can read again on resume: write the data to a file first")
-    else:
-        raise DjxError(f"dataset not found: {path}")
-    for f in files:
-        if f.lower().endswith(COMPRESSED):
-            raise DjxError(f"{f}: a compressed file; djx reads .jsonl, .json and .parquet files as they are: "
-                           f"decompress it first (e.g. gunzip -k, unzstd, xz -dk)")
-    kinds = {_kind(f) for f in files}
-    if len(kinds) > 1:
-        raise DjxError(f"dataset_path {path}: the files mix formats ({', '.join(sorted(kinds))}); "
-                       f"keep one format per dataset")
-    for f in files:
-        if _kind(f) == "json":
-            _check_json_end(f)
-    return files
-
-
-def _check_json_end(path: str) -> None:
-    """A .json dataset ends with the ] closing its array: say so before any work when it does not
-    (data after the array, or a cut-off file), rather than after reading all of it."""
-    with open(path, "rb") as f:
-        f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
-        tail = f.read().rstrip()
-    if tail and not tail.endswith(b"]"):
-        shown = tail[-40:].decode("utf-8", "backslashreplace")
-        raise DjxError(f"{path}: ends with {shown!r}, not with the ] closing its JSON array: the file is cut "
-                       f"off, or holds data after the closing ] of its array; a .json dataset is one JSON "
-                       f"array of objects (JSON Lines: one object per line)")
-
-
-def dataset_root(path: str) -> str:
-    """The folder relative image paths and file names resolve against: a folder dataset's own
-    folder, a glob's folder before its first wildcard, or a file's folder."""
-    if _is_glob(path):
-        fixed = path[:min(path.index(c) for c in "*?[" if c in path)]
-        return os.path.abspath(fixed if fixed.endswith(os.sep) else os.path.dirname(fixed) or ".")
-    if os.path.isdir(path):
-        return os.path.abspath(path)
-    return os.path.dirname(os.path.abspath(path))
-
-
-def _kind(path: str) -> str:
-    lower = path.lower()
-    return "parquet" if lower.endswith(".parquet") else "json" if lower.endswith(".json") else "jsonl"
-
-
 def read_files(files: list[str], state: ReadState, parse: bool) -> Iterator[Item]:
     while state.file < len(files):
         path = files[state.file]
-        kind = _kind(path)
+        kind = file_kind(path)
         if kind == "parquet":
             yield from _read_parquet(path, state)
         elif kind == "json":

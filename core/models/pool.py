@@ -62,7 +62,7 @@ class ModelPool:
 
     def __init__(self, device: str = "cpu", share=None):
         self.device = device
-        self.share = share  # a shared_weights.WeightShare, or None: load privately
+        self.share = share  # a share.weight_share.WeightShare, or None: load privately
         self.pid = os.getpid()
         self._models: dict[tuple[ModelSpec, str], Any] = {}
         self.loads: dict[str, int] = {}          # spec label -> loads in this process

@@ -80,7 +80,7 @@ def validate_params(cls: type, params: dict, where: str) -> dict:
     out = {}
     for key, value in params.items():
         if key not in accepted:
-            from djx.core.suggest import closest
+            from djx.core.errors import closest
             hint = closest(key, accepted)
             raise RecipeError(f"{where}: unknown parameter {key!r}"
                               + (f"; did you mean {hint!r}?" if hint else "")

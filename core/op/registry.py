@@ -1,6 +1,7 @@
 """The op registry and plug-in loading.
 
-Ops register explicitly with @register_op. Plug-ins come from recipe `custom_ops` / `--custom-ops`
+Ops register explicitly with @register_op: the built-ins (listed under the `djx.builtin_ops` entry
+point of djx's own package) as every plug-in. Plug-ins come from recipe `custom_ops` / `--custom-ops`
 (file paths or module names) and from the `djx.ops` entry-point group; a worker re-imports them
 the same way, so plug-in ops work under spawn.
 """
@@ -13,12 +14,12 @@ import importlib.util
 import os
 import sys
 
-from djx.core.errors import OpNotFoundError, RecipeError
+from djx.core.errors import DjxError, OpNotFoundError, RecipeError, closest
 from djx.core.op.base import Op
-from djx.core.suggest import closest
 
 _OPS: dict[str, type[Op]] = {}
 _ALIASES: dict[str, str] = {}
+_LOADED: set[str] = set()  # BUILTIN_GROUP once the built-ins are imported
 
 
 def register_op(name: str, aliases: tuple[str, ...] = ()):
@@ -53,8 +54,22 @@ def _qualname(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+BUILTIN_GROUP = "djx.builtin_ops"  # the entry-point group djx's own package lists its ops under
+
+
 def load_builtin_ops() -> None:
-    import djx.ops  # noqa: F401  (registers the built-ins)
+    """Import djx's built-in ops (once). They register as any plug-in does, and djx's package lists
+    them under the `djx.builtin_ops` entry point, so the framework never imports them by name: ops
+    import core, never the reverse."""
+    if _LOADED:
+        return
+    found = importlib.metadata.entry_points(group=BUILTIN_GROUP)
+    if not found:
+        raise DjxError("djx's built-in ops are not registered: djx runs from files that were not installed; "
+                       "install it (pip install -e . in its checkout)")
+    for ep in found:
+        ep.load()
+    _LOADED.add(BUILTIN_GROUP)
 
 
 FIND_OPS_HINT = "`djx ops` lists all ops; plug-ins need `custom_ops`"

@@ -107,34 +107,13 @@ def plan_workers(np: int | None, model_bytes: dict[str, int], inventory: list[De
     info = {d.name: d for d in inventory}
     need = WORKER_OVERHEAD if share_models else per_worker + WORKER_OVERHEAD
     fixed = per_worker + CUDA_CONTEXT if share_models else 0  # the owner's copy and its context
-    capacity, budgets = {}, {}
-    for d in gpus:
-        if d not in info:
-            raise RecipeError(f"devices: {d!r} is not visible (visible: {', '.join(info) or 'none'}; "
-                              f"check CUDA_VISIBLE_DEVICES)")
-        budgets[d] = int(info[d].free_bytes * gpu_mem_fraction)
-        capacity[d] = max(0, budgets[d] - fixed) // need
+    budgets, capacity = _gpu_budgets(gpus, info, gpu_mem_fraction, fixed, need, model_bytes, share_models)
     total = sum(capacity.values())
-    if total == 0:
-        best = max(budgets.values())
-        raise RecipeError(f"the models need {_size(fixed + need)} for one worker "
-                          f"({', '.join(f'{k} {_size(v)}' for k, v in model_bytes.items())}, "
-                          f"plus {_size(WORKER_OVERHEAD)} overhead"
-                          + (f" and a context of {_size(CUDA_CONTEXT)} for the shared copy" if share_models else "")
-                          + ") but the largest budget is "
-                          f"{_size(best)} (free memory x gpu_mem_fraction {gpu_mem_fraction}); "
-                          f"free GPU memory, raise gpu_mem_fraction, or use a smaller dtype")
     workers = total if np is None else min(np, total)
     notes = []
     if np is not None and np > total:
         notes.append(f"np={np} reduced to {total}: that is all the free GPU memory holds")
-    left = dict(capacity)
-    ranks = []
-    while len(ranks) < workers:
-        for d in gpus:
-            if left[d] > 0 and len(ranks) < workers:
-                ranks.append(d)
-                left[d] -= 1
+    ranks = _round_robin(gpus, capacity, workers)
     copies = {d: 1 if share_models else ranks.count(d) for d in gpus}
     per_device = {d: {"workers": ranks.count(d), "models": labels, "shared": share_models,
                       "weight_bytes": copies[d] * per_worker, "worker_bytes": WORKER_OVERHEAD,
@@ -149,6 +128,40 @@ def plan_workers(np: int | None, model_bytes: dict[str, int], inventory: list[De
                       for d in ranks)
     return Plan(workers, tuple(ranks), max(1, cpu_count // workers), dict(model_bytes),
                 per_device, tuple(notes), fractions)
+
+
+def _gpu_budgets(gpus: list[str], info: dict, fraction: float, fixed: int, need: int,
+                 model_bytes: dict[str, int], share_models: bool) -> tuple[dict, dict]:
+    """Each GPU's budget (free memory x fraction) and how many workers it holds; a clear error
+    when a listed device is not visible or no device holds one worker."""
+    capacity, budgets = {}, {}
+    for d in gpus:
+        if d not in info:
+            raise RecipeError(f"devices: {d!r} is not visible (visible: {', '.join(info) or 'none'}; "
+                              f"check CUDA_VISIBLE_DEVICES)")
+        budgets[d] = int(info[d].free_bytes * fraction)
+        capacity[d] = max(0, budgets[d] - fixed) // need
+    if sum(capacity.values()) == 0:
+        best = max(budgets.values())
+        raise RecipeError(f"the models need {_size(fixed + need)} for one worker "
+                          f"({', '.join(f'{k} {_size(v)}' for k, v in model_bytes.items())}, "
+                          f"plus {_size(WORKER_OVERHEAD)} overhead"
+                          + (f" and a context of {_size(CUDA_CONTEXT)} for the shared copy" if share_models else "")
+                          + ") but the largest budget is "
+                          f"{_size(best)} (free memory x gpu_mem_fraction {fraction}); "
+                          f"free GPU memory, raise gpu_mem_fraction, or use a smaller dtype")
+    return budgets, capacity
+
+
+def _round_robin(gpus: list[str], capacity: dict, workers: int) -> list[str]:
+    """Rank r goes to the r-th device in round-robin order among those with room left."""
+    left, ranks = dict(capacity), []
+    while len(ranks) < workers:
+        for d in gpus:
+            if left[d] > 0 and len(ranks) < workers:
+                ranks.append(d)
+                left[d] -= 1
+    return ranks
 
 
 def cuda_inventory() -> list[DeviceInfo]:

@@ -96,7 +96,8 @@ def plan_host_memory(plan) -> str | None:
 def dataset_report(recipe) -> tuple[list[str], list[str]]:
     """(lines, problems) about the dataset: its files and its first records, which must parse,
     be objects and carry the image token when they have images."""
-    from djx.core.io.readers import ReadState, dataset_files, read_files
+    from djx.core.io.dataset import dataset_files
+    from djx.core.io.readers import ReadState, read_files
     try:
         files = dataset_files(recipe.dataset_path)
     except DjxError as e:

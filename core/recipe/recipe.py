@@ -18,9 +18,9 @@ from djx.core.recipe.context import RunContext
 from djx.core.recipe.dj_compat import DJ_GLOBAL_KEYS, DJ_OP_KEYS, refuse_mixture
 from djx.core.errors import RecipeError
 from djx.core.op.params import coerce, _type_name
-from djx.core.io.readers import dataset_root
+from djx.core.io.dataset import dataset_root
 from djx.core.recipe.build_ops import problems, without_dj_op_keys
-from djx.core.suggest import closest
+from djx.core.errors import closest
 
 
 @dataclass(frozen=True)
@@ -148,13 +148,7 @@ def recipe_from_dict(raw: dict, base_dir: str = ".") -> Recipe:
     raw = copy.deepcopy(raw)
     values: dict[str, Any] = {}
     ignored = []
-    if "executor_type" in raw:  # Data-Juicer's name for `executor`
-        kind = raw.pop("executor_type")
-        if kind not in _EXECUTOR_TYPES:
-            raise RecipeError(f"executor_type: expected one of {', '.join(_EXECUTOR_TYPES)}, got {kind!r}")
-        if raw.get("executor") not in (None, _EXECUTOR_TYPES[kind]):
-            raise RecipeError(f"executor_type: {kind!r} contradicts executor: {raw['executor']!r}; keep one")
-        raw["executor"] = _EXECUTOR_TYPES[kind]
+    _take_executor_type(raw)
     errors = []  # every unknown key and wrong type, in one error
     for key, value in raw.items():
         if key in DJ_GLOBAL_KEYS and key not in _FIELDS:
@@ -179,6 +173,23 @@ def recipe_from_dict(raw: dict, base_dir: str = ".") -> Recipe:
     for key in _REQUIRED:
         if not values.get(key):
             raise RecipeError(f"recipe key {key!r} is required")
+    _check_values(values, base_dir)
+    return Recipe(**values, base_dir=base_dir, ignored=tuple(ignored))
+
+
+def _take_executor_type(raw: dict) -> None:
+    """Data-Juicer's `executor_type` becomes `executor` (in place); contradicting both is an error."""
+    if "executor_type" in raw:
+        kind = raw.pop("executor_type")
+        if kind not in _EXECUTOR_TYPES:
+            raise RecipeError(f"executor_type: expected one of {', '.join(_EXECUTOR_TYPES)}, got {kind!r}")
+        if raw.get("executor") not in (None, _EXECUTOR_TYPES[kind]):
+            raise RecipeError(f"executor_type: {kind!r} contradicts executor: {raw['executor']!r}; keep one")
+        raw["executor"] = _EXECUTOR_TYPES[kind]
+
+
+def _check_values(values: dict, base_dir: str) -> None:
+    """Check the typed values against each other and the file system; make paths absolute (in place)."""
     refuse_mixture(values["dataset_path"])
     for key in ("dataset_path", "export_path"):
         values[key] = _abs(values[key], base_dir)
@@ -208,7 +219,6 @@ def recipe_from_dict(raw: dict, base_dir: str = ".") -> Recipe:
         raise RecipeError("text_keys: must name at least one key")
     _check_tokens(values.get("image_special_token", Recipe.image_special_token),
                   values.get("eoc_special_token", Recipe.eoc_special_token))
-    return Recipe(**values, base_dir=base_dir, ignored=tuple(ignored))
 
 
 def _check_tokens(image: str, eoc: str) -> None:

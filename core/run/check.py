@@ -15,11 +15,56 @@ import os
 from dataclasses import dataclass, field
 
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
-from djx.core.errors import CheckError
 from djx.core.io.output_reader import iter_output
-from djx.core.run.verdicts import Judge
+from djx.core.op.base import Filter
+from djx.core.run.chain import _BadVerdict, _verdict
 
 MAX_LISTED = 10
+
+
+# -- verdicts: the recipe's filters re-applied to the recorded stats (no model, no image) ----------
+
+class Judge:
+    """The recipe's ops, asked for their verdict on recorded stats."""
+
+    def __init__(self, ops: list):
+        self.ops = list(ops)
+
+    def kept(self, stats: dict) -> list[str]:
+        """Problems of a kept sample: each filter it does not pass."""
+        problems = []
+        for k, op in enumerate(self.ops):
+            if isinstance(op, Filter):
+                keep, problem = self._ask(op, k, stats)
+                if problem or not keep:
+                    problems.append(problem or f"kept sample fails op {k} ({op.name}) on its recorded stats "
+                                               f"(exported with other thresholds, or a stat edited since?)")
+        return problems
+
+    def dropped(self, stats: dict, op_index: int) -> list[str]:
+        """Problems of a dropped sample: the op that dropped it passes it."""
+        op = self.ops[op_index]
+        if not isinstance(op, Filter):
+            return [f"dropped sample names op {op_index} ({op.name}), which is not a filter"]
+        keep, problem = self._ask(op, op_index, stats)
+        if problem:
+            return [problem]
+        if keep:
+            return [f"dropped sample passes op {op_index} ({op.name}) that its drop names, on its recorded "
+                    f"stats (exported with other thresholds, or a stat edited since?)"]
+        return []
+
+    @staticmethod
+    def _ask(op: Filter, k: int, stats: dict) -> tuple[bool, str | None]:
+        try:
+            keep, _ = _verdict(op, op.keep(dict(stats)))
+            return keep, None
+        except KeyboardInterrupt:
+            raise
+        except _BadVerdict:
+            return False, f"op {k} ({op.name}).keep gives no verdict on the recorded stats"
+        except Exception as e:  # noqa: BLE001  a plug-in's keep() on stats it did not expect
+            return False, f"op {k} ({op.name}).keep raised {type(e).__name__} on the recorded stats"
 
 
 @dataclass

@@ -15,7 +15,7 @@ from djx.core.io.input_size import InputSize
 
 
 @dataclass
-class RunWatch:
+class RunClock:
     """The expected size of a run and the instants that split its time: `t0` (the session
     began), `processing_at` (workers ready, models loaded: the first batch was read). `limit`: the trial's sample limit (None: the whole dataset)."""
     size: InputSize

@@ -10,7 +10,7 @@ import time
 from djx.core.run.check import check_outputs
 from djx.core.run.chain import OpChain
 from djx.core.run.early_check import EarlyCheck
-from djx.core.run.estimate import RunWatch
+from djx.core.run.estimate import RunClock
 from djx.core.errors import CheckError, DjxError
 from djx.core.io.outputs import OutputWriter
 from djx.core.run.progress import Progress
@@ -26,7 +26,7 @@ class RunLedger:
     batches saves every batch finished by then, so the next run resumes from there."""
 
     def __init__(self, writer: OutputWriter, start: ResumePoint, chain: OpChain, recipe: Recipe, executor,
-                 progress: bool = True, log=print, t0: float | None = None, watch: RunWatch | None = None):
+                 progress: bool = True, log=print, t0: float | None = None, clock: RunClock | None = None):
         self.writer, self.start, self.chain, self.recipe, self.log = writer, start, chain, recipe, log
         self.executor = executor
         self.counts = start.counts
@@ -34,7 +34,7 @@ class RunLedger:
         self.before = (start.counts.seconds, start.counts.restarts)  # earlier sessions' totals
         self.session_samples = 0
         self.progress = progress
-        self.watch = watch  # the run's expected size and start-up end; a trial's limit
+        self.clock = clock  # the run's expected size and start-up end; a trial's limit
         self.bar: Progress | None = None
         self.read_at: dict | None = None   # reader position after the last batch written
         self.batches = self.saved = 0      # batches written; ... as of the last checkpoint
@@ -46,7 +46,7 @@ class RunLedger:
 
     def __enter__(self) -> "RunLedger":
         self.writer.open(self.start.manifest)
-        w = self.watch
+        w = self.clock
         self.bar = Progress(w.total if w else None, self.start.read.records, self.progress, t0=self.t0)
         self.bar.starting([s.label() for s in dict.fromkeys(self.chain.model_specs())],
                           getattr(getattr(self.executor, "plan", None), "workers", None))
@@ -64,9 +64,9 @@ class RunLedger:
         self.session_samples += res.samples
         self.read_at = res.read_at
         self.batches += 1
-        if self.watch is not None:
-            self.watch.batch_done()
-        self.bar.processing(self.watch.processing_at if self.watch else self.t0)
+        if self.clock is not None:
+            self.clock.batch_done()
+        self.bar.processing(self.clock.processing_at if self.clock else self.t0)
         self.bar.update(res.samples, len(res.kept))
         if self.batches % self.recipe.checkpoint_every == 0:
             try:
@@ -134,8 +134,8 @@ class RunLedger:
         session = self._update_totals()
         summary = build_summary(r, w.paths, plan, self.executor, self.chain.ops, self.counts, state, report,
                                 session, self.session_samples, self.start.resumed)
-        if self.watch is not None:
-            summary.update(self.watch.summary_fields(summary, self.start.resumed))
+        if self.clock is not None:
+            summary.update(self.clock.summary_fields(summary, self.start.resumed))
         summary["outputs"].update(export_files=w.export_files(self.counts.kept),
                                   stats=None if r.keep_stats_in_res_ds else w.paths.stats)
         try:

@@ -6,7 +6,7 @@ segfault, OOM killer) is replaced; its batch is retried once, then bisected unti
 sample is left, which is rejected; the run never hangs on a dead worker.
 
 With `share_models`, the workers map one copy of each model per device: on CPU from the run
-folder (shared_weights.py), on a GPU from that device's weight owner process (weight_owner.py),
+folder (models/share/folder.py), on a GPU from that device's weight owner process (share/gpu_owner.py),
 which this executor starts before the workers, restarts when it dies and stops after them.
 """
 from __future__ import annotations
@@ -27,13 +27,16 @@ from multiprocess.connection import wait
 from djx.core.run.chain import OpChain
 from djx.core.errors import DjxError
 from djx.core.executors.base import InputBatch
+from djx.core.executors.process import WorkerSetup
 from djx.core.executors.local.inflight import InFlight, Job
+from djx.core.executors.local.poison import after_death
 from djx.core.executors.local.worker import (Crashed, Done, Failed, Ready, StartFailed, Status, Task, recv, send,
                                        worker_main)
 from djx.core.plan.planner import Plan
-from djx.core.records import BatchResult, FailFast, WorkerReport, parse_pending
-from djx.core.models.shared_weights import WeightShare, create_run_folder, remove_run_folder
-from djx.core.models.gpu_owner import WeightOwners
+from djx.core.records import BatchResult, FailFast, WorkerReport
+from djx.core.models.share.folder import create_run_folder, remove_run_folder
+from djx.core.models.share.weight_share import WeightShare
+from djx.core.models.share.gpu_owner import WeightOwners
 
 PREFETCH = 2  # batches queued per worker, so it never idles between batches
 
@@ -112,12 +115,11 @@ class LocalExecutor:
     def _spawn(self, rank: int, warmup: bool) -> _Worker:
         parent, child = self.mp.Pipe()
         status = self.mp.Value(Status, -1, -1, 0.0, lock=False)
+        setup = WorkerSetup(self._chain_bytes, self.plan.devices[rank], self.plan.threads_per_worker,
+                            self.custom_ops, self.base_dir,
+                            self.plan.mem_fraction[rank] if self.plan.mem_fraction else 0.0, self._share, warmup)
         proc = self.mp.Process(target=worker_main, name=f"djx-worker-{rank}", daemon=True,
-                               args=(rank, self.plan.devices[rank], self.plan.threads_per_worker,
-                                     self.custom_ops, self.base_dir, self._chain_bytes, child,
-                                     status, warmup,
-                                     self.plan.mem_fraction[rank] if self.plan.mem_fraction else 0.0,
-                                     None if self._forkserver else os.getpid(), self._share))
+                               args=(setup, rank, child, status, None if self._forkserver else os.getpid()))
         with _main_importable():
             proc.start()
         child.close()
@@ -137,7 +139,8 @@ class LocalExecutor:
                            + unguarded_main_hint()) from None
         if isinstance(msg, StartFailed):
             raise DjxError(msg.message if msg.user_error else f"worker {w.rank} failed to start: {msg.message}")
-        assert isinstance(msg, Ready)
+        if not isinstance(msg, Ready):
+            raise DjxError(f"worker {w.rank} sent {type(msg).__name__} before Ready (a bug, please report it)")
         self.reports[w.rank] = msg.report
 
     def _start_all(self) -> list[_Worker]:
@@ -175,10 +178,10 @@ class LocalExecutor:
     # -- the dispatch loop ------------------------------------------------------------------
     def _loop(self, workers: list[_Worker], batches: Iterator[InputBatch]) -> Iterator[BatchResult]:
         n_ops = len(self.chain.ops)
-        fl = InFlight()
+        inflight = InFlight()
         next_batch, next_emit, exhausted = 0, 0, False
         while True:
-            while (done := fl.pop_complete(next_emit, n_ops)) is not None:
+            while (done := inflight.pop_complete(next_emit, n_ops)) is not None:
                 next_emit += 1
                 yield done
             while not exhausted and next_batch - next_emit < self.max_in_flight:
@@ -187,16 +190,16 @@ class LocalExecutor:
                     exhausted = True
                     break
                 job = Job(Task(next(self._ids), batch.items), next_batch)
-                fl.jobs[job.task.id] = job
-                fl.missing[next_batch], fl.parts[next_batch] = len(batch.items), []
-                fl.read_at[next_batch] = batch.read_at
-                fl.ready.append(job)
+                inflight.jobs[job.task.id] = job
+                inflight.missing[next_batch], inflight.parts[next_batch] = len(batch.items), []
+                inflight.read_at[next_batch] = batch.read_at
+                inflight.ready.append(job)
                 next_batch += 1
             if exhausted and next_emit == next_batch:
                 return
             for w in workers:
-                while fl.ready and len(w.jobs) < PREFETCH:
-                    job = fl.ready.popleft()
+                while inflight.ready and len(w.jobs) < PREFETCH:
+                    job = inflight.ready.popleft()
                     w.jobs.append(job.task.id)  # a dead worker's jobs are requeued by _replace
                     try:
                         send(w.conn, job.task)
@@ -204,7 +207,7 @@ class LocalExecutor:
                         break  # it died: its sentinel is ready, the wait below sees it
             conns = {w.conn: w for w in workers}
             sentinels = {w.proc.sentinel: w for w in workers}
-            ready = wait(list(conns) + list(sentinels) + self._owners.sentinels(), timeout=self._watch(workers))
+            ready = wait(list(conns) + list(sentinels) + self._owners.sentinels(), timeout=self._kill_stuck(workers))
             if self._owners.restart_dead(ready):
                 continue  # the wait list changed
             for obj in ready:
@@ -214,13 +217,13 @@ class LocalExecutor:
                         msg = recv(w.conn)
                     except (EOFError, OSError):
                         continue  # the sentinel reports the death
-                    self._on_message(w, msg, fl)
+                    self._on_message(w, msg, inflight)
                 elif w.proc.exitcode is not None and w in workers:
-                    self._drain(w, fl)
-                    workers[workers.index(w)] = self._replace(w, fl)
+                    self._drain(w, inflight)
+                    workers[workers.index(w)] = self._replace(w, inflight)
                     break  # the wait list changed
 
-    def _watch(self, workers: list[_Worker]) -> float:
+    def _kill_stuck(self, workers: list[_Worker]) -> float:
         """Kill the workers stuck in one op call past sample_timeout (their sentinels then report
         the death); the seconds until the next one could be."""
         now, wake = time.monotonic(), self.sample_timeout
@@ -235,18 +238,18 @@ class LocalExecutor:
                 wake = min(wake, left)
         return max(wake, 0.05)
 
-    def _on_message(self, w: _Worker, msg, fl: InFlight) -> None:
+    def _on_message(self, w: _Worker, msg, inflight: InFlight) -> None:
         if isinstance(msg, Done):
-            job = fl.jobs.pop(msg.task_id)
+            job = inflight.jobs.pop(msg.task_id)
             w.jobs.remove(msg.task_id)
             self.reports[w.rank] = msg.report
-            fl.add_part(job.batch_no, job.task.items[0].pos, msg.result, len(job.task.items))
+            inflight.add_part(job.batch_no, job.task.items[0].pos, msg.result, len(job.task.items))
         elif isinstance(msg, Failed):
             raise FailFast(msg.message)
         elif isinstance(msg, Crashed):
             raise DjxError(f"worker {w.rank} hit an internal error (a bug, please report it): {msg.message}")
 
-    def _drain(self, w: _Worker, fl: InFlight) -> None:
+    def _drain(self, w: _Worker, inflight: InFlight) -> None:
         """Take results the dead worker sent before it died."""
         while True:
             try:
@@ -255,9 +258,9 @@ class LocalExecutor:
                 msg = recv(w.conn)
             except (EOFError, OSError):
                 return
-            self._on_message(w, msg, fl)
+            self._on_message(w, msg, inflight)
 
-    def _replace(self, dead: _Worker, fl: InFlight) -> _Worker:
+    def _replace(self, dead: _Worker, inflight: InFlight) -> _Worker:
         """Restart a dead worker; retry, bisect or reject the job it was running."""
         self.restarts += 1
         code = dead.proc.exitcode
@@ -265,54 +268,19 @@ class LocalExecutor:
         if dead.timed_out:
             how = f"no progress for {self.sample_timeout:g} s (sample_timeout); stopped"
         dead.conn.close()
-        queued = [fl.jobs[j] for j in dead.jobs]
+        queued = [inflight.jobs[j] for j in dead.jobs]
         if queued and queued[0].task.id == dead.status.task_id:
             running, rest = queued[0], queued[1:]
         else:  # died before it picked up its first queued job: nothing is to blame
             running, rest = None, queued
-        if self.restarts > 50 + 4 * len(fl.jobs):
+        if self.restarts > 50 + 4 * len(inflight.jobs):
             raise DjxError(f"workers keep dying ({self.restarts} restarts, last by {how}); stopping")
-        fl.ready.extendleft(reversed(rest))
+        inflight.ready.extendleft(reversed(rest))
         if running is not None:
-            del fl.jobs[running.task.id]
+            del inflight.jobs[running.task.id]
             running.deaths += 1
-            self._after_death(running, dead.status.op_index, how, fl, dead.timed_out)
+            after_death(running, dead.status.op_index, how, inflight, dead.timed_out, self.chain,
+                        lambda: next(self._ids))
         fresh = self._spawn(dead.rank, bool(self.chain.model_specs()))
         self._await_ready(fresh)
         return fresh
-
-    def _after_death(self, job: Job, op_index: int, how: str, fl: InFlight, timed_out: bool) -> None:
-        """Retry a job whose worker died once; after that, bisect it; reject a lone sample. A job
-        that timed out goes one sample at a time at once (bisecting would wait out the timeout at
-        every level)."""
-        items = job.task.items
-        if len(items) == 1 and (job.deaths >= 2 or job.bisected or timed_out):
-            self._reject_lone(job, op_index, how, fl, "timeout" if timed_out else "worker_died")
-        elif timed_out:
-            for item in reversed(items):
-                self._queue(Job(Task(next(self._ids), [item]), job.batch_no, 1, True), fl)
-        elif not (job.deaths >= 2 or job.bisected):
-            self._queue(Job(Task(next(self._ids), items), job.batch_no, job.deaths), fl)
-        else:
-            mid = len(items) // 2
-            for half in (items[mid:], items[:mid]):
-                self._queue(Job(Task(next(self._ids), half), job.batch_no, 1, True), fl)
-
-    def _reject_lone(self, job: Job, op_index: int, how: str, fl: InFlight, code: str) -> None:
-        item = job.task.items[0]
-        if item.pending:  # the worker parsed it; here we only had the line
-            parse_pending([item])
-        known = 0 <= op_index < len(self.chain.ops)
-        op = self.chain.ops[op_index].name if known else "startup"
-        res = BatchResult.empty(len(self.chain.ops))
-        # the record every rejection gets (raises FailFast under on_error: fail)
-        rej = self.chain.reject(item, op_index if known else None, f"worker died while running {op} ({how})",
-                                code)
-        rej.op = op  # "startup": it died before its first op
-        res.rejected.append(rej)
-        fl.add_part(job.batch_no, item.pos, res, 1)
-
-    @staticmethod
-    def _queue(job: Job, fl: InFlight) -> None:
-        fl.jobs[job.task.id] = job
-        fl.ready.appendleft(job)

@@ -8,8 +8,11 @@ touches every object it tracks, and each touched page becomes a private copy in 
 import gc
 import importlib
 
-for _name in ("torch", "transformers", "djx.ops.models"):
+from djx.core.op.registry import load_builtin_ops
+
+for _name in ("torch", "transformers"):
     importlib.import_module(_name)
+load_builtin_ops()  # the built-in ops and their model loaders
 
 gc.collect()
 gc.freeze()

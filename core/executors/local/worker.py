@@ -93,19 +93,17 @@ def _read_on_a_thread(conn) -> queue.Queue:
     return inbox
 
 
-def worker_main(rank: int, device: str, threads: int, custom_ops: tuple, base_dir: str,
-                chain_bytes: bytes, conn, status: Status, warmup: bool, mem_fraction: float,
-                parent: int, share=None) -> None:
-    """Entry point of one worker; `status` tells the parent which task and op it is in."""
+def worker_main(setup, rank: int, conn, status: Status, parent: int | None) -> None:
+    """Entry point of one worker (`setup`: a WorkerSetup); `status` tells the parent which task and
+    op it is in; `parent`: the run's pid (None: a forkserver's child, which dies with the run)."""
     from djx.core.executors.process import die_with_parent, set_thread_env
     parent = os.getppid() if parent is None else parent  # None: a forkserver's child, which dies with the run
     die_with_parent(parent)  # even mid-sample: a killed run leaves no worker behind
-    set_thread_env(threads)  # before anything imports torch
+    set_thread_env(setup.threads)  # before anything imports torch
     try:
         from djx.core.executors.process import bind_process
         from djx.core.io.writers import encode_line
-        chain, pool = bind_process(chain_bytes, device, threads, custom_ops, base_dir, mem_fraction, warmup,
-                                   share)
+        chain, pool = bind_process(setup)
         started = Ready(rank, pool.report())
     except DjxError as e:
         started = StartFailed(rank, str(e), True)

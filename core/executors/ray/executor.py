@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import os
 import pickle
-import re
 import sys
 import uuid
 import warnings
@@ -28,6 +27,8 @@ from djx.core.run.chain import OpChain
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY
 from djx.core.errors import DjxError
 from djx.core.executors.base import DatasetSource
+from djx.core.executors.process import WorkerSetup
+from djx.core.executors.ray.cluster import connect, explain, refuse, settle_fsspec_http
 from djx.core.executors.ray.poison import PoisonLedger
 from djx.core.executors.ray.read import JsonLines, file_index, parse_lines, parse_rows
 from djx.core.executors.ray.stages import DATA, FILE, KIND, NBYTES, ChainStage, RowKind, meta_column
@@ -35,8 +36,8 @@ from djx.core.plan.planner import Plan
 from djx.core.io.readers import ReadState
 from djx.core.recipe.recipe import Recipe
 from djx.core.records import BatchResult, FailFast, WorkerReport, add_counters
-from djx.core.plan.resources import cpu_count
-from djx.core.models.shared_weights import share_for_ray
+from djx.core.models.share.ray_store import share_for_ray
+from djx.core.models.share.weight_share import WeightShare
 
 MiB = 1 << 20
 DECODE_BYTES_PER_SAMPLE = 4 * MiB   # decoded images of one sample, for the declared actor memory
@@ -50,7 +51,7 @@ class RayExecutor:
         self.reports: dict[str, WorkerReport] = {}  # actor name -> its last report
         self.restarts = 0                           # actor deaths (Ray Data replaces dead actors itself)
         self.groups = stage_groups(chain.ops)
-        self._share = None  # the weights CPU actors read from the object store (shared_weights.py)
+        self._share = None  # the weights CPU actors read from the object store (models/share/ray_store.py)
 
     def run(self, source: DatasetSource) -> Iterator[BatchResult]:
         """BatchResults in input order over the source's files (all of one format), each with the
@@ -58,17 +59,9 @@ class RayExecutor:
         files, state = source.files, source.state
         if state.file >= len(files):  # resumed after everything was read: nothing left for Ray
             return
-        _refuse(files, state)
+        refuse(files, state)
         import ray
-        ours = not ray.is_initialized()  # else: the Ray this process is connected to already
-        if ours:
-            where = ({"address": self.recipe.ray_address} if self.recipe.ray_address
-                     else {"num_cpus": cpu_count(), "include_dashboard": False})
-            try:
-                ray.init(**where, logging_level=logging.ERROR)
-            except (ConnectionError, RuntimeError, ValueError) as e:
-                raise DjxError(f"cannot start or join Ray (ray_address: {self.recipe.ray_address!r}): "
-                               f"{_explain(e)}") from None
+        ours = connect(ray, self.recipe.ray_address)  # else: the Ray this process is connected to already
         data_log = logging.getLogger("ray.data")
         level = data_log.level
         data_log.setLevel(logging.ERROR)
@@ -80,10 +73,11 @@ class RayExecutor:
                     name=f"djx-poison-ledger-{os.getpid()}-{uuid.uuid4().hex[:8]}").remote()
             # one copy of each model per node, in the object store; none when the stats are there (re-filter)
             if self.recipe.share_models and not self.chain.lazy_models:
-                self._share = share_for_ray(ray, self.chain.model_specs(), self.plan.on_gpu)
+                refs = share_for_ray(ray, self.chain.model_specs(), self.plan.on_gpu)
+                self._share = None if refs is None else WeightShare(refs=refs)
             yield from self._collect(self._dataset(ray, files, parquet, state), state, not parquet, source.limit)
         except ray.exceptions.RayError as e:
-            raise DjxError(f"ray executor: {_explain(e)}") from None
+            raise DjxError(f"ray executor: {explain(e)}") from None
         finally:
             data_log.setLevel(level)
             if self._poison is not None:
@@ -115,7 +109,7 @@ class RayExecutor:
                 actor_cpus = max(0.001, min(1.0, int((cpus - 2 * io_cpus) * 9000 / n_actors) / 10000))
                 parse = {"ctx": self.chain.ctx.with_(on_error="reject"),  # the driver enforces "fail"
                          "keep_orig": bool(self.groups)}
-                _settle_fsspec_http()
+                settle_fsspec_http()
                 if parquet:
                     many = len(files) > 1
                     ds = ray.data.read_parquet(files, partitioning=None, num_cpus=io_cpus, include_paths=many)
@@ -161,11 +155,12 @@ class RayExecutor:
         return {"memory": need, "num_gpus": 1.0 / (per_gpu * n_model_stages) if gpu else 0,
                 "fn_constructor_kwargs": {
                     # by value, with its RunContext (tokens included); the driver enforces on_error: fail
-                    "chain_bytes": dill.dumps(stage_chain), "first": first, "stage": s,
-                    "final": s == len(self.groups) - 1, "threads": threads, "gpu": gpu,
-                    "custom_ops": tuple(self.recipe.custom_ops), "base_dir": self.recipe.base_dir,
+                    # Ray sets CUDA_VISIBLE_DEVICES to this actor's GPU: it is cuda:0 in the actor
+                    "setup": WorkerSetup(dill.dumps(stage_chain), "cuda:0" if gpu else "cpu", threads,
+                                         tuple(self.recipe.custom_ops), self.recipe.base_dir,
+                                         share=self._share if specs else None),
+                    "first": first, "stage": s, "final": s == len(self.groups) - 1,
                     "sys_path": [p for p in sys.path if p], "poison": self._poison,
-                    "share": self._share if specs else None,
                     "sample_timeout": self.recipe.sample_timeout, "max_batch_bytes": self.recipe.max_batch_bytes}}
 
     # -- the driver: number the rows, rebuild BatchResults ----------------------------------
@@ -240,37 +235,6 @@ class RayExecutor:
         self.reports[meta.worker] = meta.report
 
 
-def _refuse(files: list[str], state: ReadState) -> None:
-    """What the Ray engine cannot read, said before Ray starts."""
-    path = files[0]
-    if path.lower().endswith(".json"):
-        raise DjxError(f"{path}: the ray executor reads JSON Lines (.jsonl) or parquet; convert the "
-                       f".json array to .jsonl (one object per line) or use executor: local")
-    parquet = path.lower().endswith(".parquet")
-    if parquet and state.records:
-        raise DjxError(f"{path}: the ray executor resumes JSON Lines inputs, not parquet; finish this "
-                       f"run with executor: local (it resumes it), or start over with --restart")
-    if parquet and len(files) > 1:
-        import pyarrow.parquet as pq
-        if "path" in pq.read_schema(path).names:
-            raise DjxError(f"{path}: a column named 'path' collides with the file names Ray adds to "
-                           f"rows of a many-file parquet dataset; use executor: local")
-
-
-def _settle_fsspec_http() -> None:
-    """Ray lists input files on several threads, and each asks whether the filesystem is
-    fsspec's HTTP one by importing fsspec.implementations.http, catching ModuleNotFoundError when
-    its aiohttp is missing. Threads importing it at once see a half-imported module and raise a
-    plain ImportError instead, which fails the read. When the module cannot be imported anyway,
-    record that once (a None entry makes every later import raise ModuleNotFoundError)."""
-    import importlib.util
-    name = "fsspec.implementations.http"
-    if name in sys.modules or importlib.util.find_spec("fsspec") is None:
-        return
-    if importlib.util.find_spec("aiohttp") is None:
-        sys.modules[name] = None
-
-
 def stage_groups(ops: list) -> list[tuple[int, int, frozenset]]:
     """[(first, last, model specs)]: consecutive ops sharing a model, or a run of model-free ops."""
     groups: list[tuple[int, int, frozenset]] = []
@@ -283,19 +247,3 @@ def stage_groups(ops: list) -> list[tuple[int, int, frozenset]]:
                 continue
         groups.append((k, k + 1, specs))
     return groups
-
-
-def _explain(e: BaseException) -> str:
-    """Our own error from inside Ray's wrapping (a bad model path, a plug-in that does not
-    import), what an actor's death means, or else the head of Ray's message."""
-    ours = re.findall(r"^djx\.core\.errors\.\w+: (.+)$", str(e), re.MULTILINE)
-    text = str(e).strip().splitlines()
-    head = "\n".join(text[:12]) + ("\n..." if len(text) > 12 else "")
-    if ours:
-        return ours[-1]
-    if type(e).__name__ in ("ActorDiedError", "ActorUnavailableError") and "creation task" not in str(e):
-        return (f"actors kept dying on one batch, more often than its poison samples explain (a "
-                f"segfault or the out-of-memory killer outside any one sample?). The batches done so far "
-                f"are saved: run the same recipe with --executor local, which resumes from there and "
-                f"rejects such samples; or lower batch_size if memory ran out. Ray said: {text[0]}")
-    return head

@@ -60,20 +60,17 @@ class ChainStage:
     """One actor of a stage: ops [first, last) of the chain (the chain it is given) and one
     ModelPool, models loaded once."""
 
-    def __init__(self, chain_bytes: bytes, first: int, stage: int, final: bool, threads: int, gpu: bool,
-                 custom_ops: tuple, base_dir: str, sys_path: list, poison=None, share=None, sample_timeout: float = 600.0,
-                 max_batch_bytes: int = 64 * MiB):
+    def __init__(self, setup, first: int, stage: int, final: bool, sys_path: list, poison=None,
+                 sample_timeout: float = 600.0, max_batch_bytes: int = 64 * MiB):
         from djx.core.executors.process import set_thread_env
-        set_thread_env(threads)  # before anything imports torch
+        set_thread_env(setup.threads)  # before anything imports torch
         sys.path += [p for p in sys_path if p not in sys.path and os.path.isdir(p)]  # module plug-ins
         import ray
 
         from djx.core.executors.process import bind_process
         from djx.core.plan.resources import PeakUss
 
-        # Ray sets CUDA_VISIBLE_DEVICES to this actor's GPU
-        self.chain, self.pool = bind_process(chain_bytes, "cuda:0" if gpu else "cpu", threads, custom_ops,
-                                             base_dir, share=share)
+        self.chain, self.pool = bind_process(setup)
         self.first, self.stage, self.final = first, stage, final
         self.poison, self._ray = poison, ray
         self.worker = f"stage{stage}:{ray.get_runtime_context().get_actor_id()[:8]}"

@@ -15,7 +15,7 @@ activations.
 
 On CPU (which runs use only in tests, so that this code runs on machines without a GPU) the owner
 saves its copy once in the run folder and workers memory-map it; CPU runs otherwise use the run
-folder directly (shared_weights.py).
+folder directly (folder.py).
 """
 from __future__ import annotations
 
@@ -166,7 +166,7 @@ def _load(spec, device: str, path: str) -> tuple:
     message, user_error) on failure."""
     from djx.core.errors import DjxError
     from djx.core.models.pool import loader_for
-    from djx.core.models.shared_weights import split
+    from djx.core.models.share.split import split
     try:
         obj = loader_for(spec)(spec, device)
     except DjxError as e:
@@ -193,7 +193,7 @@ def load_from_owner(address: OwnerAddress, loader, spec, device: str):
     from multiprocessing.connection import Client
 
     from djx.core.errors import DjxError
-    from djx.core.models.shared_weights import join
+    from djx.core.models.share.split import join
     deadline = time.monotonic() + CONNECT_SECONDS
     last = None
     while time.monotonic() < deadline:

@@ -1,0 +1,71 @@
+"""Ray as djx meets it: starting or joining a cluster, refusing what the Ray engine cannot read
+before Ray starts, and Ray's errors said in djx's words."""
+from __future__ import annotations
+
+import logging
+import re
+import sys
+
+from djx.core.errors import DjxError
+from djx.core.io.readers import ReadState
+from djx.core.plan.resources import cpu_count
+
+
+def connect(ray, address: str | None) -> bool:
+    """Join the cluster at `address`, or start a local one; True when this call started or joined
+    it (the caller then shuts it down), False when this process was connected already."""
+    if ray.is_initialized():
+        return False
+    where = {"address": address} if address else {"num_cpus": cpu_count(), "include_dashboard": False}
+    try:
+        ray.init(**where, logging_level=logging.ERROR)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        raise DjxError(f"cannot start or join Ray (ray_address: {address!r}): {explain(e)}") from None
+    return True
+
+
+def refuse(files: list[str], state: ReadState) -> None:
+    """What the Ray engine cannot read, said before Ray starts."""
+    path = files[0]
+    if path.lower().endswith(".json"):
+        raise DjxError(f"{path}: the ray executor reads JSON Lines (.jsonl) or parquet; convert the "
+                       f".json array to .jsonl (one object per line) or use executor: local")
+    parquet = path.lower().endswith(".parquet")
+    if parquet and state.records:
+        raise DjxError(f"{path}: the ray executor resumes JSON Lines inputs, not parquet; finish this "
+                       f"run with executor: local (it resumes it), or start over with --restart")
+    if parquet and len(files) > 1:
+        import pyarrow.parquet as pq
+        if "path" in pq.read_schema(path).names:
+            raise DjxError(f"{path}: a column named 'path' collides with the file names Ray adds to "
+                           f"rows of a many-file parquet dataset; use executor: local")
+
+
+def settle_fsspec_http() -> None:
+    """Ray lists input files on several threads, and each asks whether the filesystem is
+    fsspec's HTTP one by importing fsspec.implementations.http, catching ModuleNotFoundError when
+    its aiohttp is missing. Threads importing it at once see a half-imported module and raise a
+    plain ImportError instead, which fails the read. When the module cannot be imported anyway,
+    record that once (a None entry makes every later import raise ModuleNotFoundError)."""
+    import importlib.util
+    name = "fsspec.implementations.http"
+    if name in sys.modules or importlib.util.find_spec("fsspec") is None:
+        return
+    if importlib.util.find_spec("aiohttp") is None:
+        sys.modules[name] = None
+
+
+def explain(e: BaseException) -> str:
+    """Our own error from inside Ray's wrapping (a bad model path, a plug-in that does not
+    import), what an actor's death means, or else the head of Ray's message."""
+    ours = re.findall(r"^djx\.core\.errors\.\w+: (.+)$", str(e), re.MULTILINE)
+    text = str(e).strip().splitlines()
+    head = "\n".join(text[:12]) + ("\n..." if len(text) > 12 else "")
+    if ours:
+        return ours[-1]
+    if type(e).__name__ in ("ActorDiedError", "ActorUnavailableError") and "creation task" not in str(e):
+        return (f"actors kept dying on one batch, more often than its poison samples explain (a "
+                f"segfault or the out-of-memory killer outside any one sample?). The batches done so far "
+                f"are saved: run the same recipe with --executor local, which resumes from there and "
+                f"rejects such samples; or lower batch_size if memory ran out. Ray said: {text[0]}")
+    return head

@@ -1,0 +1,94 @@
+"""Refusals before any work: outputs that cannot be written, that are input files (by name, link
+or hard link), or that lie inside the dataset (the next run would read them as input)."""
+from __future__ import annotations
+
+import fnmatch
+import os
+import tempfile
+
+from djx.core.errors import DjxError
+from djx.core.io.outputs import OutputPaths
+from djx.core.io.writers import existing_shards
+
+
+def guard_outputs(dataset_path: str, paths: OutputPaths) -> None:
+    """Refuse, before any work, outputs that cannot be written, that would overwrite an input, or
+    that the next run would read."""
+    _refuse_outputs_that_are_inputs(dataset_path, paths)
+    _refuse_outputs_inside_input(dataset_path, paths)
+    _check_writable(os.path.dirname(os.path.abspath(paths.export)))
+
+
+def _outputs(paths: OutputPaths) -> dict[str, str]:
+    """Every file a run writes or replaces: with the stats file and an earlier run's shards, which a
+    finish removes as stale (they must never be input files)."""
+    shards = {f"shard {os.path.basename(s)}": s for s in existing_shards(paths.export)}
+    return {"export": paths.export, "dropped": paths.dropped, "rejected": paths.rejected,
+            "summary": paths.summary, "stats": paths.stats, **shards}
+
+
+def _refuse_outputs_that_are_inputs(dataset_path: str, paths: OutputPaths) -> None:
+    """An output that is an input file (by name, link or hard link) would be overwritten with the
+    run's results; one that is a folder could only be found unwritable after all the work."""
+    from djx.core.io.dataset import dataset_files
+    inputs = {}
+    for f in dataset_files(dataset_path):
+        st = os.stat(f)
+        inputs[(st.st_dev, st.st_ino)] = f
+    for name, out in _outputs(paths).items():
+        try:
+            st = os.stat(out)
+        except OSError:
+            continue
+        same = inputs.get((st.st_dev, st.st_ino))
+        if same:
+            raise DjxError(f"export_path: the {name} file {out} is the input file {same}; the run would "
+                           f"overwrite it: choose an export_path whose outputs are not input files")
+        if os.path.isdir(out):
+            raise DjxError(f"export_path: the {name} file {out} is an existing folder; choose an export_path "
+                           f"whose outputs (.jsonl, .dropped.jsonl, .rejected.jsonl, .summary.json) are not folders")
+
+
+def _check_writable(folder: str) -> None:
+    """The export folder exists or can be made, and is writable: say so now, not mid-run."""
+    existing = folder
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise DjxError(f"export_path: cannot write under {folder}: {existing} is a file, not a folder")
+    try:  # by trying: permission bits do not tell for root, read-only mounts or /proc
+        os.makedirs(folder, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".djx-write-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise DjxError(f"export_path: cannot write under {folder} ({e.strerror or e})") from None
+
+
+def _glob_matches(path: str, pattern: str) -> bool:
+    """Whether glob.glob(pattern, recursive=True) would list `path` (component by component;
+    `**` spans any number of folders)."""
+    xs, ps = path.split(os.sep), pattern.split(os.sep)
+    if "**" not in ps:
+        return len(xs) == len(ps) and all(fnmatch.fnmatchcase(x, p) for x, p in zip(xs, ps))
+    i = ps.index("**")
+    head, tail = ps[:i], ps[i + 1:]
+    return (len(xs) >= len(head) + len(tail)
+            and all(fnmatch.fnmatchcase(x, p) for x, p in zip(xs[:len(head)], head))
+            and all(fnmatch.fnmatchcase(x, p) for x, p in zip(xs[len(xs) - len(tail):], tail)))
+
+
+def _refuse_outputs_inside_input(dataset_path: str, paths: OutputPaths) -> None:
+    """A folder or glob dataset must not hold the run's own outputs: the next run would read them."""
+    if os.path.isfile(dataset_path):
+        return
+    outs = list(_outputs(paths).values())
+    if os.path.isdir(dataset_path):
+        root = os.path.abspath(dataset_path) + os.sep
+        inside = [o for o in outs if os.path.abspath(o).startswith(root)
+                  and not any(part.startswith(".") for part in os.path.relpath(o, root).split(os.sep))]
+    else:
+        inside = [o for o in outs if _glob_matches(os.path.abspath(o), os.path.abspath(dataset_path))]
+    if inside:
+        raise DjxError(f"export_path: {inside[0]} would be part of the dataset {dataset_path} (the next run "
+                       f"would read it as input); write the outputs outside the dataset")

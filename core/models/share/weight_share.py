@@ -1,0 +1,34 @@
+"""WeightShare: how a worker finds this run's one copy of each model, passed to workers by value."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from djx.core.models.share.split import spec_key
+
+
+@dataclass(frozen=True)
+class WeightShare:
+    """How a worker finds the shared weights of this run: a local run folder, or (Ray) object
+    refs of each model's payload. Passed to workers by value."""
+    folder: str = ""
+    refs: dict = field(default_factory=dict)  # spec_key(spec, device) -> ObjectRef of ray_payload()
+    owners: dict = field(default_factory=dict)  # device -> gpu_owner.OwnerAddress (GPUs)
+
+    def covers(self, device: str) -> bool:
+        """Whether a worker on `device` maps its weights from here (GPUs: only through an owner)."""
+        return device in self.owners or (not device.startswith("cuda") and bool(self.folder or self.refs))
+
+    def load(self, loader, spec, device: str):
+        """`loader(spec, device)`'s model, its weights mapped from the shared copy."""
+        if device in self.owners:
+            from djx.core.models.share.gpu_owner import load_from_owner
+            return load_from_owner(self.owners[device], loader, spec, device)
+        key = spec_key(spec, device)
+        if key in self.refs:
+            import ray
+            from djx.core.models.share.ray_store import from_payload
+            return from_payload(ray.get(self.refs[key]))
+        if self.folder:
+            from djx.core.models.share.folder import load_from_folder
+            return load_from_folder(self.folder, key, loader, spec, device)
+        return loader(spec, device)
