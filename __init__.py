@@ -8,6 +8,7 @@ from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY, RunContex
 from djx.core.errors import CheckError, DjxError, RecipeError, ResumeError, SampleError, UsageError
 from djx.core.models.pool import ModelPool, ModelSpec, register_model_loader
 from djx.core.op.base import Batch, Filter, Mapper, Op
+from djx.core.op.reasons import range_reason
 from djx.core.pipeline import Pipeline
 from djx.core.plan.planner import DeviceInfo, Plan, plan_workers
 from djx.core.recipe.recipe import Recipe, load_recipe
@@ -19,4 +20,4 @@ __all__ = ["Batch", "CheckError", "DROP_KEY", "DeviceInfo", "DjxError", "Filter"
            "ModelPool", "ModelSpec", "Op", "OpChain", "POSITION_KEY", "Pipeline", "Plan",
            "RecipeError", "Recipe", "ResumeError", "RunContext", "STATS_KEY", "SampleError",
            "build_op", "check_outputs", "get_op_class", "load_recipe", "plan_workers",
-           "register_model_loader", "register_op", "registered_ops", "UsageError"]
+           "range_reason", "register_model_loader", "register_op", "registered_ops", "UsageError"]

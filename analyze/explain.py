@@ -127,7 +127,7 @@ def _passed(op, stats: dict) -> str:
 
 
 def _thresholds(op) -> str:
-    from djx.ops.filter.reasons import fmt
+    from djx.core.op.reasons import fmt
     shown = [(k, v) for k, v in vars(op).items()
              if (k.startswith(("min_", "max_")) or k in ("any_or_all", "reduce_mode")) and not callable(v)]
     return ", ".join(f"{k} {v if isinstance(v, str) else fmt(v)}" for k, v in shown)

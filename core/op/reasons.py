@@ -1,14 +1,15 @@
-"""The reason a sample was dropped, when the filter's keep() gave none: the filter's own account
-(`drop_reason(stats)`: every built-in filter names the stat, its value and the threshold), else
-the stats it computed."""
+"""Why a filter dropped a sample, in words: the stat, its value and the threshold it missed, e.g.
+`image_text_similarity=[0.0397] below min_score 0.2`. Built-ins and plug-ins format values with
+the one `fmt` here, so a value reads the same in every reason."""
 from __future__ import annotations
 
 import math
+import sys
 
 
 def default_reason(op, stats: dict) -> str:
-    """The filter's own account (`drop_reason(stats)`, every built-in filter has one: the stat, its
-    value and the threshold), else the stats it computed."""
+    """The reason for a drop keep() gave none for: the filter's `drop_reason(stats)` (every
+    built-in has one), else the values of the stats it computed."""
     explain = getattr(op, "drop_reason", None)
     if callable(explain):
         try:
@@ -22,8 +23,30 @@ def default_reason(op, stats: dict) -> str:
 
 
 def fmt(v) -> str:
+    """A stat value or bound as a person reads it: 4 significant digits, lists in brackets, an
+    unbounded integer default (sys.maxsize) as `none`."""
+    if isinstance(v, bool):
+        return str(v)
     if isinstance(v, float):
         return f"{v:.4g}" if math.isfinite(v) else str(v)
+    if isinstance(v, int):
+        return "none" if v >= sys.maxsize else str(v)
     if isinstance(v, list):
         return "[" + ", ".join(fmt(x) for x in v) + "]"
     return repr(v)
+
+
+def range_reason(stat: str, value, low, high, low_name: str, high_name: str,
+                 any_or_all: str | None = None, shown=None) -> str:
+    """Why `value` (a number, or one per image or chunk) is outside [low, high]: which bound its
+    failing values miss; `shown`: how to print the bounds when not as numbers (e.g. '10KB')."""
+    values = value if isinstance(value, list) else [value]
+    below = any(v < low for v in values)
+    above = any(v > high for v in values)
+    low_text, high_text = shown or (fmt(low), fmt(high))
+    misses = ([f"below {low_name} {low_text}"] if below else []) + ([f"above {high_name} {high_text}"] if above else [])
+    text = f"{stat}={fmt(value)} " + " and ".join(misses or [f"outside [{low_text}, {high_text}]"])
+    passing = sum(1 for v in values if low <= v <= high)
+    if isinstance(value, list) and any_or_all == "all" and passing:
+        text += f" (any_or_all: all, and {len(values) - passing} of {len(values)} miss)"
+    return text

@@ -4,7 +4,7 @@ from djx.core.op.base import Batch, Filter
 from djx.core.op.registry import register_op
 
 from djx.ops.filter.per_image import image_sizes, keep_images
-from djx.ops.filter.reasons import range_reason
+from djx.core.op.reasons import range_reason
 
 
 @register_op("image_aspect_ratio_filter")

@@ -20,7 +20,7 @@ from djx.core.models.oom import OOM_REASON, forward_with_backoff
 from djx.core.op.base import Batch, Filter
 
 from djx.ops.filter.per_image import keep_images
-from djx.ops.filter.reasons import range_reason
+from djx.core.op.reasons import range_reason
 
 
 def split_chunks(text: str, n_images: int, image_token: str, eoc_token: str) -> list[tuple[str, int, int]]:

@@ -3,7 +3,7 @@ import sys
 from djx.core.op.base import Batch, Filter
 from djx.core.op.registry import register_op
 
-from djx.ops.filter.reasons import range_reason
+from djx.core.op.reasons import range_reason
 
 
 @register_op("text_length_filter")
