@@ -1,12 +1,16 @@
-"""Op base classes. A Filter computes stats for a batch and keeps or drops each sample from its
-stats; a Mapper transforms samples. Parameters are typed keyword arguments, validated on build."""
+"""The whole plug-in contract: Op, Filter, Mapper and the Batch they see. Every hook an op may
+define is declared here with its default; the framework reads nothing else off an op.
+
+A Filter computes stats for a batch and keeps or drops each sample from them; a Mapper transforms
+samples. Parameters are typed keyword arguments, validated on build."""
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from types import MappingProxyType
+from typing import Any, ClassVar, Mapping
 
 from djx.core.recipe.context import STATS_KEY, RunContext
 from djx.core.op.images import BatchImages
-from djx.core.errors import RecipeError
+from djx.core.errors import RecipeError, UsageError
 from djx.core.op.params import check_ranges, validate_params
 
 
@@ -57,13 +61,18 @@ class Op:
     `image_key` and `batch_size` override the recipe's globals.
     """
 
-    name: ClassVar[str] = ""          # set by @register_op
-    uses_text: ClassVar[bool] = True  # the chain checks the text key of samples this op sees
+    name: ClassVar[str] = ""
+    """The name recipes use; set by @register_op."""
+    uses_text: ClassVar[bool] = True
+    """True: the chain rejects a sample without a text string under the text key before this op."""
     uses_images: ClassVar[bool] = False
+    """True: the chain checks the image key holds a list of paths, and keeps decoded images for it."""
+    path_params: ClassVar[tuple[str, ...]] = ()
+    """Parameters naming a local path (a model folder): a recipe's relative value resolves against
+    the recipe's folder when it exists there, and stays as given (a hub id) when not."""
 
     def __new__(cls, *args, **params):
         if args:
-            from djx.core.errors import UsageError
             raise UsageError(f"{cls.name or cls.__name__} takes keyword parameters only, e.g. "
                             f"{cls.__name__}(min_len=5)")
         op = super().__new__(cls)
@@ -97,6 +106,10 @@ class Filter(Op):
     """Computes `stats_keys` for every sample of a batch, then keeps or drops each from its stats."""
 
     stats_keys: ClassVar[tuple[str, ...]] = ()
+    """The stats this filter writes; every sample it sees must carry each of them."""
+    stat_shapes: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    """Per stat, 'scalar', 'per_image' or 'per_chunk': how a stat the input already carries is
+    checked before it is reused (a stat not named here: any finite number or list of them)."""
 
     def compute_stats(self, batch: Batch) -> None:
         """Write this filter's stats into batch.stats(sample) for each sample."""
@@ -106,9 +119,15 @@ class Filter(Op):
         """True to keep; False, or (False, reason), to drop."""
         raise NotImplementedError
 
+    def drop_reason(self, stats: dict) -> str | None:
+        """Why keep() dropped a sample with these stats (e.g. `text_len=3 below min_len 5`), when
+        keep() gave no reason; None: the stats' values are shown instead."""
+        return None
+
 
 class Mapper(Op):
     """Transforms samples in place (or replaces batch.samples[i])."""
 
     def process(self, batch: Batch) -> None:
+        """Transform the batch's samples; one that cannot be transformed: batch.reject(i, reason)."""
         raise NotImplementedError

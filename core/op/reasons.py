@@ -10,15 +10,13 @@ import sys
 def default_reason(op, stats: dict) -> str:
     """The reason for a drop keep() gave none for: the filter's `drop_reason(stats)` (every
     built-in has one), else the values of the stats it computed."""
-    explain = getattr(op, "drop_reason", None)
-    if callable(explain):
-        try:
-            reason = explain(stats)
-            if isinstance(reason, str) and reason:
-                return reason
-        except Exception:  # noqa: BLE001  a reason is no cause to lose the verdict
-            pass
-    shown = ", ".join(f"{k}={fmt(stats.get(k))}" for k in getattr(op, "stats_keys", ()))
+    try:
+        reason = op.drop_reason(stats)
+        if isinstance(reason, str) and reason:
+            return reason
+    except Exception:  # noqa: BLE001  a reason is no cause to lose the verdict
+        pass
+    shown = ", ".join(f"{k}={fmt(stats.get(k))}" for k in op.stats_keys)
     return f"{shown} outside the kept range" if shown else "dropped"
 
 

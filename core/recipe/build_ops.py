@@ -66,7 +66,7 @@ def resolve_path_params(cls, params: dict, base_dir: str) -> dict:
     """Params an op lists in `path_params` resolve against the recipe folder when that exists
     (a local model folder); otherwise they stay as given (a hub id)."""
     params = dict(params)
-    for key in getattr(cls, "path_params", ()):
+    for key in cls.path_params:
         value = params.get(key)
         if isinstance(value, str) and not os.path.isabs(value):
             candidate = os.path.normpath(os.path.join(base_dir, os.path.expanduser(value)))

@@ -22,7 +22,7 @@ def reusable(op, sample: dict, ctx: RunContext) -> bool:
     stats = sample.get(STATS_KEY)
     if not isinstance(stats, dict):
         return False
-    shapes = getattr(op, "stat_shapes", None) or {}
+    shapes = op.stat_shapes
     for key in op.stats_keys:
         if key not in stats or not _valid(stats[key], shapes.get(key), op, sample, ctx):
             return False

@@ -56,7 +56,6 @@ class ImageTextModelFilter(Filter):
     """Base of the filters that score (chunk text, image) pairs with a model."""
 
     uses_images = True
-    path_params = ()
     model_kind = ""
 
     def __init__(self, min_score: float, max_score: float = 1.0,

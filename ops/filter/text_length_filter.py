@@ -11,7 +11,7 @@ class TextLengthFilter(Filter):
     """Keep samples whose text length (characters) is within [min_len, max_len]."""
 
     stats_keys = ("text_len",)
-    stat_shapes = {"text_len": "scalar"}  # what a reusable stat looks like (core/stat_reuse.py)
+    stat_shapes = {"text_len": "scalar"}
 
     def __init__(self, min_len: int = 10, max_len: int = sys.maxsize, **common):
         super().__init__(**common)
