@@ -1,8 +1,8 @@
 """The whole plug-in contract: Op, Filter, Mapper and the Batch they see. Every hook an op may
 define is declared here with its default; the framework reads nothing else off an op.
 
-A Filter computes stats for a batch and keeps or drops each sample from them; a Mapper transforms
-samples. Parameters are typed keyword arguments, validated on build."""
+A Filter computes stats (per sample, or for the batch at once) and keeps or drops each sample from
+them; a Mapper transforms samples. Parameters are typed keyword arguments, validated on build."""
 from __future__ import annotations
 
 from types import MappingProxyType
@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Mapping
 
 from djx.core.recipe.context import STATS_KEY, RunContext
 from djx.core.op.images import BatchImages
-from djx.core.errors import RecipeError, UsageError
+from djx.core.errors import RecipeError, SampleError, UsageError
 from djx.core.op.params import check_ranges, validate_params
 
 
@@ -103,7 +103,11 @@ class Op:
 
 
 class Filter(Op):
-    """Computes `stats_keys` for every sample of a batch, then keeps or drops each from its stats."""
+    """Computes `stats_keys` for every sample of a batch, then keeps or drops each from its stats.
+
+    Write `compute_sample` (one sample at a time) or `compute_stats` (the whole batch at once, e.g.
+    one model forward for all its images), and `keep`.
+    """
 
     stats_keys: ClassVar[tuple[str, ...]] = ()
     """The stats this filter writes; every sample it sees must carry each of them."""
@@ -111,9 +115,23 @@ class Filter(Op):
     """Per stat, 'scalar', 'per_image' or 'per_chunk': how a stat the input already carries is
     checked before it is reused (a stat not named here: any finite number or list of them)."""
 
+    def __new__(cls, *args, **params):
+        if cls.compute_stats is Filter.compute_stats and cls.compute_sample is Filter.compute_sample:
+            raise UsageError(_no_compute(cls))
+        return super().__new__(cls, *args, **params)
+
+    def compute_sample(self, sample: dict, batch: Batch) -> None:
+        """Write this sample's stats into batch.stats(sample); raise SampleError to reject it alone."""
+        raise NotImplementedError(_no_compute(type(self)))
+
     def compute_stats(self, batch: Batch) -> None:
-        """Write this filter's stats into batch.stats(sample) for each sample."""
-        raise NotImplementedError
+        """Write this filter's stats into batch.stats(sample) for each sample: by default
+        compute_sample on each in turn, a SampleError rejecting that sample with its reason and code."""
+        for i, sample in enumerate(batch.samples):
+            try:
+                self.compute_sample(sample, batch)
+            except SampleError as e:
+                batch.reject(i, str(e), e.code)
 
     def keep(self, stats: dict) -> bool | tuple[bool, str]:
         """True to keep; False, or (False, reason), to drop."""
@@ -131,3 +149,8 @@ class Mapper(Op):
     def process(self, batch: Batch) -> None:
         """Transform the batch's samples; one that cannot be transformed: batch.reject(i, reason)."""
         raise NotImplementedError
+
+
+def _no_compute(cls: type) -> str:
+    return (f"{cls.name or cls.__name__} computes no stats: a Filter defines compute_sample(sample, batch) "
+            f"(one sample at a time) or compute_stats(batch) (the whole batch at once)")

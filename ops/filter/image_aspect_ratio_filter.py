@@ -22,9 +22,8 @@ class ImageAspectRatioFilter(Filter):
         self.min_ratio, self.max_ratio = min_ratio, max_ratio
         self.any_or_all = any_or_all
 
-    def compute_stats(self, batch: Batch) -> None:
-        for sample, sizes in image_sizes(batch):
-            batch.stats(sample)["aspect_ratios"] = [w / h for w, h in sizes]
+    def compute_sample(self, sample: dict, batch: Batch) -> None:
+        batch.stats(sample)["aspect_ratios"] = [w / h for w, h in image_sizes(sample, batch)]
 
     def keep(self, stats: dict) -> bool:
         return keep_images(stats["aspect_ratios"], self.min_ratio, self.max_ratio, self.any_or_all)

@@ -24,11 +24,11 @@ class ImageShapeFilter(Filter):
         self.min_height, self.max_height = min_height, max_height
         self.any_or_all = any_or_all
 
-    def compute_stats(self, batch: Batch) -> None:
-        for sample, sizes in image_sizes(batch):
-            stats = batch.stats(sample)
-            stats["image_width"] = [w for w, _ in sizes]
-            stats["image_height"] = [h for _, h in sizes]
+    def compute_sample(self, sample: dict, batch: Batch) -> None:
+        sizes = image_sizes(sample, batch)
+        stats = batch.stats(sample)
+        stats["image_width"] = [w for w, _ in sizes]
+        stats["image_height"] = [h for _, h in sizes]
 
     def keep(self, stats: dict) -> bool:
         ws, hs = stats["image_width"], stats["image_height"]

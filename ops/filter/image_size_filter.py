@@ -1,7 +1,7 @@
 import re
 from typing import Literal
 
-from djx.core.errors import RecipeError, SampleError
+from djx.core.errors import RecipeError
 from djx.core.op.base import Batch, Filter
 from djx.core.op.registry import register_op
 
@@ -40,13 +40,8 @@ class ImageSizeFilter(Filter):
         self.max_bytes = parse_size(max_size, "max_size")
         self.any_or_all = any_or_all
 
-    def compute_stats(self, batch: Batch) -> None:
-        for i, sample in enumerate(batch.samples):
-            try:
-                batch.stats(sample)["image_sizes"] = [batch.images.file_bytes(ref)
-                                                      for ref in batch.image_refs(sample)]
-            except SampleError as e:
-                batch.reject(i, str(e), e.code)
+    def compute_sample(self, sample: dict, batch: Batch) -> None:
+        batch.stats(sample)["image_sizes"] = [batch.images.file_bytes(ref) for ref in batch.image_refs(sample)]
 
     def keep(self, stats: dict) -> bool:
         return keep_images(stats["image_sizes"], self.min_bytes, self.max_bytes, self.any_or_all)

@@ -1,6 +1,6 @@
 """Per-image values the image filters share: sizes read from file headers, and Data-Juicer's
 any_or_all keep rule over one value per image."""
-from djx.core.errors import SampleError
+from djx.core.op.base import Batch
 
 
 def keep_images(values: list, low: float, high: float, any_or_all: str) -> bool:
@@ -11,12 +11,7 @@ def keep_images(values: list, low: float, high: float, any_or_all: str) -> bool:
     return any(oks) if any_or_all == "any" else all(oks)
 
 
-def image_sizes(batch):
-    """Yield (sample, [(width, height), ...]) from file headers; unreadable images reject the sample."""
-    for i, sample in enumerate(batch.samples):
-        try:
-            sizes = [batch.images.size(ref) for ref in batch.image_refs(sample)]
-        except SampleError as e:
-            batch.reject(i, str(e), e.code)
-            continue
-        yield sample, sizes
+def image_sizes(sample: dict, batch: Batch) -> list[tuple[int, int]]:
+    """[(width, height)] of the sample's images, from file headers; raises SampleError for an
+    image that does not read."""
+    return [batch.images.size(ref) for ref in batch.image_refs(sample)]

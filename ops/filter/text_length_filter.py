@@ -18,9 +18,8 @@ class TextLengthFilter(Filter):
         self.min_len = min_len
         self.max_len = max_len
 
-    def compute_stats(self, batch: Batch) -> None:
-        for sample in batch.samples:
-            batch.stats(sample)["text_len"] = len(batch.text(sample))
+    def compute_sample(self, sample: dict, batch: Batch) -> None:
+        batch.stats(sample)["text_len"] = len(batch.text(sample))
 
     def keep(self, stats: dict) -> bool:
         return self.min_len <= stats["text_len"] <= self.max_len

@@ -16,10 +16,8 @@ class ImageTokenCountFilter(Filter):
         super().__init__(**common)
         self.min_count, self.max_count = min_count, max_count
 
-    def compute_stats(self, batch: Batch) -> None:
-        token = batch.ctx.image_special_token
-        for sample in batch.samples:
-            batch.stats(sample)["image_token_count"] = batch.text(sample).count(token)
+    def compute_sample(self, sample: dict, batch: Batch) -> None:
+        batch.stats(sample)["image_token_count"] = batch.text(sample).count(batch.ctx.image_special_token)
 
     def keep(self, stats: dict) -> bool:
         return self.min_count <= stats["image_token_count"] <= self.max_count
