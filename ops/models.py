@@ -9,9 +9,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from djx import DjxError, ModelSpec, register_model_loader
 from djx.core.models.dtypes import resolve_dtype
-from djx.core.errors import DjxError
-from djx.core.models.pool import ModelSpec, register_model_loader
 
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "auto": 4}  # auto: plan for the larger
 _FALLBACK_BYTES = 2 << 30  # when the config cannot be read: plan for 2 GiB

@@ -1,11 +1,8 @@
 import sys
 from typing import Literal
 
-from djx.core.op.base import Batch, Filter
-from djx.core.op.registry import register_op
-
+from djx import Batch, Filter, range_reason, register_op
 from djx.ops.filter.per_image import image_sizes
-from djx.core.op.reasons import range_reason
 
 
 @register_op("image_shape_filter")

@@ -1,12 +1,8 @@
 import re
 from typing import Literal
 
-from djx.core.errors import RecipeError
-from djx.core.op.base import Batch, Filter
-from djx.core.op.registry import register_op
-
+from djx import Batch, Filter, RecipeError, range_reason, register_op
 from djx.ops.filter.per_image import keep_images
-from djx.core.op.reasons import range_reason
 
 # Data-Juicer's convention: KB and KiB alike are 1024 bytes (MB 1024**2, ...).
 _UNITS = {"": 1, "B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3, "TB": 1024 ** 4,

@@ -1,5 +1,4 @@
-from djx.core.op.registry import register_op
-
+from djx import register_op
 from djx.ops.filter.image_text_model_filter import ImageTextModelFilter, max_text_len
 
 

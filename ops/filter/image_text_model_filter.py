@@ -13,14 +13,10 @@ from typing import Literal
 
 from PIL import ImageOps
 
-from djx.core.recipe.context import TOKEN_MISMATCH
-from djx.core.errors import RecipeError, SampleError
-from djx.core.models.pool import ModelSpec
+from djx import Batch, Filter, ModelSpec, RecipeError, SampleError, range_reason
 from djx.core.models.oom import OOM_REASON, forward_with_backoff
-from djx.core.op.base import Batch, Filter
-
+from djx.core.recipe.context import TOKEN_MISMATCH
 from djx.ops.filter.per_image import keep_images
-from djx.core.op.reasons import range_reason
 
 
 def split_chunks(text: str, n_images: int, image_token: str, eoc_token: str) -> list[tuple[str, int, int]]:

@@ -1,6 +1,6 @@
 """Per-image values the image filters share: sizes read from file headers, and Data-Juicer's
 any_or_all keep rule over one value per image."""
-from djx.core.op.base import Batch
+from djx import Batch
 
 
 def keep_images(values: list, low: float, high: float, any_or_all: str) -> bool:

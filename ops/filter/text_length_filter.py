@@ -1,9 +1,6 @@
 import sys
 
-from djx.core.op.base import Batch, Filter
-from djx.core.op.registry import register_op
-
-from djx.core.op.reasons import range_reason
+from djx import Batch, Filter, range_reason, register_op
 
 
 @register_op("text_length_filter")
