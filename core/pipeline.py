@@ -115,19 +115,19 @@ class Pipeline:
         t0 = time.monotonic()
         refuse_unguarded_main()
         remove_stale()  # shared weights left behind by runs that were killed
-        r = self._with_paths(dataset_path, export_path)
-        _check_limit(limit, r)
-        files = dataset_files(r.dataset_path)
-        paths = OutputPaths.for_export(r.export_path)
-        guard_outputs(r.dataset_path, paths)
-        root = dataset_root(r.dataset_path)
-        chain = OpChain(self.ops, r.run_context(
+        recipe = self._with_paths(dataset_path, export_path)
+        _check_limit(limit, recipe)
+        files = dataset_files(recipe.dataset_path)
+        paths = OutputPaths.for_export(recipe.export_path)
+        guard_outputs(recipe.dataset_path, paths)
+        root = dataset_root(recipe.dataset_path)
+        chain = OpChain(self.ops, recipe.run_context(
             input_files=tuple(os.path.relpath(f, root) for f in files) if len(files) > 1 else (),
             export_dir=os.path.dirname(paths.export)))
         chain.lazy_models = models_unneeded(chain, files)  # a re-filter of an export loads no model
-        writer = OutputWriter(paths, r.export_dropped, r.keep_stats_in_res_ds, r.export_shard_size)
+        writer = OutputWriter(paths, recipe.export_dropped, recipe.keep_stats_in_res_ds, recipe.export_shard_size)
         start = resume_point(None if restart else writer.load_manifest(),
-                             {**fingerprint(r, self.ops, files, root), **({"limit": limit} if limit else {})},
+                             {**fingerprint(recipe, self.ops, files, root), **({"limit": limit} if limit else {})},
                              len(self.ops), paths.state_dir)
         if start.note:
             log(start.note)
@@ -135,34 +135,34 @@ class Pipeline:
             return writer.complete_interrupted(log)
         if start.resumed:
             log(f"[djx] resuming: {start.read.records} samples already done, reading on from there")
-        plan = plan or self.plan(r.np)
-        refuse_short_host_memory(self, plan, r.np)
+        plan = plan or self.plan(recipe.np)
+        refuse_short_host_memory(self, plan, recipe.np)
         log(self.describe(plan))
-        executor = make_executor(chain, plan, r, replan=lambda measured: self.plan(r.np, measured), log=log)
+        executor = make_executor(chain, plan, recipe, replan=lambda measured: self.plan(recipe.np, measured), log=log)
         clock = RunClock(measure_input(files), limit, t0)
-        source = DatasetSource(files, start.read, r.batch_size, r.max_batch_bytes, limit, clock.processing)
-        with RunLedger(writer, start, chain, r, executor, progress, log, t0, clock) as ledger:
+        source = DatasetSource(files, start.read, recipe.batch_size, recipe.max_batch_bytes, limit, clock.processing)
+        with RunLedger(writer, start, chain, recipe, executor, progress, log, t0, clock) as ledger:
             for result in executor.run(source):
                 ledger.add(result)
             clock.partial = limit is not None and has_more(files, source.state)
             ledger.end(source.state)
             summary = ledger.finish(plan, source.state)
-        if r.report:
-            _write_report(self.ops, r, paths.export, log)
+        if recipe.report:
+            _write_report(self.ops, recipe, paths.export, log)
         return summary
 
     def _with_paths(self, dataset_path: str | None, export_path: str | None) -> Recipe:
         """The recipe, with the paths given to run() in place of its own."""
-        r = self.recipe
+        recipe = self.recipe
         if not (dataset_path or export_path):
-            return r
-        return recipe_from_dict({**r.to_dict(), "process": [],
-                                 "dataset_path": os.path.abspath(dataset_path or r.dataset_path),
-                                 "export_path": os.path.abspath(export_path or r.export_path)},
-                                base_dir=r.base_dir)
+            return recipe
+        return recipe_from_dict({**recipe.to_dict(), "process": [],
+                                 "dataset_path": os.path.abspath(dataset_path or recipe.dataset_path),
+                                 "export_path": os.path.abspath(export_path or recipe.export_path)},
+                                base_dir=recipe.base_dir)
 
 
-def _check_limit(limit, r: Recipe) -> None:
+def _check_limit(limit, recipe: Recipe) -> None:
     """A trial run's limit: a positive number of samples."""
     if limit is None:
         return
@@ -170,11 +170,11 @@ def _check_limit(limit, r: Recipe) -> None:
         raise DjxError(f"limit: expected a positive number of samples, got {limit!r}")
 
 
-def _write_report(ops, r: Recipe, export: str, log) -> None:
+def _write_report(ops, recipe: Recipe, export: str, log) -> None:
     """`report: true`: the analysis of the finished run next to its export (<stem>.analysis/)."""
     from djx.analyze import analyze
     try:
-        analyze(export, ops=ops, recipe=r, log=log)
+        analyze(export, ops=ops, recipe=recipe, log=log)
     except DjxError as e:
         raise DjxError(f"the run finished and its outputs are written, but its report could not be: {e}; "
                        f"`djx analyze {export}` retries it") from None

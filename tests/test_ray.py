@@ -379,7 +379,7 @@ def test_batches_are_bounded_in_bytes_on_ray_as_on_local(ray_address, tmp_path, 
     assert max(seen["local"]) in (3, 4) and max(seen["ray"]) in (3, 4)
 
 
-def test_a_killed_poison_ledger_actor_stops_the_run_with_a_message_and_the_rerun_resumes(ray_address, tmp_path,
+def test_a_killed_poison_tracker_actor_stops_the_run_with_a_message_and_the_rerun_resumes(ray_address, tmp_path,
                                                                                          write_recipe):
     (tmp_path / "data.jsonl").write_text(
         "".join(json.dumps({"id": i, "text": LONG, "kill_ledger": i == 9}) + "\n" for i in range(40)))
@@ -390,7 +390,7 @@ def test_a_killed_poison_ledger_actor_stops_the_run_with_a_message_and_the_rerun
                                    {"text_length_filter": {"min_len": 5}}])
     with pytest.raises(DjxError) as e:
         Pipeline.from_recipe(str(recipe)).run(progress=False, log=lambda *a: None)
-    assert "poison-sample ledger (a Ray actor) died" in str(e.value) and "run the same command" in str(e.value)
+    assert "poison-sample tracker (a Ray actor) died" in str(e.value) and "run the same command" in str(e.value)
     assert (tmp_path / "killed").exists()
     summary = Pipeline.from_recipe(str(recipe)).run(progress=False, log=lambda *a: None)
     assert summary["check"]["ok"] and summary["input"] == 40  # resumed from what reached the driver, if any

@@ -13,15 +13,15 @@ from djx.core.recipe.recipe import Recipe
 __all__ = ["DatasetSource", "Executor", "InputBatch", "make_executor"]
 
 
-def make_executor(chain: OpChain, plan: Plan, r: Recipe, replan=None, log=print) -> Executor:
+def make_executor(chain: OpChain, plan: Plan, recipe: Recipe, replan=None, log=print) -> Executor:
     """The recipe's engine for `chain`; `replan(measured model bytes) -> Plan` lets a GPU run
     revise its plan once the first worker has loaded its models."""
-    if r.executor == "ray":
+    if recipe.executor == "ray":
         require_ray()
         from djx.core.executors.ray.executor import RayExecutor
-        return RayExecutor(chain, plan, r)
+        return RayExecutor(chain, plan, recipe)
     from djx.core.executors.local.executor import LocalExecutor
-    method = r.start_method
+    method = recipe.start_method
     if method == "auto":
         # fork only where it is safe: a forked child of a process whose torch thread pool is
         # up can deadlock in its first op; forking a Ray driver breaks Ray; CUDA needs spawn
@@ -37,8 +37,8 @@ def make_executor(chain: OpChain, plan: Plan, r: Recipe, replan=None, log=print)
         log("note: start_method fork is unsafe for ops that load models (a forked worker can hang "
             "in its first forward); using spawn")
         method = "spawn"
-    return LocalExecutor(chain, plan, method, tuple(r.custom_ops), r.base_dir, r.max_in_flight,
-                         replan=replan, log=log, sample_timeout=r.sample_timeout, share_models=r.share_models)
+    return LocalExecutor(chain, plan, method, tuple(recipe.custom_ops), recipe.base_dir, recipe.max_in_flight,
+                         replan=replan, log=log, sample_timeout=recipe.sample_timeout, share_models=recipe.share_models)
 
 
 def require_ray() -> None:

@@ -16,7 +16,7 @@ SYSTEMATIC_CODES = ("op_error", TOKEN_MISMATCH)  # an OOM even alone is rejected
 
 
 @dataclass
-class _Watch:
+class _Tally:
     seen: int = 0          # samples that reached the op
     with_images: int = 0   # ... of them carrying images (what a token mismatch is out of)
     failures: Counter = field(default_factory=Counter)   # signature -> count
@@ -26,31 +26,31 @@ class _Watch:
 class EarlyCheck:
     def __init__(self, op_names: list[str], image_token: str, image_keys: list[str]):
         self.op_names, self.image_token, self.image_keys = op_names, image_token, image_keys
-        self.watching = {k: _Watch() for k in range(len(op_names))}
-        self.input: _Watch | None = _Watch()  # the records as read: JSON at all?
+        self.tallies = {k: _Tally() for k in range(len(op_names))}
+        self.input: _Tally | None = _Tally()  # the records as read: JSON at all?
 
     def add(self, res: BatchResult) -> str | None:
         """Take a batch; the reason to stop the run, or None."""
-        if self.input is not None and (why := self._watch_input(res)) is not None:
+        if self.input is not None and (why := self._tally_input(res)) is not None:
             return why
         for rej in res.rejected:
-            if rej.op_index in self.watching and rej.code in SYSTEMATIC_CODES:
-                w = self.watching[rej.op_index]
+            if rej.op_index in self.tallies and rej.code in SYSTEMATIC_CODES:
+                w = self.tallies[rej.op_index]
                 sig = (rej.code, rej.error)
                 w.failures[sig] += 1
                 w.example.setdefault(sig, rej)
         for k, counts in enumerate(res.op_counts):
-            w = self.watching.get(k)
+            w = self.tallies.get(k)
             if w is not None:
                 w.seen += counts.seen
                 w.with_images += counts.with_images
                 if w.seen >= WINDOW:
-                    del self.watching[k]
-                    if (why := self._verdict(k, w)) is not None:
+                    del self.tallies[k]
+                    if (why := self._systematic(k, w)) is not None:
                         return why
         return None
 
-    def _watch_input(self, res: BatchResult) -> str | None:
+    def _tally_input(self, res: BatchResult) -> str | None:
         """The first WINDOW records: when nearly all are not JSON at all, the file is not JSON Lines
         (compressed, CSV, another format under a .jsonl name) and every sample would be rejected."""
         w = self.input
@@ -61,9 +61,9 @@ class EarlyCheck:
                 w.example.setdefault("json", rej)
         if w.seen < WINDOW:
             return None
-        return self._input_verdict()
+        return self._input_systematic()
 
-    def _input_verdict(self) -> str | None:
+    def _input_systematic(self) -> str | None:
         w, self.input = self.input, None
         n = w.failures["json"]
         if not w.seen or n < SHARE * w.seen:
@@ -76,15 +76,15 @@ class EarlyCheck:
 
     def at_end(self) -> str | None:
         """The ops that never saw a whole window are judged on what they saw."""
-        if self.input is not None and (why := self._input_verdict()) is not None:
+        if self.input is not None and (why := self._input_systematic()) is not None:
             return why
-        for k, w in sorted(self.watching.items()):
-            if w.seen and (why := self._verdict(k, w)) is not None:
+        for k, w in sorted(self.tallies.items()):
+            if w.seen and (why := self._systematic(k, w)) is not None:
                 return why
-        self.watching.clear()
+        self.tallies.clear()
         return None
 
-    def _verdict(self, k: int, w: _Watch) -> str | None:
+    def _systematic(self, k: int, w: _Tally) -> str | None:
         if not w.failures:
             return None
         (code, error), n = w.failures.most_common(1)[0]

@@ -123,34 +123,34 @@ class RunLedger:
     def finish(self, plan, state: ReadState) -> dict:
         """Check the written parts, move them into place with the summary; return the summary.
         Raises CheckError (after writing) when the stats or the counts do not add up."""
-        r, w = self.recipe, self.writer
+        recipe, writer = self.recipe, self.writer
         self.bar.close()  # its last line before the table
         if self.early is not None:
             self._stop_if(self.early.at_end())
         if state.records == 0:
-            self.log(f"[djx] {r.dataset_path} holds no samples; writing empty outputs")
-        report = check_outputs(w.part("kept"), w.part("dropped"), w.part("rejected"),
-                               self.chain.filter_stats_keys(), r.image_key, state.records, ops=self.chain.ops)
+            self.log(f"[djx] {recipe.dataset_path} holds no samples; writing empty outputs")
+        report = check_outputs(writer.part("kept"), writer.part("dropped"), writer.part("rejected"),
+                               self.chain.filter_stats_keys(), recipe.image_key, state.records, ops=self.chain.ops)
         session = self._update_totals()
-        summary = build_summary(r, w.paths, plan, self.executor, self.chain.ops, self.counts, state, report,
+        summary = build_summary(recipe, writer.paths, plan, self.executor, self.chain.ops, self.counts, state, report,
                                 session, self.session_samples, self.start.resumed)
         if self.clock is not None:
             summary.update(self.clock.summary_fields(summary, self.start.resumed))
-        summary["outputs"].update(export_files=w.export_files(self.counts.kept),
-                                  stats=None if r.keep_stats_in_res_ds else w.paths.stats)
+        summary["outputs"].update(export_files=writer.export_files(self.counts.kept),
+                                  stats=None if recipe.keep_stats_in_res_ds else writer.paths.stats)
         try:
-            w.finish(summary)
+            writer.finish(summary)
         except OSError as e:
             raise DjxError(f"could not move the finished outputs into place ({e}); every sample is saved in "
-                           f"{w.paths.state_dir}: fix the cause and run the same command again to finish") from None
+                           f"{writer.paths.state_dir}: fix the cause and run the same command again to finish") from None
         self.log(format_summary(summary))
         if not report.ok:
             raise CheckError(report.describe())
         share = self.counts.rejected / max(state.records, 1)
-        if r.max_rejected_fraction is not None and share > r.max_rejected_fraction:
+        if recipe.max_rejected_fraction is not None and share > recipe.max_rejected_fraction:
             raise DjxError(f"{self.counts.rejected} of {state.records} samples ({share:.1%}) were rejected, "
-                           f"more than max_rejected_fraction {r.max_rejected_fraction}; the outputs are written: see "
-                           f"{w.paths.rejected} for the reasons")
+                           f"more than max_rejected_fraction {recipe.max_rejected_fraction}; the outputs are written: see "
+                           f"{writer.paths.rejected} for the reasons")
         return summary
 
     def _save_progress(self) -> None:

@@ -7,7 +7,7 @@ from djx.core.plan.resources import peak_rss_bytes, uss_bytes
 OPS_SECONDS = "time inside each op's calls, summed over the workers (not wall time)"
 
 
-def build_summary(r, paths, plan, executor, ops, counts, state, report, session_seconds: float,
+def build_summary(recipe, paths, plan, executor, ops, counts, state, report, session_seconds: float,
                   session_samples: int, resumed: bool) -> dict:
     """The summary of a finished run: counts, time and restarts of the whole run (every session of
     a resumed one), this session's rate, per-op tallies, plan, workers, memory."""
@@ -16,21 +16,21 @@ def build_summary(r, paths, plan, executor, ops, counts, state, report, session_
     loads = {rank: rep.loads for rank, rep in reports.items()}
     worker_uss = {rank: rep.peak_uss for rank, rep in reports.items()}
     return {
-        "project_name": r.project_name, "dataset_path": r.dataset_path,
+        "project_name": recipe.project_name, "dataset_path": recipe.dataset_path,
         "input": n, "kept": counts.kept, "dropped": counts.dropped,
         "rejected": counts.rejected, "blank_lines": state.blank_lines,
         "rejected_share": round(counts.rejected / max(n, 1), 4),
         "rejected_by_code": dict(sorted(counts.rejected_by_code.items(), key=lambda kv: -kv[1])),
         "ops": [{"name": op.name, "in": c.seen, "kept": c.kept, "dropped": c.dropped, "rejected": c.rejected,
                  "seconds": round(c.seconds, 3), "reused_stats": c.reused} for op, c in zip(ops, counts.ops)],
-        "skipped_ops": r.skipped_ops(),  # unknown ops a skip_unknown_ops recipe ran without
-        "recipe": {**r.to_dict(), "base_dir": r.base_dir},  # what ran (djx explain reads its ops)
+        "skipped_ops": recipe.skipped_ops(),  # unknown ops a skip_unknown_ops recipe ran without
+        "recipe": {**recipe.to_dict(), "base_dir": recipe.base_dir},  # what ran (djx explain reads its ops)
         "ops_seconds_are": OPS_SECONDS,
         "seconds": round(counts.seconds, 3),
         # the rate of this session: samples it processed over its own time
         "samples_per_second": round(session_samples / max(session_seconds, 1e-9), 2),
         "session": {"samples": session_samples, "seconds": round(session_seconds, 3)},
-        "resumed": resumed, "executor": r.executor, "workers": plan.workers,
+        "resumed": resumed, "executor": recipe.executor, "workers": plan.workers,
         "events": counts.events,
         "plan": {"devices": list(plan.devices), "threads_per_worker": plan.threads_per_worker,
                  "model_bytes": plan.model_bytes, "notes": list(plan.notes)},
@@ -45,7 +45,7 @@ def build_summary(r, paths, plan, executor, ops, counts, state, report, session_
                    "worker_peak_uss_bytes_max": max(worker_uss.values(), default=0),
                    "worker_peak_rss_bytes": {rank: rep.peak_rss for rank, rep in reports.items()},
                    **_shared_memory(reports)},
-        "outputs": {"export": paths.export, "dropped": paths.dropped if r.export_dropped else None,
+        "outputs": {"export": paths.export, "dropped": paths.dropped if recipe.export_dropped else None,
                     "rejected": paths.rejected, "summary": paths.summary},
         "check": report.to_dict(),
     }

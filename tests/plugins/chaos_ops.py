@@ -89,6 +89,6 @@ class KillRayLedgerMapper(Mapper):
             return
         import ray
         for actor in ray.util.list_named_actors(all_namespaces=True):
-            if actor["name"].startswith("djx-poison-ledger"):
+            if actor["name"].startswith("djx-poison-tracker"):
                 ray.kill(ray.get_actor(actor["name"], namespace=actor["namespace"]))
         open(self.done_file, "w").close()

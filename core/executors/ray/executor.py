@@ -29,7 +29,7 @@ from djx.core.errors import DjxError
 from djx.core.executors.base import DatasetSource
 from djx.core.executors.process import WorkerSetup
 from djx.core.executors.ray.cluster import connect, explain, refuse, settle_fsspec_http
-from djx.core.executors.ray.poison import PoisonLedger
+from djx.core.executors.ray.poison import PoisonTracker
 from djx.core.executors.ray.read import JsonLines, file_index, parse_lines, parse_rows
 from djx.core.executors.ray.stages import DATA, FILE, KIND, NBYTES, ChainStage, RowKind, meta_column
 from djx.core.plan.planner import Plan
@@ -69,8 +69,8 @@ class RayExecutor:
         parquet = files[0].lower().endswith(".parquet")
         try:
             if self.groups:
-                self._poison = ray.remote(num_cpus=0)(PoisonLedger).options(
-                    name=f"djx-poison-ledger-{os.getpid()}-{uuid.uuid4().hex[:8]}").remote()
+                self._poison = ray.remote(num_cpus=0)(PoisonTracker).options(
+                    name=f"djx-poison-tracker-{os.getpid()}-{uuid.uuid4().hex[:8]}").remote()
             # one copy of each model per node, in the object store; none when the stats are there (re-filter)
             if self.recipe.share_models and not self.chain.lazy_models:
                 refs = share_for_ray(ray, self.chain.model_specs(), self.plan.on_gpu)

@@ -2,7 +2,7 @@
 
 A stage actor that dies takes its batch with it, and Ray retries the batch on a fresh actor. The
 retry learns here that its batch killed an actor: it then runs the batch one sample at a time,
-telling this ledger which sample and op it is on, so the next death names the poison sample, which
+telling this tracker which sample and op it is on, so the next death names the poison sample, which
 the retry after it rejects. Each retry either names one more poison sample or counts as a death
 that named none ("blind"; two of those end the run). A stage whose watchdog stops it (no progress
 for sample_timeout) says so first, so the sample it was on is rejected as a timeout."""
@@ -30,7 +30,7 @@ class _Open:
     stopped: bool = False  # the last attempt was stopped by its watchdog
 
 
-class PoisonLedger:
+class PoisonTracker:
     """One small actor per run, keyed by batch (see the stage's batch key)."""
 
     def __init__(self):

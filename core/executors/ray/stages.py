@@ -79,12 +79,12 @@ class ChainStage:
         self.watchdog = _Watchdog(sample_timeout, self._stop)
 
     def _stop(self, key) -> None:
-        """The watchdog's way out of an op call that makes no progress: tell the poison ledger
+        """The watchdog's way out of an op call that makes no progress: tell the poison tracker
         (so the sample it was on is rejected as a timeout) and end this actor; Ray retries the batch."""
         if key is not None:
             try:
                 self._ray.get(self.poison.stopped.remote(key), timeout=30)
-            except Exception:  # noqa: BLE001  the ledger is gone: the run is ending anyway
+            except Exception:  # noqa: BLE001  the tracker is gone: the run is ending anyway
                 pass
         os._exit(3)
 
@@ -137,12 +137,12 @@ class ChainStage:
         return pa.table({**{c: table.column(c) for c in table.column_names if c not in out}, **out})
 
     def _ask(self, method, *args):
-        """A call to the run's poison ledger; its death (an actor killed from outside) is said in
+        """A call to the run's poison tracker; its death (an actor killed from outside) is said in
         words: without it a sample that kills its actor could not be isolated."""
         try:
             return self._ray.get(method.remote(*args))
         except self._ray.exceptions.RayActorError:
-            raise DjxError("the run's poison-sample ledger (a Ray actor) died (killed from outside, or its "
+            raise DjxError("the run's poison-sample tracker (a Ray actor) died (killed from outside, or its "
                            "node was lost); the batches finished so far are saved: run the same command "
                            "again to resume") from None
 
