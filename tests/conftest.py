@@ -1,12 +1,17 @@
-"""Shared test helpers: tiny datasets built in tmp_path (PIL images, JSON Lines), recipes, the CLI.
+"""Shared fixtures: tiny datasets built in tmp_path (PIL images, JSON Lines), recipes, the CLI, one
+Ray cluster for the session; and the markers' rules (a Ray test skips where Ray is not installed).
 
 Runs use the fork start method unless spawn is the point of a test (spawn workers take seconds to
-start); every path a test writes is under tmp_path.
+start); every path a test writes is under tmp_path. Plain functions live in helpers.py (the names
+imported from it below stay importable from here).
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,24 +19,56 @@ import pytest
 import yaml
 from PIL import Image
 
-TESTS_DIR = Path(__file__).resolve().parent
-REPO_DIR = TESTS_DIR.parent
-PLUGINS_DIR = TESTS_DIR / "plugins"
-PLUGIN_SITE = PLUGINS_DIR / "site"  # holds the importable plug-in module djx_test_plugin_ops
+from helpers import (LONG, PLUGIN_SITE, PLUGINS_DIR, REPO_DIR, TESTS_DIR,  # noqa: F401  (re-exported)
+                     read_jsonl_file, write_jsonl_file)
 
-LONG = "a sample text that is long enough"
+RAY_MISSING = "Ray is not installed (pip install -e '.[test,ray]' runs the Ray tests)"
 
 
-def write_jsonl_file(path: Path, records) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    return path
+@pytest.hookimpl(tryfirst=True)  # before -m selects: `-m "not ray"` sees the markers added here
+def pytest_collection_modifyitems(config, items):
+    """A test that joins the session's Ray cluster is a `ray` test; where Ray is not installed,
+    every `ray` test skips with what to install (CI installs Ray, so they run there)."""
+    ray_installed = importlib.util.find_spec("ray") is not None
+    for item in items:
+        if "ray_address" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.ray)
+        if not ray_installed and item.get_closest_marker("ray"):
+            item.add_marker(pytest.mark.skip(reason=RAY_MISSING))
 
 
-def read_jsonl_file(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+RAY_HEAD = """
+import logging, sys, ray
+ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.ERROR)
+print(ray.get_runtime_context().gcs_address, flush=True)
+sys.stdin.read()  # until the tests close our stdin
+ray.shutdown()
+"""
+
+
+@pytest.fixture(scope="session")
+def ray_address():
+    """The address of a local 2-CPU Ray cluster in a process of its own, which Ray runs join with
+    `ray_address`. One for the whole session, started when the first test asks for it.
+
+    The test process itself never stays connected: forking local workers from a process connected
+    to Ray breaks later Ray Data runs in it, and the local runs fork."""
+    pytest.importorskip("ray", reason=RAY_MISSING)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAY_AUTH_MODE", "disabled")  # a loopback test cluster: no token to hand around
+        head = subprocess.Popen([sys.executable, "-c", RAY_HEAD], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            address = head.stdout.readline().strip()
+            assert address, "the test Ray cluster did not start"
+            yield address
+        finally:
+            head.stdin.close()
+            try:
+                head.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                head.kill()
+                head.wait()
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import pytest
 from djx.analyze import analyze
 from djx.analyze.sketch import EXACT_LIMIT, ValueSketch
 from djx.tools.make_analysis_outputs import run_ops, write_outputs
-from test_ray import ray_address  # noqa: F401  (a module-scoped Ray cluster)
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 DEMO = REPO_DIR / "configs" / "demo.yaml"
@@ -195,7 +194,7 @@ def test_bad_outputs_are_clear_errors(tmp_path, djx_cli):
 
 
 def test_ray_outputs_are_analyzed_the_same_way(tmp_path, write_recipe, djx_cli, ray_address):
-    # joins the module's Ray cluster: a Ray started and shut down inside the test process would
+    # joins the session's Ray cluster: a Ray started and shut down inside the test process would
     # leave state that breaks the clusters later test modules start
     recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(REPO_DIR / "tests/assets/demo/demo.jsonl"),
                           export_path=str(tmp_path / "out" / "ray.jsonl"), executor="ray", np=1,

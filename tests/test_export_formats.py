@@ -14,7 +14,6 @@ import pytest
 
 from djx.core.io import writers
 from djx.core.io.output_reader import iter_output
-from test_ray import ray_address  # noqa: F401  (a module-scoped Ray cluster)
 
 STATS, POS = "__dj__stats__", "__dj__pos__"
 
@@ -196,7 +195,7 @@ def test_input_shards_or_stats_file_named_like_the_outputs_are_refused_not_delet
     assert res.rc == 1 and "is the input file" in res.err and stats.exists()
 
 
-def test_a_chained_run_on_ray_keeps_the_first_runs_position(ray_address, tmp_path, write_jsonl, write_recipe,  # noqa: F811
+def test_a_chained_run_on_ray_keeps_the_first_runs_position(ray_address, tmp_path, write_jsonl, write_recipe,
                                                             djx_cli, read_jsonl):
     data = write_jsonl(tmp_path / "d.jsonl", [{"id": i, "text": "x" * (i % 9)} for i in range(40)])
     for executor in ("local", "ray"):

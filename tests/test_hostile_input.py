@@ -17,7 +17,6 @@ from djx.core.recipe.recipe import recipe_from_dict
 
 from conftest import LONG, read_jsonl_file
 
-from test_ray import ray_address  # noqa: E402,F401  (a module-scoped Ray cluster)
 
 HOSTILE_OPS = '''
 import numpy as np
@@ -245,7 +244,7 @@ def test_bad_utf8_surrogates_and_deep_nesting_reject_only_their_line(tmp_path):
     check_hostile_outputs(out, lines, expect)
 
 
-def test_bad_utf8_surrogates_and_deep_nesting_reject_only_their_line_on_ray(ray_address, tmp_path):  # noqa: F811
+def test_bad_utf8_surrogates_and_deep_nesting_reject_only_their_line_on_ray(ray_address, tmp_path):
     lines, expect = hostile_lines()
     data = tmp_path / "data.jsonl"
     data.write_bytes(b"\n".join(lines) + b"\n")
@@ -412,7 +411,7 @@ def test_an_op_that_leaves_a_sample_unwritable_rejects_only_that_sample(tmp_path
     check_spoiled(summary, out)
 
 
-def test_an_op_that_leaves_a_sample_unwritable_rejects_only_that_sample_on_ray(ray_address, tmp_path,  # noqa: F811
+def test_an_op_that_leaves_a_sample_unwritable_rejects_only_that_sample_on_ray(ray_address, tmp_path,
                                                                              hostile_ops):
     process = [{"hostile_unwritable_mapper": {}}, {"text_length_filter": {"min_len": 1}}]
     summary, out = run(tmp_path, spoiled_dataset(tmp_path), process, np=1, batch_size=4, executor="ray",

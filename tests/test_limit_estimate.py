@@ -10,7 +10,6 @@ from conftest import read_jsonl_file
 
 from djx.core.io import input_size
 from djx.core.io.input_size import measure_input
-from test_ray import ray_address  # noqa: F401  (a module-scoped Ray cluster)
 
 
 def text_recipe(tmp_path, dataset, **extra):

@@ -12,6 +12,7 @@ from djx import DjxError, Pipeline
 from djx.core.records import FailFast
 
 from conftest import read_jsonl_file
+from helpers import assert_same_run, djx, hold, kill_when, outputs_by_position as ray_outputs
 
 QUIET = {"progress": False, "log": lambda *a: None}
 
@@ -156,9 +157,6 @@ def test_parquet_shards_read_like_one_parquet_file(tmp_path, mm_records, mm_proc
 
 # -- the same on Ray ------------------------------------------------------------------------------
 
-from test_ray import assert_same_run, ray_address  # noqa: E402,F401  (a module-scoped Ray cluster)
-from test_ray import outputs as ray_outputs  # noqa: E402
-
 
 def run_both(dataset, tmp_path, process, address) -> dict:
     """{executor: (summary, outputs by position)} for the local and the Ray executor."""
@@ -171,7 +169,7 @@ def run_both(dataset, tmp_path, process, address) -> dict:
     return both
 
 
-def test_ray_reads_a_folder_of_shards_like_the_local_executor(ray_address, tmp_path, shards, mm_process):  # noqa: F811
+def test_ray_reads_a_folder_of_shards_like_the_local_executor(ray_address, tmp_path, shards, mm_process):
     ds, _, _ = shards
     both = run_both(ds, tmp_path, mm_process, ray_address)
     assert_same_run(both)  # same records, stats, files and lines of rejected samples
@@ -179,13 +177,12 @@ def test_ray_reads_a_folder_of_shards_like_the_local_executor(ray_address, tmp_p
         {"part-0.jsonl", "part-1.jsonl", "sub/part-2.jsonl"}
 
 
-def test_ray_reads_parquet_shards_like_the_local_executor(ray_address, tmp_path, mm_records, mm_process):  # noqa: F811
+def test_ray_reads_parquet_shards_like_the_local_executor(ray_address, tmp_path, mm_records, mm_process):
     folder, _ = write_parquet_shards(tmp_path, mm_records)
     assert_same_run(run_both(folder, tmp_path, mm_process, ray_address))
 
 
-def test_a_killed_ray_run_over_shards_resumes_in_the_right_file(ray_address, tmp_path):  # noqa: F811
-    from test_resume import djx, hold, kill_when
+def test_a_killed_ray_run_over_shards_resumes_in_the_right_file(ray_address, tmp_path):
     import yaml
     from conftest import PLUGINS_DIR
     n, per = 300, 100

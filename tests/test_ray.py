@@ -1,61 +1,30 @@
 """The Ray executor: `executor: ray` runs the same recipe through Ray Data and writes what the
 local executor writes (same kept, dropped and rejected samples, same stats, same counts).
 
-One local Ray cluster (num_cpus=2, in a process of its own) serves the module, and the runs join
-it with `ray_address`; one test lets the executor start and stop a Ray of its own.
+The session's local Ray cluster (num_cpus=2, in a process of its own; see conftest.ray_address)
+serves the runs, which join it with `ray_address`; one test lets the executor start and stop a Ray
+of its own.
 """
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from djx import POSITION_KEY, Pipeline
+from djx import Pipeline
 from djx.core.records import FailFast
 from djx.core.errors import DjxError
 
-import ray  # noqa: E402  (the test extra installs djx[ray])
+from conftest import LONG, PLUGINS_DIR, REPO_DIR, read_jsonl_file
+from helpers import (N, assert_same_run, djx, held_run_outputs, hold, kill_when, outputs_by_position as outputs,
+                     setup_held_run)
 
-from conftest import LONG, PLUGINS_DIR, REPO_DIR, read_jsonl_file  # noqa: E402
+pytestmark = pytest.mark.ray  # every test here runs the Ray executor
 
-KINDS = {"kept": "kept.jsonl", "dropped": "kept.dropped.jsonl", "rejected": "kept.rejected.jsonl"}
 DEMO = REPO_DIR / "configs" / "demo.yaml"
-
-
-HEAD = """
-import logging, sys, ray
-ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.ERROR)
-print(ray.get_runtime_context().gcs_address, flush=True)
-sys.stdin.read()  # until the tests close our stdin
-ray.shutdown()
-"""
-
-
-@pytest.fixture(scope="module")
-def ray_address():
-    """A local 2-CPU Ray cluster in a process of its own, which the runs join with `ray_address`.
-
-    The test process itself never stays connected: forking local workers from a process connected
-    to Ray breaks later Ray Data runs in it, and the local runs here fork."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RAY_AUTH_MODE", "disabled")  # a loopback test cluster: no token to hand around
-        head = subprocess.Popen([sys.executable, "-c", HEAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                text=True)
-        try:
-            address = head.stdout.readline().strip()
-            assert address, "the test Ray cluster did not start"
-            yield address
-        finally:
-            head.stdin.close()
-            try:
-                head.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                head.kill()
-                head.wait()
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -79,42 +48,6 @@ def run_both(tmp_path: Path, write_recipe, name: str, address: str, per_executor
     return out
 
 
-def outputs(folder: Path) -> dict:
-    return {kind: {r[POSITION_KEY]: r for r in read_jsonl_file(folder / f)} for kind, f in KINDS.items()}
-
-
-def assert_close(a, b, where: str = "") -> None:
-    """Equal, except floats within 1e-6 (a model's output may differ in the last bits by batch)."""
-    if isinstance(a, float) or isinstance(b, float):
-        assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, abs=1e-6), where
-    elif isinstance(a, dict) and isinstance(b, dict):
-        assert list(a) == list(b), where
-        for k in a:
-            assert_close(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, list) and isinstance(b, list):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_close(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, where
-
-
-def assert_same_run(both: dict) -> dict:
-    """Ray wrote what local wrote, counted the same, and its own check passed; returns ray's summary."""
-    (local, local_out), (ray_summary, ray_out) = both["local"], both["ray"]
-    for kind in KINDS:
-        assert sorted(ray_out[kind]) == sorted(local_out[kind]), kind
-        for pos, record in local_out[kind].items():
-            assert_close(ray_out[kind][pos], record, f"{kind}[{pos}]")
-    for key in ("input", "kept", "dropped", "rejected", "blank_lines"):
-        assert ray_summary[key] == local[key], key
-    strip = lambda ops: [{k: v for k, v in op.items() if k != "seconds"} for op in ops]  # noqa: E731
-    assert strip(ray_summary["ops"]) == strip(local["ops"])
-    assert ray_summary["input"] == ray_summary["kept"] + ray_summary["dropped"] + ray_summary["rejected"]
-    assert ray_summary["check"]["ok"] and ray_summary["executor"] == "ray"
-    return ray_summary
-
-
 def mm_lines(records: list[dict]) -> list[bytes]:
     """The records as JSON lines, plus what real files hold: a broken line, a blank line, a JSON
     value that is not an object, bad UTF-8, CRLF, and a text with U+2028 (valid inside JSON)."""
@@ -130,6 +63,7 @@ def mm_lines(records: list[dict]) -> list[bytes]:
 
 def test_cli_executor_ray_writes_what_the_local_executor_writes(ray_address, tmp_path, mm_records,
                                                                  mm_process, write_recipe):
+    import ray
     from djx.cli import main
 
     data = write_lines(tmp_path / "data.jsonl", mm_lines(mm_records))
@@ -281,13 +215,12 @@ def test_a_run_killed_mid_file_resumes_on_ray_at_its_offset_to_the_same_outputs(
     """The checkpoint comes from a local run, held and killed past sample 60 of one file: a Ray
     driver gets a file's rows only once the file's block is done, so no state holds it mid-file
     (a killed Ray driver is tested over several files in test_multi_file)."""
-    from test_resume import N, djx, hold, kill_when, outputs as resume_outputs, setup
     ref_dir, run_dir = tmp_path / "ref", tmp_path / "run"
     ref_dir.mkdir()
     run_dir.mkdir()
-    ref = djx("process", str(setup(ref_dir)), "--quiet")
+    ref = djx("process", str(setup_held_run(ref_dir)), "--quiet")
     assert ref.wait() == 0, ref.stderr.read()
-    recipe = setup(run_dir, ray_address=ray_address)
+    recipe = setup_held_run(run_dir, ray_address=ray_address)
     hold(run_dir, 76)
     proc = djx("process", str(recipe), "--quiet", start_new_session=True)
     kill_when(run_dir, proc, 60)
@@ -297,7 +230,7 @@ def test_a_run_killed_mid_file_resumes_on_ray_at_its_offset_to_the_same_outputs(
     out, err = final.communicate()
     assert final.returncode == 0, err
     assert f"resuming: {done} samples already done" in out + err
-    assert resume_outputs(run_dir) == resume_outputs(ref_dir)
+    assert held_run_outputs(run_dir) == held_run_outputs(ref_dir)
     summary = json.loads((run_dir / "out/o.summary.json").read_text())
     assert summary["resumed"] and summary["executor"] == "ray" and summary["input"] == N
     assert summary["ops"][0]["in"] == N and summary["check"]["ok"]

@@ -8,81 +8,12 @@ import io
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
 
 import pytest
-import yaml
 
-from conftest import PLUGINS_DIR, read_jsonl_file
-
-N = 300
-GUARD_S = 300  # only against a hang: a run that never gets where the test waits fails, never passes
-
-
-def setup(tmp_path, pad=0, n=N, **extra):
-    """data.jsonl (n samples, texts padded by `pad` characters) and a recipe whose first op holds
-    batches while the file `hold` in `tmp_path` says so (see hold)."""
-    data = tmp_path / "data.jsonl"
-    data.write_text("".join(json.dumps({"id": i, "text": f"sample number {i:04d}" + " x" * (pad // 2)}) + "\n"
-                            for i in range(n)))
-    recipe = {"dataset_path": "data.jsonl", "export_path": "out/o.jsonl", "np": 2, "batch_size": 8,
-              "checkpoint_every": 2, "start_method": "fork",
-              "custom_ops": [str(PLUGINS_DIR / "chaos_ops.py")],
-              "process": [{"hold_mapper": {"hold_file": str(tmp_path / "hold")}},
-                          {"text_length_filter": {"min_len": 5}},
-                          {"slow_filter": {"seconds": 0}}], **extra}
-    path = tmp_path / "recipe.yaml"
-    path.write_text(yaml.safe_dump(recipe))
-    return path
-
-
-def hold(tmp_path, from_id):
-    """Runs of setup(tmp_path)'s recipe hold every batch with a sample id >= from_id until release."""
-    (tmp_path / "hold.tmp").write_text(str(from_id))
-    os.replace(tmp_path / "hold.tmp", tmp_path / "hold")
-
-
-def release(tmp_path):
-    (tmp_path / "hold").unlink(missing_ok=True)
-
-
-def djx(*args, **kw):
-    return subprocess.Popen([sys.executable, "-m", "djx.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
-
-
-def manifest_records(tmp_path):
-    try:
-        return json.loads((tmp_path / "out/.o.djx-state/manifest.json").read_text())["read"]["records"]
-    except (OSError, ValueError, KeyError):
-        return -1
-
-
-def wait_for(condition, proc, what):
-    """Poll until `condition()` holds; the run must still be going (it is held, so it cannot end)."""
-    deadline = time.monotonic() + GUARD_S
-    while not condition():
-        assert proc.poll() is None, f"the run ended before {what}: {proc.stderr.read()}"
-        assert time.monotonic() < deadline, f"no {what} after {GUARD_S} s"
-        time.sleep(0.01)
-
-
-def kill_when(tmp_path, proc, min_records):
-    """SIGKILL the run (and its workers) once its checkpoint shows at least `min_records`, then
-    release the hold (start the run with hold(tmp_path, min_records + 16) or later: that lets two
-    more batches of 8 finish, enough to reach a checkpoint every 2 batches)."""
-    wait_for(lambda: manifest_records(tmp_path) >= min_records, proc, f"a checkpoint at {min_records}")
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    release(tmp_path)
-
-
-def outputs(tmp_path):
-    kept = read_jsonl_file(tmp_path / "out/o.jsonl")
-    dropped = read_jsonl_file(tmp_path / "out/o.dropped.jsonl")
-    return kept, dropped
+from conftest import read_jsonl_file
+from helpers import (GUARD_S, N, djx, held_run_outputs as outputs, hold, kill_when, manifest_records, release,
+                     setup_held_run as setup, wait_for)
 
 
 def test_killed_runs_resume_to_the_same_outputs_with_each_sample_once(tmp_path):

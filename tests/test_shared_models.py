@@ -18,7 +18,7 @@ import torch
 from djx import Pipeline
 from djx.core.models.share.folder import share_root
 from conftest import LONG, REPO_DIR, read_jsonl_file, write_jsonl_file
-from test_ray import assert_same_run, outputs as ray_outputs, ray_address  # noqa: F401  (a Ray cluster)
+from helpers import assert_same_run, outputs_by_position as ray_outputs
 
 MODELS = REPO_DIR / "tests" / "assets" / "models"
 MiB = 1 << 20
