@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 
-from djx.ops.filter.image_text_matching_filter import ImageTextMatchingFilter
-from djx.ops.filter.image_text_similarity_filter import ImageTextSimilarityFilter
-
 PROCESS = [{"text_length_filter": {"min_len": 5}},
            {"image_size_filter": {"min_size": "70B"}},
            {"image_shape_filter": {"min_width": 32, "min_height": 32}},
@@ -33,15 +30,6 @@ def test_drop_reasons_name_the_stat_its_value_and_the_threshold(tmp_path, mm_rec
     assert reasons[2] == "image_width=[16] below min_width 32; image_height=[16] below min_height 32"
     assert reasons[3] == "aspect_ratios=[3.2] above max_ratio 2"
     assert reasons[99].startswith("image_sizes=[60] below min_size 70B (70 bytes)")
-
-
-def test_model_filters_name_their_score_and_threshold():
-    clip = ImageTextSimilarityFilter(hf_clip="unused", min_score=0.2)
-    assert clip.drop_reason({"image_text_similarity": [0.0397]}) == "image_text_similarity=[0.0397] below min_score 0.2"
-    blip = ImageTextMatchingFilter(hf_blip="unused", min_score=0.5, max_score=0.9, any_or_all="all")
-    assert blip.drop_reason({"image_text_matching_score": [0.7, 0.95, 0.1]}) == (
-        "image_text_matching_score=[0.7, 0.95, 0.1] below min_score 0.5 and above max_score 0.9 "
-        "(any_or_all: all, and 2 of 3 miss)")
 
 
 def test_explain_tells_a_samples_journey(tmp_path, mm_records, make_image, write_jsonl, write_recipe, djx_cli):

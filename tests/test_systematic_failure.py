@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from djx.core.models.dtypes import cpu_flags, resolve_dtype
+from djx.core.models.dtypes import cpu_flags
 from djx.tools.make_demo_data import write_demo
 
 from conftest import read_jsonl_file
@@ -82,15 +82,6 @@ def test_a_few_bad_samples_finish_the_run_and_max_rejected_fraction_fails_it_aft
     assert "max_rejected_fraction 0.01" in strict.err
     assert len(read_jsonl_file(tmp_path / "b" / "kept.jsonl")) == 95  # the outputs are written
     assert len(read_jsonl_file(tmp_path / "b" / "kept.rejected.jsonl")) == 5
-
-
-def test_auto_picks_bfloat16_only_where_it_is_native():
-    assert resolve_dtype("auto", "cpu", flags=frozenset({"avx2", "fma"})) == "float32"
-    assert resolve_dtype("auto", "cpu", flags=frozenset({"avx512f", "avx512_bf16"})) == "bfloat16"
-    assert resolve_dtype("auto", "cpu", flags=frozenset({"amx_tile", "amx_bf16"})) == "bfloat16"
-    assert resolve_dtype("auto", "cuda:0", capability=7.5) == "float32"   # T4
-    assert resolve_dtype("auto", "cuda:0", capability=9.0) == "bfloat16"  # H100
-    assert resolve_dtype("float16", "cpu", flags=frozenset({"avx2"})) == "float16"  # as asked
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "auto"])

@@ -1,0 +1,35 @@
+"""A Data-Juicer recipe runs as it is: the keys that mean nothing to djx are listed as ignored, with
+why; a mixture dataset_path ("0.5 a.jsonl 0.5 b.jsonl") is refused with what to do instead (djx
+streams one dataset in a fixed order, so it does not sample by weight)."""
+from __future__ import annotations
+
+import pytest
+
+from djx import RecipeError
+from djx.core.recipe.dj_compat import DJ_GLOBAL_KEYS, DJ_OP_KEYS, refuse_mixture
+from djx.core.recipe.recipe import recipe_from_dict
+
+
+@pytest.mark.parametrize("path", ["0.5 a.jsonl 0.5 b.jsonl", "a.jsonl b.parquet", "1 data/a.jsonl"])
+def test_a_mixture_is_refused_with_how_to_process_or_sample_the_files(path):
+    with pytest.raises(RecipeError) as e:
+        refuse_mixture(path)
+    msg = str(e.value)
+    assert "is a Data-Juicer mixture" in msg and "dataset_path: data/*.jsonl" in msg
+    assert "shuf -n N" in msg and ".jsonl > part.jsonl" in msg
+
+
+def test_paths_that_are_not_mixtures_pass(tmp_path):
+    spaced = tmp_path / "my data 2024.jsonl"
+    spaced.write_text("")
+    for path in ("data.jsonl", "data/*.jsonl", str(spaced), "my holiday photos"):
+        refuse_mixture(path)
+
+
+def test_data_juicer_op_keys_are_ignored_with_why_unless_the_op_takes_them():
+    recipe = recipe_from_dict({"dataset_path": "d.jsonl", "export_path": "o.jsonl", "use_cache": True,
+                               "process": [{"text_length_filter": {"min_len": 4, "num_proc": 8, "batch_size": 16}}]})
+    (op,) = recipe.build_ops()
+    assert (op.min_len, op.batch_size) == (4, 16)  # batch_size is a djx op parameter too: it takes effect
+    assert recipe.notes() == [f"use_cache ignored: {DJ_GLOBAL_KEYS['use_cache']}",
+                              f"process[0].text_length_filter.num_proc ignored: {DJ_OP_KEYS['num_proc']}"]

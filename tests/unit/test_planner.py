@@ -1,0 +1,133 @@
+"""The planner sizes workers before any starts: GPU workers from free memory, model footprints and
+gpu_mem_fraction; CPU workers with torch threads split so that workers x threads never exceed the
+cores (oversubscription ran np=8 on 2 cores at half the speed of np=1)."""
+import pytest
+
+from djx import DeviceInfo, RecipeError, plan_workers
+from djx.core.plan.planner import CUDA_CONTEXT, WORKER_OVERHEAD
+
+GiB = 1 << 30
+MODELS = {"hf_clip:clip:float32": 1 * GiB, "hf_blip_itm:blip:float32": 2 * GiB}
+PER_WORKER = 3 * GiB + WORKER_OVERHEAD
+
+
+def gpus(*free_gib, total_gib=80):
+    return [DeviceInfo(f"cuda:{i}", int(f * GiB), total_gib * GiB) for i, f in enumerate(free_gib)]
+
+
+def test_unequal_gpus_get_workers_in_proportion_to_free_memory():
+    inv = gpus(40, 10, 4, 0.5)
+    plan = plan_workers(None, MODELS, inv, gpu_mem_fraction=0.9, cpu_count=16)
+    # cuda:0: 36 GiB budget -> 9 workers; cuda:1: 9 GiB -> 2; cuda:2: 3.6 GiB -> 0; cuda:3: 0
+    assert plan.per_device["cuda:0"]["workers"] == int(40 * 0.9 * GiB // PER_WORKER)
+    assert plan.per_device["cuda:1"]["workers"] == int(10 * 0.9 * GiB // PER_WORKER)
+    assert "cuda:2" not in plan.per_device and "cuda:3" not in plan.per_device
+    assert plan.workers == len(plan.devices) == sum(d["workers"] for d in plan.per_device.values())
+    for dev, info in plan.per_device.items():
+        assert info["expected_bytes"] <= info["budget_bytes"]
+
+
+def test_ranks_round_robin_over_devices_with_room():
+    plan = plan_workers(4, MODELS, gpus(40, 40, 40, 40), cpu_count=16)
+    assert plan.devices == ("cuda:0", "cuda:1", "cuda:2", "cuda:3")
+    assert plan.threads_per_worker == 4
+
+
+def test_np_caps_and_is_reduced_to_what_fits():
+    plan = plan_workers(2, MODELS, gpus(40, 40), cpu_count=8)
+    assert plan.workers == 2
+    small = plan_workers(8, MODELS, gpus(8), cpu_count=8)
+    assert small.workers == int(8 * 0.9 * GiB // PER_WORKER) == 1
+    assert any("reduced" in n for n in small.notes)
+
+
+def test_gpu_mem_fraction_caps_the_budget():
+    loose = plan_workers(None, MODELS, gpus(40), gpu_mem_fraction=0.9, cpu_count=8)
+    tight = plan_workers(None, MODELS, gpus(40), gpu_mem_fraction=0.3, cpu_count=8)
+    assert tight.workers == int(40 * 0.3 * GiB // PER_WORKER) < loose.workers
+
+
+def test_each_gpu_worker_gets_a_memory_cap_that_holds_its_models_and_keeps_the_device_in_budget():
+    inv = gpus(30, 12, total_gib=40)
+    plan = plan_workers(None, MODELS, inv, gpu_mem_fraction=0.9, cpu_count=16)
+    assert len(plan.mem_fraction) == plan.workers
+    for dev in ("cuda:0", "cuda:1"):
+        caps = [f * 40 * GiB for f, d in zip(plan.mem_fraction, plan.devices) if d == dev]
+        budget = plan.per_device[dev]["budget_bytes"]
+        assert all(cap >= 3 * GiB for cap in caps)  # the models fit under each worker's cap
+        assert sum(caps) + len(caps) * CUDA_CONTEXT <= budget + 1  # caps + contexts stay in budget
+        assert budget - (sum(caps) + len(caps) * CUDA_CONTEXT) < 1e-6 * budget  # and use it all
+
+
+def test_a_gpu_holds_one_shared_copy_then_as_many_workers_as_their_activations_allow():
+    inv = gpus(30, total_gib=40)
+    shared = plan_workers(None, MODELS, inv, gpu_mem_fraction=0.9, cpu_count=16, share_models=True)
+    private = plan_workers(None, MODELS, inv, gpu_mem_fraction=0.9, cpu_count=16)
+    budget = int(30 * 0.9 * GiB)
+    assert shared.workers == (budget - 3 * GiB - CUDA_CONTEXT) // WORKER_OVERHEAD  # 30 workers
+    assert private.workers == budget // PER_WORKER  # 7 workers
+    info = shared.per_device["cuda:0"]
+    assert info["weight_bytes"] == 3 * GiB and info["expected_bytes"] <= info["budget_bytes"]
+    caps = [f * 40 * GiB for f in shared.mem_fraction]
+    # the workers' caps and contexts, plus the owner's copy and context, stay within the budget
+    assert sum(caps) + len(caps) * CUDA_CONTEXT + 3 * GiB + CUDA_CONTEXT <= budget + 1
+    assert "weights 3.00 GiB (one shared copy)" in shared.describe()
+
+
+def test_models_that_do_not_fit_raise_a_clear_error():
+    with pytest.raises(RecipeError, match="need .* GiB for one worker.*gpu_mem_fraction"):
+        plan_workers(None, MODELS, gpus(3, 2), cpu_count=8)
+
+
+def test_listed_devices_are_honoured_and_unknown_ones_refused():
+    plan = plan_workers(None, MODELS, gpus(40, 40, 40), cpu_count=8, listed_devices=("cuda:2",))
+    assert set(plan.devices) == {"cuda:2"}
+    with pytest.raises(RecipeError, match="cuda:7.*not visible"):
+        plan_workers(None, MODELS, gpus(40), cpu_count=8, listed_devices=("cuda:7",))
+
+
+def test_cpu_only_machine_splits_threads_so_workers_times_threads_fit_the_cores():
+    plan = plan_workers(None, MODELS, [], cpu_count=2)
+    assert plan.devices == ("cpu",) and plan.threads_per_worker == 2
+    two = plan_workers(2, MODELS, [], cpu_count=2)
+    assert two.workers * two.threads_per_worker <= 2
+    no_models = plan_workers(None, {}, gpus(40), cpu_count=4)
+    assert no_models.workers == 4 and set(no_models.devices) == {"cpu"}
+
+
+def test_plan_describes_devices_models_and_memory():
+    text = plan_workers(3, MODELS, gpus(40, 40), cpu_count=8).describe()
+    assert "3 worker(s)" in text and "cuda:0: workers [0, 2]" in text and "cuda:1: workers [1]" in text
+    assert "hf_clip:clip:float32" in text and "GiB" in text
+
+
+@pytest.mark.parametrize("models", [{}, MODELS], ids=["no models", "models"])
+@pytest.mark.parametrize("share_models", [False, True], ids=["private", "shared"])
+def test_no_plan_runs_more_torch_threads_than_cores(models, share_models):
+    for cores in range(1, 17):
+        for np in [None, *range(1, 2 * cores + 2)]:
+            plan = plan_workers(np, models, [], cpu_count=cores, share_models=share_models)
+            assert plan.threads_per_worker >= 1 and len(plan.devices) == plan.workers
+            if plan.workers <= cores:
+                assert plan.workers * plan.threads_per_worker <= cores, (cores, np)
+            else:  # more workers than cores, as asked: one thread each, and said so for model ops
+                assert plan.threads_per_worker == 1
+                assert not models or any("oversubscribed" in n for n in plan.notes), (cores, np)
+    for np in range(1, 5):  # GPU workers share the host's cores the same way
+        gpu_plan = plan_workers(np, MODELS, gpus(40, 40), cpu_count=4, share_models=share_models)
+        assert gpu_plan.workers * gpu_plan.threads_per_worker <= 4
+
+
+def test_cpu_model_ops_default_to_half_the_cores_with_two_threads_each():
+    """On 2 cores one 2-thread process encoded CLIP faster than two 1-thread ones (tools/bench.py)."""
+    plan = plan_workers(None, MODELS, [], cpu_count=8)
+    assert (plan.workers, plan.threads_per_worker) == (4, 2)
+    text_only = plan_workers(None, {}, [], cpu_count=8)
+    assert (text_only.workers, text_only.threads_per_worker) == (8, 1)
+
+
+def test_cpu_workers_map_one_copy_of_the_weights_when_shared():
+    shared = plan_workers(4, MODELS, [], cpu_count=4, share_models=True).per_device["cpu"]
+    private = plan_workers(4, MODELS, [], cpu_count=4).per_device["cpu"]
+    assert shared["weight_bytes"] == 3 * GiB and private["weight_bytes"] == 4 * 3 * GiB
+    assert shared["workers"] == private["workers"] == 4
