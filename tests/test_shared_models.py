@@ -260,17 +260,6 @@ def test_a_model_mapped_from_its_own_file_is_not_copied_and_a_converted_one_is(t
             assert torch.equal(getattr(got, "pooler_output", got), getattr(want, "pooler_output", want))
 
 
-def test_the_plan_counts_one_weight_copy_per_cpu_device_when_shared():
-    from djx import plan_workers
-    models = {"hf_clip:clip:float32": 600 * MiB}
-    shared = plan_workers(2, models, [], cpu_count=4, share_models=True)
-    private = plan_workers(2, models, [], cpu_count=4, share_models=False)
-    assert shared.per_device["cpu"]["expected_bytes"] == 600 * MiB
-    assert private.per_device["cpu"]["expected_bytes"] == 2 * 600 * MiB
-    assert "weights 600.0 MiB (one shared copy) + about" in shared.describe()
-    assert "weights 1.17 GiB (2 private copies)" in private.describe()
-
-
 def test_dry_run_shows_weight_bytes_per_device_and_bytes_per_worker(djx_cli):
     res = djx_cli("process", REPO_DIR / "configs" / "demo.yaml", "--dry-run", "--np", "2")
     line = next(l for l in res.out.splitlines() if l.strip().startswith("cpu: workers [0, 1]"))

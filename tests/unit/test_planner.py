@@ -6,7 +6,7 @@ import pytest
 from djx import DeviceInfo, RecipeError, plan_workers
 from djx.core.plan.planner import CUDA_CONTEXT, WORKER_OVERHEAD
 
-GiB = 1 << 30
+GiB, MiB = 1 << 30, 1 << 20
 MODELS = {"hf_clip:clip:float32": 1 * GiB, "hf_blip_itm:blip:float32": 2 * GiB}
 PER_WORKER = 3 * GiB + WORKER_OVERHEAD
 
@@ -126,8 +126,11 @@ def test_cpu_model_ops_default_to_half_the_cores_with_two_threads_each():
     assert (text_only.workers, text_only.threads_per_worker) == (8, 1)
 
 
-def test_cpu_workers_map_one_copy_of_the_weights_when_shared():
-    shared = plan_workers(4, MODELS, [], cpu_count=4, share_models=True).per_device["cpu"]
-    private = plan_workers(4, MODELS, [], cpu_count=4).per_device["cpu"]
-    assert shared["weight_bytes"] == 3 * GiB and private["weight_bytes"] == 4 * 3 * GiB
-    assert shared["workers"] == private["workers"] == 4
+def test_the_plan_counts_one_weight_copy_per_cpu_device_when_shared():
+    models = {"hf_clip:clip:float32": 600 * MiB}
+    shared = plan_workers(2, models, [], cpu_count=4, share_models=True)
+    private = plan_workers(2, models, [], cpu_count=4, share_models=False)
+    assert shared.per_device["cpu"]["expected_bytes"] == 600 * MiB
+    assert private.per_device["cpu"]["expected_bytes"] == 2 * 600 * MiB
+    assert "weights 600.0 MiB (one shared copy) + about" in shared.describe()
+    assert "weights 1.17 GiB (2 private copies)" in private.describe()
