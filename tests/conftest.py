@@ -27,14 +27,17 @@ RAY_MISSING = "Ray is not installed (pip install -e '.[test,ray]' runs the Ray t
 
 @pytest.hookimpl(tryfirst=True)  # before -m selects: `-m "not ray"` sees the markers added here
 def pytest_collection_modifyitems(config, items):
-    """A test that joins the session's Ray cluster is a `ray` test; where Ray is not installed,
-    every `ray` test skips with what to install (CI installs Ray, so they run there)."""
+    """A test that joins the session's Ray cluster is a `ray` test, and every `ray` test is `slow`
+    (a Ray Data run takes seconds to start); where Ray is not installed, every `ray` test skips with
+    what to install (CI installs Ray, so they run there)."""
     ray_installed = importlib.util.find_spec("ray") is not None
     for item in items:
         if "ray_address" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.ray)
-        if not ray_installed and item.get_closest_marker("ray"):
-            item.add_marker(pytest.mark.skip(reason=RAY_MISSING))
+        if item.get_closest_marker("ray"):
+            item.add_marker(pytest.mark.slow)
+            if not ray_installed:
+                item.add_marker(pytest.mark.skip(reason=RAY_MISSING))
 
 
 RAY_HEAD = """

@@ -46,6 +46,7 @@ def generated(tmp_path_factory):
     return export, summary, ops, result
 
 
+@pytest.mark.slow
 def test_stats_csv_of_a_large_output_agrees_with_pandas_describe(generated):
     import pandas as pd
     export, _, _, result = generated
@@ -62,6 +63,7 @@ def test_stats_csv_of_a_large_output_agrees_with_pandas_describe(generated):
             assert abs(got[q] - want[q]) <= 0.01 * (want["max"] - want["min"]), (stat, q)
 
 
+@pytest.mark.slow
 def test_keep_rate_at_each_bound_is_what_the_filter_kept(generated):
     export, summary, _, result = generated
     tallies = {o["name"]: o for o in summary["ops"]}
@@ -83,6 +85,7 @@ def test_keep_rate_at_each_bound_is_what_the_filter_kept(generated):
     assert curves["image_aspect_ratio_filter"]["reached"] == tallies["image_aspect_ratio_filter"]["in"]
 
 
+@pytest.mark.slow
 def test_galleries_hold_the_samples_nearest_each_bound(generated):
     export, _, ops, result = generated
     dropped = [json.loads(line) for line in open(str(export).replace(".jsonl", ".dropped.jsonl"))]
@@ -96,6 +99,7 @@ def test_galleries_hold_the_samples_nearest_each_bound(generated):
     assert len(kept) == gallery.k and all(item["value"] >= 0.2 for item in kept)
 
 
+@pytest.mark.slow
 def test_rejections_are_counted_by_code_with_examples(generated):
     _, summary, _, result = generated
     col = result.collector
@@ -117,6 +121,8 @@ def demo_run(tmp_path_factory):
     return export
 
 
+@pytest.mark.slow
+@pytest.mark.models
 def test_report_flag_writes_the_analysis_next_to_the_export(demo_run):
     folder = demo_run.parent / "demo.analysis"
     table = _stats_csv(folder / "stats.csv")
@@ -130,6 +136,8 @@ def test_report_flag_writes_the_analysis_next_to_the_export(demo_run):
     assert html.count('class="card"') > 0 and list((folder / "thumbs").glob("*.jpg"))
 
 
+@pytest.mark.slow
+@pytest.mark.models
 def test_analyze_cli_agrees_with_the_run_summary(demo_run, djx_cli, tmp_path):
     res = djx_cli("analyze", demo_run, "--recipe", DEMO, "--out", tmp_path / "a")
     assert res.rc == 0, res.err
@@ -153,6 +161,8 @@ def test_analyze_cli_agrees_with_the_run_summary(demo_run, djx_cli, tmp_path):
     assert f"{t['kept'] / t['in']:.1%}" in html
 
 
+@pytest.mark.slow
+@pytest.mark.models
 def test_analyze_without_a_recipe_draws_no_thresholds(demo_run, djx_cli, tmp_path):
     res = djx_cli("analyze", demo_run, "--out", tmp_path / "a")
     assert res.rc == 0, res.err

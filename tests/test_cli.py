@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 VENV_BIN = Path(sys.executable).parent
 REPO_DIR = Path(__file__).resolve().parent.parent
 PLUGIN_SITE = Path(__file__).resolve().parent / "plugins" / "site"
@@ -107,6 +109,7 @@ def _copy_sources(dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.slow
 def test_a_non_editable_install_ships_every_module_and_runs(tmp_path, write_jsonl, write_recipe):
     src, target = _copy_sources(tmp_path / "src"), tmp_path / "site"
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
@@ -143,6 +146,7 @@ def test_a_non_editable_install_ships_every_module_and_runs(tmp_path, write_json
     assert json.loads((work / "out" / "kept.summary.json").read_text())["check"]["ok"]
 
 
+@pytest.mark.spawn
 def test_a_script_piped_to_python_runs_spawn_workers(tmp_path, text_dataset):
     """`python - < script.py` (or a notebook) has no __main__ file for spawn workers to import."""
     script = ("from djx import Pipeline\nfrom djx.ops.filter.text_length_filter import TextLengthFilter\n"

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 import djx
 
 
@@ -62,6 +64,7 @@ def test_paths_typed_on_the_command_line_are_relative_to_the_current_folder(tmp_
     assert not (tmp_path / "recipes" / "out").exists()
 
 
+@pytest.mark.spawn
 def test_a_worker_whose_run_is_gone_exits_quietly(tmp_path):
     """The run (the worker's parent end of the pipe) is gone while the worker finishes a batch:
     the worker exits 0 without a BrokenPipe traceback."""

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import psutil
+import pytest
 
 from conftest import REPO_DIR
 
@@ -19,6 +20,8 @@ def _clip(model: str, **params) -> dict:
     return {"image_text_similarity_filter": {"hf_clip": model, "min_score": 0.1, **params}}
 
 
+@pytest.mark.slow
+@pytest.mark.models
 def test_a_sound_recipe_shows_paths_batch_size_and_models_and_exits_0(tmp_path, write_recipe, djx_cli):
     recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(DEMO), export_path="out/k.parquet", np=1,
                           batch_size=16, process=[{"text_length_filter": {}}, _clip(str(TINY_CLIP))])
@@ -70,6 +73,8 @@ def _dry_run_hub(tmp_path, write_recipe, offline: bool):
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
+@pytest.mark.models
 def test_a_hub_id_is_looked_up_in_the_local_cache_only(tmp_path, write_recipe):
     online = _dry_run_hub(tmp_path, write_recipe, offline=False)
     assert online.returncode == 0, online.stdout + online.stderr
@@ -80,6 +85,7 @@ def test_a_hub_id_is_looked_up_in_the_local_cache_only(tmp_path, write_recipe):
     assert "not a local folder and not in the local Hugging Face cache, and HF_HUB_OFFLINE is set" in offline.stdout
 
 
+@pytest.mark.models
 def test_workers_that_cannot_fit_in_host_memory_are_refused_by_the_dry_run_and_the_run(tmp_path, write_recipe,
                                                                                        djx_cli):
     too_many = psutil.virtual_memory().available // (512 << 20) + 16  # more than fit at 512 MiB each

@@ -4,6 +4,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.spawn]  # installs a package, runs spawn workers
+
 PLUGIN = '''
 from djx import Filter, register_op
 

@@ -112,6 +112,7 @@ def _run(recipe, cwd):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_parquet_export_killed_mid_run_resumes_to_the_same_outputs(tmp_path, write_jsonl, write_recipe):
     data = write_jsonl(tmp_path / "d.jsonl", [{"id": i, "text": "x" * (i % 9)} for i in range(4000)])
     keys = dict(batch_size=10, checkpoint_every=1, keep_stats_in_res_ds=False)

@@ -97,6 +97,7 @@ def test_the_lock_is_held_through_the_check_and_the_finish(tmp_path, write_recip
     assert len(read_jsonl_file(tmp_path / "out" / "o.jsonl")) > 0
 
 
+@pytest.mark.slow
 def test_a_sample_stuck_in_an_op_is_rejected_with_code_timeout_and_the_rest_is_kept(tmp_path, write_recipe):
     write_data(tmp_path / "d.jsonl", 30, stuck={13})
     r = recipe(tmp_path, write_recipe, sample_timeout=5)
@@ -123,7 +124,8 @@ def wait_for(condition, what: str, limit: float = 120):
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+@pytest.mark.slow
+@pytest.mark.parametrize("start_method", ["fork", pytest.param("spawn", marks=pytest.mark.spawn)])
 def test_a_worker_stuck_mid_sample_dies_with_a_killed_run_and_the_rerun_is_not_refused(tmp_path, write_recipe,
                                                                                         start_method):
     write_data(tmp_path / "d.jsonl", 40, stuck={21})
@@ -144,6 +146,7 @@ def test_a_worker_stuck_mid_sample_dies_with_a_killed_run_and_the_rerun_is_not_r
     assert [(x["record"]["id"], x["code"]) for x in rejected] == [(21, "timeout")]
 
 
+@pytest.mark.slow
 def test_batches_are_bounded_in_bytes_as_well_as_records(tmp_path, write_recipe):
     from djx.core.executors.base import DatasetSource
     sizes = [3, 3, 3, 9, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]  # MiB of text per line
@@ -184,6 +187,7 @@ def test_a_write_that_fails_mid_run_says_the_data_is_saved_and_the_rerun_resumes
     assert sorted(ids) == list(range(600))
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_run_s_process_group_saves_progress_and_the_rerun_resumes(tmp_path, write_recipe):
     (tmp_path / "d.jsonl").write_text("".join(json.dumps({"id": i, "text": "hello world"}) + "\n"
                                               for i in range(300)))

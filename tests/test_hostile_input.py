@@ -263,6 +263,7 @@ def test_surrogates_and_deep_nesting_in_a_json_array_reject_only_their_record(tm
     assert "surrogate" in out["rejected"][1]["reason"] and "nested" in out["rejected"][2]["reason"]
 
 
+@pytest.mark.slow
 def test_a_70_mb_record_in_a_json_array_is_read(tmp_path):
     data = tmp_path / "data.json"
     big = "x" * (70 << 20)

@@ -18,6 +18,8 @@ from djx.tools import synth
 
 from conftest import read_jsonl_file
 
+pytestmark = [pytest.mark.slow, pytest.mark.models]  # real model forwards, seconds each
+
 MODELS = Path(__file__).parent / "assets" / "models"
 CLIP = str(MODELS / "tiny-clip")
 BLIP = str(MODELS / "tiny-blip-itm")
@@ -197,6 +199,7 @@ def demo_process():
             {"image_text_matching_filter": {"hf_blip": BLIP, "min_score": 0.5}}]
 
 
+@pytest.mark.spawn
 def test_custom_tokens_reach_spawn_workers_and_give_the_same_stats_as_default_tokens(tmp_path):
     from djx.tools.make_demo_data import write_demo
     default_dir, custom_dir = tmp_path / "default", tmp_path / "custom"
@@ -220,6 +223,7 @@ def test_custom_tokens_reach_spawn_workers_and_give_the_same_stats_as_default_to
     assert any(len(v["image_text_similarity"]) > 1 for v in want.values())  # multi-chunk covered
 
 
+@pytest.mark.spawn
 def test_two_ops_naming_one_model_share_one_copy_per_worker(tmp_path):
     from djx.tools.make_demo_data import write_demo
     write_demo(tmp_path / "d", n=16)

@@ -108,7 +108,7 @@ def test_an_op_error_rejects_only_that_sample_not_its_batch(tmp_path):
     assert rej[5]["code"] == "op_error" and "chaos_ops.py" in rej[5]["reason"]
 
 
-@pytest.mark.parametrize("how", ["kill", "segfault"])
+@pytest.mark.parametrize("how", [pytest.param("kill", marks=pytest.mark.slow), "segfault"])
 def test_a_worker_that_dies_is_replaced_and_only_the_poison_sample_is_rejected(tmp_path, how):
     lines = [json.dumps({"text": f"sample {i}", "poison": i in (7, 30)}) for i in range(40)]
     summary, rej = run(tmp_path, lines, [TEXT, {"poison_filter": {"how": how}}], np=2, batch_size=8)

@@ -50,6 +50,8 @@ def _dry_run(*args, env=None):
                           text=True, timeout=120, env=env or dict(os.environ))
 
 
+@pytest.mark.slow
+@pytest.mark.models
 def test_dry_run_prints_the_gpu_plan_from_free_memory(four_gpu_machine):
     # shared (the default): a GPU holds the one copy and its owner's context, then the workers
     proc = _dry_run("--np", "6")
@@ -77,6 +79,8 @@ def test_dry_run_prints_the_gpu_plan_from_free_memory(four_gpu_machine):
     assert "cuda:2" not in proc.stdout
 
 
+@pytest.mark.slow
+@pytest.mark.models
 def test_dry_run_says_why_when_no_visible_gpu_holds_the_models(four_gpu_machine):
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="2")
     proc = _dry_run("--set", "gpu_mem_fraction=0.5", env=env)

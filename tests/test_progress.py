@@ -11,6 +11,8 @@ import yaml
 from conftest import REPO_DIR
 
 
+@pytest.mark.slow
+@pytest.mark.models
 def test_a_piped_run_logs_the_loading_phase_then_total_percent_rate_and_eta(tmp_path):
     """The demo recipe (tiny CLIP and BLIP) on a trial of 40 samples, its stderr a pipe."""
     proc = subprocess.run([sys.executable, "-m", "djx.cli", "process", str(REPO_DIR / "configs/demo.yaml"),

@@ -44,12 +44,14 @@ def spawn_recipe(tmp_path, text_dataset, write_recipe):
                         np=2, start_method="spawn", process=[{"text_length_filter": {"min_len": 4}}])
 
 
+@pytest.mark.spawn
 def test_the_readme_script_runs_with_its_main_guard(tmp_path, spawn_recipe, text_dataset):
     proc = _run(_script(tmp_path, guarded=True))
     assert proc.returncode == 0, proc.stderr
     assert f"kept: {len(text_dataset.kept_ids(4))}" in proc.stdout
 
 
+@pytest.mark.spawn
 def test_a_script_without_the_main_guard_is_told_to_add_it(tmp_path, spawn_recipe):
     proc = _run(_script(tmp_path, guarded=False))
     assert proc.returncode != 0
@@ -58,6 +60,7 @@ def test_a_script_without_the_main_guard_is_told_to_add_it(tmp_path, spawn_recip
     assert not (tmp_path / "out" / "kept.jsonl").exists()
 
 
+@pytest.mark.spawn
 def test_pipeline_takes_a_recipe_path(tmp_path, spawn_recipe, text_dataset, read_jsonl):
     for recipe in (str(spawn_recipe), spawn_recipe):
         pipe = Pipeline(recipe=recipe, start_method="fork")

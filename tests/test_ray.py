@@ -22,7 +22,7 @@ from conftest import LONG, PLUGINS_DIR, REPO_DIR, read_jsonl_file
 from helpers import (N, assert_same_run, djx, held_run_outputs, hold, kill_when, outputs_by_position as outputs,
                      setup_held_run)
 
-pytestmark = pytest.mark.ray  # every test here runs the Ray executor
+pytestmark = pytest.mark.ray  # every test here runs the Ray executor (and is slow: see conftest)
 
 DEMO = REPO_DIR / "configs" / "demo.yaml"
 

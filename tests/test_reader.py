@@ -6,6 +6,7 @@ import json
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from djx import POSITION_KEY, Pipeline
 
@@ -24,6 +25,7 @@ def outputs(tmp_path, read_jsonl, name: str) -> dict[str, list]:
             "rejected": read_jsonl(folder / "kept.rejected.jsonl")}
 
 
+@pytest.mark.slow
 def test_json_array_and_parquet_give_the_same_outputs_as_json_lines(tmp_path, mm_records, mm_process,
                                                                     write_jsonl, write_recipe,
                                                                     read_jsonl):

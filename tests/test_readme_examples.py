@@ -26,6 +26,7 @@ def readme_block(first_line: str) -> str:
     return found[0]
 
 
+@pytest.mark.spawn
 def test_the_readme_word_count_plugin_runs_from_a_recipe(tmp_path, write_recipe):
     (tmp_path / "my_ops.py").write_text(readme_block("# my_ops.py"))
     texts = ["one two three four", "too short", "a b c", "nul \x00 in here ok", "fine text with words"]
@@ -52,6 +53,9 @@ def reference_prompt_scores(images: list[Image.Image], prompts: list[str]) -> li
         return (out.image_embeds @ out.text_embeds.T).max(dim=1).values.tolist()
 
 
+@pytest.mark.slow
+@pytest.mark.spawn
+@pytest.mark.models
 def test_the_readme_model_plugin_shares_clip_with_the_builtin_filter(tmp_path, write_recipe):
     (tmp_path / "image_prompt_ops.py").write_text(readme_block("# image_prompt_ops.py"))
     prompts = ["a red circle on a white background", "a blue square on a black background"]

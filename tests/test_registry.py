@@ -127,6 +127,7 @@ TOKEN_RECORDS = [
 ]
 
 
+@pytest.mark.spawn
 def test_plugin_file_from_recipe_runs_in_spawn_workers_with_the_recipes_special_token(
         plugin_project, tmp_path, write_jsonl, write_recipe, read_jsonl):
     """custom_ops paths are relative to the recipe; the workers (spawn, np=2) re-import the
@@ -145,6 +146,8 @@ def test_plugin_file_from_recipe_runs_in_spawn_workers_with_the_recipes_special_
     assert {s["id"]: s["__dj__stats__"]["image_token_count"] for s in dropped} == {1: 0, 2: 0}
 
 
+@pytest.mark.slow
+@pytest.mark.spawn
 def test_plugin_module_by_name_runs_in_spawn_workers(plugin_site, tmp_path, write_jsonl,
                                                      write_recipe, read_jsonl):
     write_jsonl(tmp_path / "d.jsonl", [{"id": 0, "text": "aeiou"}, {"id": 1, "text": "rhythm"},

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from djx.tools.make_analysis_outputs import recipe_text, run_ops, write_outputs
 
+pytestmark = pytest.mark.slow  # a headless browser
+
 ASSETS = str(Path(__file__).resolve().parent / "assets")  # the tests' own data, wherever djx is installed
 
 CHROMIUM = os.environ.get("DJX_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"

@@ -16,6 +16,7 @@ from helpers import (GUARD_S, N, djx, held_run_outputs as outputs, hold, kill_wh
                      setup_held_run as setup, wait_for)
 
 
+@pytest.mark.slow
 def test_killed_runs_resume_to_the_same_outputs_with_each_sample_once(tmp_path):
     ref_dir = tmp_path / "ref"
     ref_dir.mkdir()
@@ -101,6 +102,7 @@ def test_a_run_that_stops_on_an_error_keeps_its_finished_batches_for_the_resume(
     assert read_jsonl_file(tmp_path / "out/o.rejected.jsonl")[0]["line"] == 53
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_the_finished_batches_and_the_same_command_resumes(tmp_path):
     # records longer than the writer's buffer, so each batch is on disk once the run has taken it
     pad = max(io.DEFAULT_BUFFER_SIZE, os.stat(tmp_path).st_blksize)

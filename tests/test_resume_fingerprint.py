@@ -66,6 +66,8 @@ def test_a_changed_plugin_is_not_resumed_and_the_refusal_names_it(tmp_path):
     assert summary["resumed"] and summary["input"] == 60 and summary["kept"] == 39
 
 
+@pytest.mark.slow
+@pytest.mark.models
 def test_changed_model_files_are_not_resumed(tmp_path):
     shutil.copytree(MODELS / "tiny-clip", tmp_path / "clip")
     (tmp_path / "d").mkdir()

@@ -20,6 +20,8 @@ from djx.core.models.share.folder import share_root
 from conftest import LONG, REPO_DIR, read_jsonl_file, write_jsonl_file
 from helpers import assert_same_run, outputs_by_position as ray_outputs
 
+pytestmark = pytest.mark.models  # every test here loads, builds or plans a model
+
 MODELS = REPO_DIR / "tests" / "assets" / "models"
 MiB = 1 << 20
 
@@ -116,6 +118,8 @@ def my_run_folders() -> list[str]:
     return [n for n in os.listdir(root) if n.startswith(f"run-{os.getpid()}-")] if os.path.isdir(root) else []
 
 
+@pytest.mark.slow
+@pytest.mark.spawn
 def test_workers_map_one_copy_and_score_exactly_as_with_private_copies(tmp_path, big_clip, die_once_plugin):
     data = mm_dataset(tmp_path)
     # in the shared run a worker is killed mid-run, after its models scored a batch: its
@@ -165,6 +169,7 @@ def start_held_run(tmp_path: Path, hold: Path) -> tuple[subprocess.Popen, Path]:
     return proc, next(root.glob(f"run-{proc.pid}-*"))
 
 
+@pytest.mark.slow
 def test_ctrl_c_removes_the_shared_weights(tmp_path):
     proc, folder = start_held_run(tmp_path, tmp_path / "hold")
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole group
@@ -173,6 +178,7 @@ def test_ctrl_c_removes_the_shared_weights(tmp_path):
     assert not folder.exists()
 
 
+@pytest.mark.slow
 def test_shared_weights_of_a_killed_run_are_removed_by_the_next_run(tmp_path, text_dataset, write_recipe):
     proc, folder = start_held_run(tmp_path, tmp_path / "hold")
     os.killpg(proc.pid, signal.SIGKILL)  # the run and its workers: no chance to clean up
@@ -185,6 +191,7 @@ def test_shared_weights_of_a_killed_run_are_removed_by_the_next_run(tmp_path, te
     assert not folder.exists()
 
 
+@pytest.mark.slow
 def test_ray_actors_read_one_copy_from_the_object_store_and_score_as_local(ray_address, tmp_path):
     runs = {}
     for name, keys in {"local": {}, "ray": {"executor": "ray"},
@@ -233,6 +240,7 @@ def test_a_shared_copy_keeps_tied_weights_tied_and_non_persistent_buffers(tmp_pa
     assert len(list(tmp_path.glob("*.pt"))) == 1  # written once, mapped twice
 
 
+@pytest.mark.slow
 def test_a_model_mapped_from_its_own_file_is_not_copied_and_a_converted_one_is(tmp_path):
     """A float32 safetensors file loaded as float32 stays a memory map of the file (the page cache,
     which the kernel shares): no copy under the run folder, every process loads the file itself.
@@ -304,6 +312,8 @@ def owner_run(tmp_path: Path, big_clip: Path, plugin: Path, name: str, share: bo
     return ex, lines, logs
 
 
+@pytest.mark.slow
+@pytest.mark.spawn
 def test_a_weight_owner_serves_one_copy_and_recovers_from_its_own_death_and_a_workers(tmp_path, big_clip,
                                                                                      die_once_plugin):
     shared, lines, _ = owner_run(tmp_path, big_clip, die_once_plugin, "owner", True)

@@ -10,6 +10,8 @@ import pytest
 
 from djx import Pipeline
 
+pytestmark = pytest.mark.slow  # each runs the CLI on a model filter or two chained runs
+
 ASSETS = Path(__file__).parent / "assets"
 DEMO = ASSETS / "demo"
 CLIP = str(ASSETS / "models" / "tiny-clip")
@@ -42,6 +44,7 @@ def first_export(tmp_path, write_recipe, djx_cli):
     return tmp_path / "one" / "out" / "o.jsonl", summary
 
 
+@pytest.mark.models
 def test_refiltering_an_export_reuses_its_stats_and_loads_no_model(tmp_path, first_export, write_recipe,
                                                                    read_jsonl, djx_cli):
     export, first = first_export
@@ -65,6 +68,7 @@ def test_refiltering_an_export_reuses_its_stats_and_loads_no_model(tmp_path, fir
     assert reused == computed
 
 
+@pytest.mark.models
 def test_recompute_stats_and_invalid_stats_compute_again(tmp_path, first_export, write_recipe, read_jsonl,
                                                          djx_cli):
     export, first = first_export

@@ -35,6 +35,8 @@ def test_an_op_that_raises_for_every_sample_stops_the_run_early_and_writes_no_ex
     assert not (tmp_path / "out" / ".kept.djx-state").exists()  # nothing to resume from either
 
 
+@pytest.mark.slow
+@pytest.mark.models
 def test_the_token_check_counts_only_samples_that_reach_the_model_op(tmp_path, write_recipe, djx_cli):
     """Cheaper filters drop many of the first samples; the rest, all carrying images written with
     the default token, meet a run configured with another token."""
@@ -53,6 +55,8 @@ def test_the_token_check_counts_only_samples_that_reach_the_model_op(tmp_path, w
     assert not (tmp_path / "out" / "kept.jsonl").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.models
 def test_a_small_input_that_fails_throughout_is_judged_on_all_of_it(tmp_path, write_recipe, djx_cli, make_image):
     make_image("r.png", (64, 64))
     data = write_lines(tmp_path / "d.jsonl", [{"text": f"a red square number {i}", "images": ["r.png"]}
@@ -84,6 +88,8 @@ def test_a_few_bad_samples_finish_the_run_and_max_rejected_fraction_fails_it_aft
     assert len(read_jsonl_file(tmp_path / "b" / "kept.rejected.jsonl")) == 5
 
 
+@pytest.mark.slow
+@pytest.mark.models
 @pytest.mark.parametrize("dtype", ["bfloat16", "auto"])
 def test_dry_run_warns_of_an_emulated_dtype_and_auto_runs_float32_on_this_cpu(tmp_path, write_recipe,
                                                                               djx_cli, make_image, dtype):
@@ -112,6 +118,8 @@ def test_dry_run_warns_of_an_emulated_dtype_and_auto_runs_float32_on_this_cpu(tm
         assert scores[0] == scores[1]  # float32, bit for bit
 
 
+@pytest.mark.slow
+@pytest.mark.models
 def test_a_wrong_image_key_is_named_not_blamed_on_the_token(tmp_path, write_recipe, djx_cli, make_image):
     make_image("r.png", (64, 64))
     data = write_lines(tmp_path / "d.jsonl", [{"text": f"<__dj__image> a red square {i}", "image": ["r.png"]}
