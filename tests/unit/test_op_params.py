@@ -22,6 +22,9 @@ class ScoreFilter(Filter):
         super().__init__(**common)
         self.min_score, self.max_score, self.mode, self.labels = min_score, max_score, mode, labels
 
+    def compute_sample(self, sample, batch):
+        return {"score": 0.5}
+
 
 def error_of(params: dict) -> str:
     with pytest.raises(RecipeError) as e:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from djx import Filter
+from djx import Filter, range_reason
 from djx.core.op.reasons import default_reason
 from djx.ops.filter.image_aspect_ratio_filter import ImageAspectRatioFilter
 from djx.ops.filter.image_shape_filter import ImageShapeFilter
 from djx.ops.filter.image_size_filter import ImageSizeFilter
 from djx.ops.filter.image_text_matching_filter import ImageTextMatchingFilter
 from djx.ops.filter.image_text_similarity_filter import ImageTextSimilarityFilter
-from djx.ops.filter.reasons import range_reason
 from djx.ops.filter.text_length_filter import TextLengthFilter
 
 
@@ -20,6 +19,9 @@ class PluginFilter(Filter):
 
     stats_keys = ("score", "votes")
 
+    def compute_sample(self, sample, batch):
+        return {"score": 0.5, "votes": 1}
+
 
 class ExplainingFilter(Filter):
     stats_keys = ("score",)
@@ -27,6 +29,9 @@ class ExplainingFilter(Filter):
     def __init__(self, account=None, **common):
         super().__init__(**common)
         self.account = account
+
+    def compute_sample(self, sample, batch):
+        return {"score": 0.5}
 
     def drop_reason(self, stats):
         return self.account(stats)
@@ -81,6 +86,7 @@ def test_the_filters_own_account_is_used_and_a_broken_one_falls_back_to_the_stat
 
 def test_a_filter_without_stats_is_simply_dropped():
     class Bare(Filter):
-        pass
+        def compute_sample(self, sample, batch):
+            return {}
 
     assert default_reason(Bare(), {}) == "dropped"
