@@ -20,7 +20,7 @@ leaves it behind, and the next run removes the folders whose owner is gone (`rem
 
     weight_share.py  WeightShare: how a worker finds the shared copy (the value passed to workers)
     split.py         a loaded model <-> a pickled skeleton + its tensors
-    folder.py        the run folder under /dev/shm: create, remove, stale cleanup, write once, map
+    folder.py        the run folder under /dev/shm: private to this user, signed skeletons, write once, map
     gpu_owner.py     the weight owner process of a GPU, serving CUDA IPC handles
     ray_store.py     the Ray object-store payload CPU actors read zero-copy
 """

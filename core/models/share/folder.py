@@ -3,25 +3,49 @@ copy: the first process that needs a model writes its skeleton and tensors there
 process memory-maps the tensors (`torch.load(mmap=True)`), so all read the same page-cache pages.
 
 A run folder is named after its owner (pid and process start time): a run killed with kill -9
-leaves it behind, and the next run removes the folders whose owner is gone (`remove_stale`)."""
+leaves it behind, and the next run removes the folders whose owner is gone (`remove_stale`).
+
+/dev/shm is writable by every local user, so nothing there is trusted by its name: the root
+`djx-weights-<uid>` is used only when this user made it and only this user can enter it (owner,
+mode 0700, not a symlink, checked with lstat); otherwise the run folder is a fresh private folder
+beside it. The skeleton is a pickle (a loader may return any object), so it is signed with the
+run's key (held in memory, passed to workers by value) and checked before it is unpickled: a
+skeleton this run did not write is refused, never loaded."""
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import hmac
 import os
 import pickle
 import shutil
+import stat
 import tempfile
 
+from djx.core.errors import DjxError
 from djx.core.models.share.split import join, return_freed_memory, split, tensor_slots
 
 
 SHM = "/dev/shm"
 
 
-def share_root() -> str:
+def share_base() -> str:
     """Where run folders live: tmpfs (/dev/shm) where there is one, else the temp folder."""
-    base = SHM if os.path.isdir(SHM) and os.access(SHM, os.W_OK) else tempfile.gettempdir()
-    return os.path.join(base, f"djx-weights-{os.getuid()}")
+    return SHM if os.path.isdir(SHM) and os.access(SHM, os.W_OK) else tempfile.gettempdir()
+
+
+def share_root(base: str | None = None) -> str:
+    """The usual parent of this user's run folders (used only when `private(root)`)."""
+    return os.path.join(base or share_base(), f"djx-weights-{os.getuid()}")
+
+
+def private(path: str) -> bool:
+    """Whether `path` is a real folder (not a symlink) of this user that no one else may enter."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
 
 
 def _start_ticks(pid: int) -> str | None:
@@ -39,13 +63,21 @@ def _start_ticks(pid: int) -> str | None:
             return None
 
 
-def create_run_folder() -> str:
-    """A new, empty folder for this run's weights (stale folders of dead runs removed first)."""
-    remove_stale()
-    root = share_root()
-    os.makedirs(root, mode=0o700, exist_ok=True)
+def create_run_folder(base: str | None = None) -> str:
+    """A new, empty, private folder for this run's weights (stale folders of dead runs removed
+    first): inside this user's root when the root is this user's and private, else beside it."""
+    base = base or share_base()
+    remove_stale(base)
+    root = share_root(base)
+    try:
+        os.mkdir(root, 0o700)
+    except FileExistsError:
+        pass
     pid = os.getpid()
-    return tempfile.mkdtemp(prefix=f"run-{pid}-{_start_ticks(pid)}-", dir=root)
+    prefix = f"run-{pid}-{_start_ticks(pid)}-"
+    if private(root):
+        return tempfile.mkdtemp(prefix=prefix, dir=root)  # mkdtemp: 0700, never an existing name
+    return tempfile.mkdtemp(prefix=f"djx-weights-{os.getuid()}-{prefix}", dir=base)
 
 
 def remove_run_folder(folder: str | None) -> None:
@@ -53,43 +85,78 @@ def remove_run_folder(folder: str | None) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def remove_stale() -> list[str]:
-    """Remove the run folders whose owner process is gone; return their paths."""
-    root = share_root()
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return []
+def remove_stale(base: str | None = None) -> list[str]:
+    """Remove this user's run folders whose owner process is gone; return their paths."""
+    base = base or share_base()
+    root, beside = share_root(base), f"djx-weights-{os.getuid()}-"
+    places = [(root, "")] if private(root) else []
+    places.append((base, beside))
     gone = []
-    for name in names:
-        parts = name.split("-")
-        if len(parts) < 4 or parts[0] != "run" or not parts[1].isdigit():
+    for where, prefix in places:
+        try:
+            names = [n[len(prefix):] for n in os.listdir(where) if n.startswith(prefix)]
+        except OSError:
             continue
-        if _start_ticks(int(parts[1])) != parts[2]:
-            gone.append(os.path.join(root, name))
-            shutil.rmtree(gone[-1], ignore_errors=True)
+        for name in names:
+            parts, path = name.split("-"), os.path.join(where, prefix + name)
+            if len(parts) < 4 or parts[0] != "run" or not parts[1].isdigit() or not private(path):
+                continue
+            if _start_ticks(int(parts[1])) != parts[2]:
+                gone.append(path)
+                shutil.rmtree(path, ignore_errors=True)
     return gone
 
 
-def load_from_folder(folder: str, key: str, loader, spec, device: str):
+def _signed(secret: bytes, skeleton: bytes) -> bytes:
+    return hmac.new(secret, skeleton, hashlib.sha256).digest() + skeleton
+
+
+def _verified(secret: bytes, data: bytes, path: str) -> bytes:
+    """The skeleton in `data` if this run signed it; a DjxError otherwise (never unpickled)."""
+    mac, skeleton = data[:32], data[32:]
+    if not secret or not hmac.compare_digest(mac, hmac.new(secret, skeleton, hashlib.sha256).digest()):
+        raise DjxError(f"{path} was not written by this run: refusing to load it (another user may have "
+                       f"planted it; check who can write to {os.path.dirname(os.path.dirname(path))})")
+    return skeleton
+
+
+def _read_private(folder: str, name: str) -> bytes:
+    """A file of the run folder, refused unless the folder is this user's and private and the
+    file is a regular file of this user (no symlink followed)."""
+    path = os.path.join(folder, name)
+    if not private(folder):
+        raise DjxError(f"the shared-weights folder {folder} is not a private folder of this user: refusing "
+                       "to load models from it")
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+            raise DjxError(f"{path} is not a file this user wrote: refusing to load it")
+        return f.read()
+
+
+def load_from_folder(folder: str, key: str, loader, spec, device: str, secret: bytes):
     """Map the model from the run folder; the first process to need it writes it there."""
     import torch
-    own = write_to_folder(folder, key, loader, spec, device)
+    own = write_to_folder(folder, key, loader, spec, device, secret)
     if own is not None:  # this process loaded it and keeps it
         return own
     if os.path.exists(os.path.join(folder, f"{key}.own")):
         return loader(spec, device)  # file-backed: every process maps the model's own file
-    with open(os.path.join(folder, f"{key}.skeleton"), "rb") as f:
-        skel = f.read()
+    path = os.path.join(folder, f"{key}.skeleton")
+    skel = _verified(secret, _read_private(folder, f"{key}.skeleton"), path)
     return join(skel, torch.load(os.path.join(folder, f"{key}.pt"), mmap=True, weights_only=True))
 
 
-def write_to_folder(folder: str, key: str, loader, spec, device: str):
+def write_to_folder(folder: str, key: str, loader, spec, device: str, secret: bytes):
     """Write the model's skeleton and tensors to the run folder unless they are there (one writer,
     the others wait for the finished files). Returns the model this process loaded when it keeps
     it: one that does not pickle, or one whose weights are views of its memory-mapped file (a
     `<key>.own` marker then tells the other processes to load it themselves); None otherwise."""
     import torch
+    if not private(folder):
+        raise DjxError(f"the shared-weights folder {folder} is not a private folder of this user: refusing "
+                       "to write models to it")
     weights, skeleton = os.path.join(folder, f"{key}.pt"), os.path.join(folder, f"{key}.skeleton")
     own = os.path.join(folder, f"{key}.own")
     with open(os.path.join(folder, f"{key}.lock"), "w") as lock:
@@ -107,7 +174,7 @@ def write_to_folder(folder: str, key: str, loader, spec, device: str):
         del obj
         torch.save(tensors, weights + ".tmp")
         with open(skeleton + ".tmp", "wb") as f:
-            f.write(skel)
+            f.write(_signed(secret, skel))
         del tensors
         os.replace(weights + ".tmp", weights)
         os.replace(skeleton + ".tmp", skeleton)  # last: its presence means both are whole

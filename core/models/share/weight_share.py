@@ -1,6 +1,7 @@
 """WeightShare: how a worker finds this run's one copy of each model, passed to workers by value."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from djx.core.models.share.split import spec_key
@@ -13,6 +14,8 @@ class WeightShare:
     folder: str = ""
     refs: dict = field(default_factory=dict)  # spec_key(spec, device) -> ObjectRef of ray_payload()
     owners: dict = field(default_factory=dict)  # device -> gpu_owner.OwnerAddress (GPUs)
+    # signs the skeletons written to `folder`: a worker unpickles only what this run wrote
+    secret: bytes = field(default_factory=lambda: os.urandom(32), repr=False)
 
     def covers(self, device: str) -> bool:
         """Whether a worker on `device` maps its weights from here (GPUs: only through an owner)."""
@@ -30,5 +33,5 @@ class WeightShare:
             return from_payload(ray.get(self.refs[key]))
         if self.folder:
             from djx.core.models.share.folder import load_from_folder
-            return load_from_folder(self.folder, key, loader, spec, device)
+            return load_from_folder(self.folder, key, loader, spec, device, self.secret)
         return loader(spec, device)
