@@ -47,15 +47,31 @@ def _text(v) -> str:
 
 
 def recipe_ops(recipe_path: str | None, summary: dict | None, custom_ops=()) -> list | None:
-    """The run's ops: from `--recipe`, else from the recipe its summary recorded; None if neither."""
+    """The run's ops: from `--recipe`, else from the recipe its summary recorded; None if neither.
+
+    A summary is data someone may have handed over: the plug-ins it records are never imported.
+    Only what the user names (`--recipe`, `--custom-ops`) loads code; a recorded recipe whose ops
+    need plug-ins the user did not name is shown by op name (None)."""
     from djx.core.recipe.recipe import load_recipe, recipe_from_dict
     if recipe_path:
         return load_recipe(recipe_path, custom_ops=list(custom_ops)).build_ops()
     recorded = (summary or {}).get("recipe")
-    if not recorded or not recorded.get("process"):
+    if not isinstance(recorded, dict) or not recorded.get("process"):
         return None
-    raw = {k: v for k, v in recorded.items() if k != "base_dir"}
-    return recipe_from_dict(raw, base_dir=recorded.get("base_dir", ".")).build_ops()
+    raw = {k: v for k, v in recorded.items() if k not in ("base_dir", "custom_ops")}
+    raw["custom_ops"] = list(custom_ops)
+    try:
+        return recipe_from_dict(raw, base_dir=str(recorded.get("base_dir", "."))).build_ops()
+    except DjxError:
+        if recorded.get("custom_ops") and not custom_ops:
+            return None  # its plug-ins are not loaded: the journey names the ops
+        raise
+
+
+def _recorded_plugins(summary: dict | None) -> list:
+    recorded = (summary or {}).get("recipe")
+    plugins = recorded.get("custom_ops") if isinstance(recorded, dict) else None
+    return [str(p) for p in plugins] if isinstance(plugins, list) else []
 
 
 def journey(kind: str, path: str, rec: dict, ops: list | None, summary: dict | None) -> list[str]:
@@ -69,7 +85,10 @@ def journey(kind: str, path: str, rec: dict, ops: list | None, summary: dict | N
     stats = (rec.get(STATS_KEY) if kind != "rejected" else None) or {}
     if ops is None:
         names = [o["name"] for o in (summary or {}).get("ops", [])]
-        lines.append("  (no recipe: give --recipe for each op's thresholds)" + (f"; ops: {', '.join(names)}" if names else ""))
+        plugins = _recorded_plugins(summary)
+        hint = ("the run used plug-ins, not loaded from its summary: give --recipe or --custom-ops "
+                f"{' '.join(plugins)}" if plugins else "no recipe: give --recipe")
+        lines.append(f"  ({hint} for each op's thresholds)" + (f"; ops: {', '.join(names)}" if names else ""))
         lines.append(f"  stats: {_short(stats)}")
         lines.append("  verdict: " + _verdict_of(kind, rec))
         return lines
