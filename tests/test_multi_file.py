@@ -46,13 +46,16 @@ def shards(tmp_path, mm_records):
 
 def outputs(folder: Path) -> dict:
     """The records of a run's outputs, image paths as the input wrote them (relative to its own
-    folder: the outputs write them absolute, and the compared datasets live in different folders)."""
+    folder: the outputs write them absolute, and the compared datasets live in different folders),
+    without the stats' provenance (which names those files)."""
     return {kind: [_as_input(r) for r in read_jsonl_file(folder / name)] for kind, name in
             (("kept", "kept.jsonl"), ("dropped", "kept.dropped.jsonl"), ("rejected", "kept.rejected.jsonl"))}
 
 
 def _as_input(rec: dict) -> dict:
     sample = rec.get("record") if isinstance(rec.get("record"), dict) else rec
+    # the provenance vouches for these image files (their paths, sizes and mtimes): copies differ
+    rec.pop("__djx__stats_provenance__", None)
     if isinstance(sample.get("images"), list):
         sample["images"] = [p[p.rindex("/images/") + 1:] if "/images/" in p else p for p in sample["images"]]
     return rec

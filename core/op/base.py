@@ -114,6 +114,12 @@ class Filter(Op):
     stat_shapes: ClassVar[Mapping[str, str]] = MappingProxyType({})
     """Per stat, 'scalar', 'per_image' or 'per_chunk': how a stat the input already carries is
     checked before it is reused (a stat not named here: any finite number or list of them)."""
+    verdict_params: ClassVar[tuple[str, ...] | None] = None
+    """The parameters that choose the verdict from the stats without changing them (thresholds):
+    stats djx wrote are reused when only these differ. None: `any_or_all` and every min_*/max_*."""
+    stat_ranges: ClassVar[Mapping[str, tuple[float | None, float | None]]] = MappingProxyType({})
+    """Per stat, the (low, high) bounds any value of it can have (None: unbounded), e.g. a length
+    is never negative: a stat the input carries outside them is recomputed, never reused."""
 
     def __new__(cls, *args, **params):
         if cls.compute_stats is Filter.compute_stats and cls.compute_sample is Filter.compute_sample:

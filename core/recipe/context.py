@@ -29,6 +29,8 @@ class RunContext:
     export_dir: str | None = None  # set for a run that writes files: image paths are rewritten for it
     image_paths: str = "absolute"  # how image paths are written: "absolute" or "relative" (to export_dir)
     recompute_stats: bool = False  # False: a filter reuses valid stats a sample already carries
+    trust_input_stats: bool = False  # True: reuse stats djx cannot vouch for (a Data-Juicer export)
+    stats_key: bytes = field(default=b"", repr=False)  # signs the stats djx writes (run/provenance.py)
 
     def with_(self, **changes) -> "RunContext":
         return replace(self, **changes)

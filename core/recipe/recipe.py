@@ -21,6 +21,7 @@ from djx.core.op.params import coerce, _type_name
 from djx.core.io.dataset import dataset_root
 from djx.core.recipe.build_ops import problems, without_dj_op_keys
 from djx.core.errors import closest
+from djx.core.run.provenance import stats_key
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class Recipe:
     image_root: str | None = None             # relative image paths resolve here (default: the dataset's folder)
     image_paths: Literal["absolute", "relative"] = "absolute"  # image paths in the outputs
     recompute_stats: bool = False             # False: filters reuse valid stats samples already carry
+    trust_input_stats: bool = False           # True: also reuse stats djx did not write (range-checked)
     skip_unknown_ops: bool = False            # True: run without the ops djx does not have (listed)
     inject_faults: list[str] = field(default_factory=list)  # testing: "oom_above:N", "oom_always"
     base_dir: str = "."                       # the recipe's folder (set by the loader)
@@ -72,6 +74,7 @@ class Recipe:
                           eoc_special_token=self.eoc_special_token,
                           dataset_dir=self.image_root or dataset_root(self.dataset_path),
                           image_paths=self.image_paths, recompute_stats=self.recompute_stats,
+                          trust_input_stats=self.trust_input_stats, stats_key=stats_key(),
                           max_image_pixels=self.max_image_pixels, on_error=self.on_error,
                           load_truncated_images=self.load_truncated_images,
                           fault=tuple(self.inject_faults), **extra)

@@ -15,6 +15,8 @@ from djx.core.io.image_paths import path_writer
 from djx.core.io.record_limits import encoded, output_problem
 from djx.core.records import BatchResult, FailFast, Item, Rejection, parse_pending
 from djx.core.io.reinput import input_sample, unwrap_rejected
+from djx.core.run.provenance import StatBooks
+from djx.core.run.sample_checks import input_problem, record_problem
 from djx.core.run.stat_reuse import reusable
 
 
@@ -52,15 +54,19 @@ class OpChain:
         result = BatchResult.empty(len(self.ops))
         originals: dict[int, Item] = {}  # position -> the item as read (ops work on a copy)
         samples = []
+        books = StatBooks(self.ctx, self.ops)
         parse_pending(items)
         for item in items:
             unwrap_rejected(item)  # a line of a rejected file read back: the record it holds
-            reason = item.error or _not_an_object(item.record)
+            reason = item.error or record_problem(item.record)
             if reason:
                 result.rejected.append(self.reject(item, None, reason, "bad_input"))
                 continue
             originals[item.pos] = item
             samples.append(input_sample(item.record, item.pos, self.reads_input))
+            foreign = books.take(samples[-1])
+            if foreign:
+                result.counters["foreign_stats_dropped"] = result.counters.get("foreign_stats_dropped", 0) + foreign
 
         images = BatchImages(self.ctx.dataset_dir, self.ctx.max_image_pixels,
                              load_truncated_images=self.ctx.load_truncated_images)
@@ -77,7 +83,7 @@ class OpChain:
                 if op.uses_images:
                     key = op.image_key or self.ctx.image_key
                     result.op_counts[k].with_images += sum(1 for s in samples if s.get(key))
-                samples = self._run_op(k, op, samples, images, pool, result, originals)
+                samples = self._run_op(k, op, samples, images, pool, result, originals, books)
                 result.op_counts[k].seconds += time.perf_counter() - t0
                 if k == last_image_op:
                     images.close()
@@ -85,9 +91,10 @@ class OpChain:
             images.close()
         result.kept = samples
         writer = path_writer(self.ctx, self.ops)
-        if writer is not None:  # image paths of the records a run writes resolve from its outputs
-            for s in (result.kept if self.export_kept else []) + result.dropped:
-                writer.rewrite(s)
+        for s in result.kept + result.dropped:
+            if writer is not None and (self.export_kept or s in result.dropped):
+                writer.rewrite(s)  # image paths of the records a run writes resolve from its outputs
+            books.seal(s)
         self._refuse_unwritable(result, originals, encode)
         if writer is not None:
             for rej in result.rejected:
@@ -122,20 +129,22 @@ class OpChain:
             setattr(result, kind, good)
 
     # -- one op over the live samples -------------------------------------------------------
-    def _run_op(self, k, op, samples, images, pool, result, originals) -> list[dict]:
+    def _run_op(self, k, op, samples, images, pool, result, originals, books) -> list[dict]:
         ctx = self.ctx
         text_key = op.text_key or ctx.text_key
         image_key = op.image_key or ctx.image_key
         rejected: dict[int, tuple] = {}  # index -> (reason, code, exception type)
         for i, s in enumerate(samples):
-            reason = _input_problem(s, op, text_key, image_key)
+            reason = input_problem(s, op, text_key, image_key)
             if reason:
                 rejected[i] = (reason, "bad_input", None)
         live = [i for i in range(len(samples)) if i not in rejected]
         if self.may_reuse[k] and not ctx.recompute_stats:  # stats already there: not recomputed
-            reused = {i for i in live if reusable(op, samples[i], ctx)}
+            reused = {i for i in live if reusable(op, samples[i], ctx) and books.vouches(k, op, samples[i])}
             result.op_counts[k].reused += len(reused)
             live = [i for i in live if i not in reused]
+        else:
+            reused = set()
         step = op.batch_size or len(live) or 1
         own = [(s[POSITION_KEY], s.get(STATS_KEY)) for s in samples]  # djx's keys, whatever the op does
         for start in range(0, len(live), step):
@@ -159,6 +168,7 @@ class OpChain:
                 result.rejected.append(self.reject(originals[s[POSITION_KEY]], k, *rejected[i]))
                 continue
             if isinstance(op, Filter):
+                books.computed(k, op, s, i in reused)
                 if not keep:
                     counts.dropped += 1
                     s[DROP_KEY] = {"op": op.name, "op_index": k,
@@ -268,25 +278,6 @@ def _verdict(op: Op, value) -> tuple[bool, str | None]:
 
 def _is_bool(value) -> bool:
     return isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"))
-
-
-def _not_an_object(record) -> str | None:
-    if isinstance(record, dict):
-        return None
-    return f"record is not a JSON object (got {type(record).__name__})"
-
-
-def _input_problem(sample: dict, op: Op, text_key: str, image_key: str) -> str | None:
-    if op.uses_text:
-        if text_key not in sample:
-            return f"missing text key {text_key!r}"
-        if not isinstance(sample[text_key], str):
-            return f"text key {text_key!r} is not a string (got {type(sample[text_key]).__name__})"
-    if op.uses_images:
-        refs = sample.get(image_key)
-        if refs is not None and (not isinstance(refs, list) or not all(isinstance(r, str) for r in refs)):
-            return f"{image_key!r} must be a list of image paths (strings), got {refs!r:.80}"
-    return None
 
 
 def _reason(op: Op, e: BaseException) -> str:

@@ -105,6 +105,15 @@ def _counts_line(counts: dict) -> str:
     return f"{counts['input']} input = {parts}" if counts.get("input") is not None else parts
 
 
+def _out_of_range(value, bounds) -> str | None:
+    if not bounds:
+        return None
+    low, high = bounds
+    outside = [v for v in (value if isinstance(value, list) else [value])
+               if isinstance(v, (int, float)) and ((low is not None and v < low) or (high is not None and v > high))]
+    return f"out of its possible range [{low}, {high}]: {outside[0]!r}" if outside else None
+
+
 def _bad_value(value, has_images: bool) -> str | None:
     if isinstance(value, bool) or value is None:
         return "missing" if value is None else None
@@ -138,6 +147,7 @@ def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str |
     for it in the count check. With `ops` (the recipe's ops, in the order of `filters`), each
     sample's verdicts are re-applied to its recorded stats."""
     check = _OutputCheck(filters, image_key, input_count, Judge(ops) if ops is not None else None)
+    check.ranges = {op.name: dict(op.stat_ranges) for op in ops or () if isinstance(op, Filter)}
     for _, sample in iter_output(kept_path):
         check.kept(sample)
     has_dropped = bool(dropped_path and os.path.exists(dropped_path))
@@ -159,6 +169,7 @@ class _OutputCheck:
                  judge: Judge | None = None):
         self.filters, self.image_key, self.input_count = filters, image_key, input_count
         self.judge = judge
+        self.ranges: dict[str, dict] = {}  # op name -> its stat_ranges: a value outside is impossible
         self.report = CheckReport()
         self.index_of: dict[str, int] = {}
         for i, (name, _) in enumerate(filters):
@@ -234,7 +245,7 @@ class _OutputCheck:
                     self.report.add(f"{kind} sample missing stat {k!r} of op {name}", pos)
                     sound = False
                     continue
-                bad = _bad_value(stats[k], has_images)
+                bad = _bad_value(stats[k], has_images) or _out_of_range(stats[k], self.ranges.get(name, {}).get(k))
                 if bad:
                     self.report.add(f"{kind} sample has stat {k!r} of op {name} {bad}", pos)
                     sound = False

@@ -1,10 +1,11 @@
 """Reusing stats a sample already carries, as Data-Juicer does: re-filtering an export with new
 thresholds computes nothing and loads no model.
 
-A filter's stats are reused when every one of them is present and valid: finite numbers, and for
-the shapes a filter declares in `stat_shapes`, one value per image (`per_image`), one per chunk that
-holds images (`per_chunk`) or one number (`scalar`). Anything else is recomputed; so is everything
-with `recompute_stats: true` (after changing a model, or a parameter that changes a stat).
+A filter's stats are reused when every one of them is present and valid: finite numbers inside
+the filter's `stat_ranges`, and for the shapes a filter declares in `stat_shapes`, one value per
+image (`per_image`), one per chunk that holds images (`per_chunk`) or one number (`scalar`); and
+when djx vouches for them (run/provenance.py: djx wrote them with the same op, or the recipe says
+`trust_input_stats`). Anything else is recomputed; so is everything with `recompute_stats: true`.
 """
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import math
 
 from djx.core.recipe.context import STATS_KEY, RunContext
 from djx.core.op.base import Filter
-from djx.core.io.reinput import unwrap_rejected
+from djx.core.io.reinput import input_sample, unwrap_rejected
+from djx.core.run.provenance import StatBooks
 
 
 def reusable(op, sample: dict, ctx: RunContext) -> bool:
@@ -22,11 +24,21 @@ def reusable(op, sample: dict, ctx: RunContext) -> bool:
     stats = sample.get(STATS_KEY)
     if not isinstance(stats, dict):
         return False
-    shapes = op.stat_shapes
+    shapes, ranges = op.stat_shapes, op.stat_ranges
     for key in op.stats_keys:
         if key not in stats or not _valid(stats[key], shapes.get(key), op, sample, ctx):
             return False
+        if key in ranges and not all(_within(v, *ranges[key]) for v in _values(stats[key])):
+            return False
     return True
+
+
+def _values(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def _within(v, low, high) -> bool:
+    return (low is None or v >= low) and (high is None or v <= high)
 
 
 def _valid(value, shape: str | None, op, sample: dict, ctx: RunContext) -> bool:
@@ -75,4 +87,10 @@ def models_unneeded(chain, files: list[str]) -> bool:
         return False
     parse_pending([item])
     unwrap_rejected(item)
-    return isinstance(item.record, dict) and all(reusable(op, item.record, chain.ctx) for op in model_ops)
+    if not isinstance(item.record, dict) or not isinstance(item.record.get(STATS_KEY, {}), dict):
+        return False
+    sample = input_sample(item.record, 0)
+    books = StatBooks(chain.ctx, chain.ops)
+    books.take(sample)
+    return all(reusable(op, sample, chain.ctx) and books.vouches(k, op, sample)
+               for k, op in enumerate(chain.ops) if op.model_specs())

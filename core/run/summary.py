@@ -22,7 +22,8 @@ def build_summary(recipe, paths, plan, executor, ops, counts, state, report, ses
         "rejected_share": round(counts.rejected / max(n, 1), 4),
         "rejected_by_code": dict(sorted(counts.rejected_by_code.items(), key=lambda kv: -kv[1])),
         "ops": [{"name": op.name, "in": c.seen, "kept": c.kept, "dropped": c.dropped, "rejected": c.rejected,
-                 "seconds": round(c.seconds, 3), "reused_stats": c.reused} for op, c in zip(ops, counts.ops)],
+                 "seconds": round(c.seconds, 3), "reused_stats": c.reused, "uses_model": bool(op.model_specs())}
+                for op, c in zip(ops, counts.ops)],
         "skipped_ops": recipe.skipped_ops(),  # unknown ops a skip_unknown_ops recipe ran without
         "recipe": {**recipe.to_dict(), "base_dir": recipe.base_dir},  # what ran (djx explain reads its ops)
         "ops_seconds_are": OPS_SECONDS,
@@ -120,5 +121,14 @@ def _reused_and_skipped(s: dict) -> list[str]:
     """Filters that reused the stats samples carried (no recompute), and unknown ops skipped."""
     reused = [f"{o['name']} {o['reused_stats']}" for o in s.get("ops") or [] if o.get("reused_stats")]
     skipped = [f"process[{o['index']}] {o['name']}" for o in s.get("skipped_ops") or []]
-    return ([f"  stats reused (samples that carried them, not recomputed): {', '.join(reused)}"] if reused else []) \
+    lines = ([f"  stats reused (samples that carried them, not recomputed): {', '.join(reused)}"] if reused else []) \
         + ([f"  skipped (unknown ops, skip_unknown_ops): {', '.join(skipped)}"] if skipped else [])
+    for o in s.get("ops") or []:
+        if o.get("uses_model") and o["in"] and o.get("reused_stats") == o["in"]:
+            lines.append(f"  warning: {o['name']} ran no model: it reused the stats all {o['in']} samples carried "
+                         f"(recompute_stats: true recomputes them)")
+    foreign = (s.get("events") or {}).get("foreign_stats_dropped")
+    if foreign:
+        lines.append(f"  note: {foreign} stat value(s) in the input that djx did not write were dropped, not reused "
+                     f"(trust_input_stats: true reuses and keeps them, e.g. for a Data-Juicer export)")
+    return lines

@@ -10,6 +10,7 @@ class ImageAspectRatioFilter(Filter):
 
     stats_keys = ("aspect_ratios",)
     stat_shapes = {"aspect_ratios": "per_image"}
+    stat_ranges = {"aspect_ratios": (0, None)}
     uses_text = False
     uses_images = True
 

@@ -11,6 +11,7 @@ class ImageShapeFilter(Filter):
 
     stats_keys = ("image_width", "image_height")
     stat_shapes = {"image_width": "per_image", "image_height": "per_image"}
+    stat_ranges = {"image_width": (0, None), "image_height": (0, None)}
     uses_text = False
     uses_images = True
 

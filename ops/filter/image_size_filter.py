@@ -25,6 +25,7 @@ class ImageSizeFilter(Filter):
 
     stats_keys = ("image_sizes",)
     stat_shapes = {"image_sizes": "per_image"}
+    stat_ranges = {"image_sizes": (0, None)}
     uses_text = False
     uses_images = True
 

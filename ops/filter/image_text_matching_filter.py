@@ -12,6 +12,7 @@ class ImageTextMatchingFilter(ImageTextModelFilter):
     """
 
     stats_keys = ("image_text_matching_score",)
+    stat_ranges = {"image_text_matching_score": (0.0, 1.0)}  # a probability
     model_kind = "hf_blip_itm"
     path_params = ("hf_blip",)
 

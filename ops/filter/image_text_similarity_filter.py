@@ -12,6 +12,7 @@ class ImageTextSimilarityFilter(ImageTextModelFilter):
     """
 
     stats_keys = ("image_text_similarity",)
+    stat_ranges = {"image_text_similarity": (-1.0001, 1.0001)}  # a cosine (and float rounding)
     model_kind = "hf_clip"
     path_params = ("hf_clip",)
 

@@ -9,6 +9,7 @@ class TextLengthFilter(Filter):
 
     stats_keys = ("text_len",)
     stat_shapes = {"text_len": "scalar"}
+    stat_ranges = {"text_len": (0, None)}
 
     def __init__(self, min_len: int = 10, max_len: int = sys.maxsize, **common):
         super().__init__(**common)

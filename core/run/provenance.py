@@ -1,0 +1,155 @@
+"""Which stats a sample carries that djx can vouch for.
+
+Stats in an input decide verdicts when they are reused, so a stat is reused only when djx wrote
+it: each sample djx writes carries `__djx__stats_provenance__`, naming for every stat the op that
+computed it (name, parameters, model, djx version: `op_fingerprint`), the size and mtime of the
+sample's images when an image op computed one, and an HMAC-SHA256 over the sample under this
+user's key (a private file, `stats_key()`). A sample edited after djx wrote it, a stat another
+op or model computed, an image changed since: not vouched for, so recomputed. Stats nobody vouches
+for are dropped from the sample (counted as `foreign_stats_dropped`) unless the recipe says
+`trust_input_stats: true` (a dataset from Data-Juicer, say): then they are reused as Data-Juicer
+would, range-checked, and kept, but never signed.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import stat
+
+from djx.core.recipe.context import DROP_KEY, ORIGIN_POS_KEY, POSITION_KEY, STATS_KEY, RunContext
+
+PROVENANCE_KEY = "__djx__stats_provenance__"
+_UNSIGNED = (PROVENANCE_KEY, POSITION_KEY, ORIGIN_POS_KEY, DROP_KEY)  # djx's keys that change between runs
+
+
+def stats_key(home: str | None = None) -> bytes:
+    """This user's key for signing stats: `$XDG_DATA_HOME/djx/stats.key` (~/.local/share), made
+    on first use, 0600 in a 0700 folder of this user. b"" when it cannot be had safely: nothing
+    is signed then, and only `trust_input_stats` reuses stats."""
+    base = home or os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    folder, path = os.path.join(base, "djx"), os.path.join(base, "djx", "stats.key")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        st = os.lstat(folder)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            return b""
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(os.urandom(32))
+        except FileExistsError:
+            pass
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            key = f.read()
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077 or len(key) < 32:
+            return b""
+        return key
+    except OSError:
+        return b""
+
+
+def op_fingerprint(op) -> str:
+    """What makes a stat this op's: its name, the parameters that change stats (not thresholds),
+    its models and djx's version."""
+    from djx import __version__
+    verdict_only = getattr(op, "verdict_params", None)
+    params = {k: v for k, v in op.params().items()
+              if (k not in verdict_only if verdict_only is not None
+                  else not (k == "any_or_all" or k.startswith(("min_", "max_"))))}
+    what = repr((op.name, sorted(params.items()), [repr(s) for s in op.model_specs()], __version__))
+    return hashlib.sha256(what.encode()).hexdigest()[:16]
+
+
+def _mac(key: bytes, sample: dict, prov: dict) -> str | None:
+    try:
+        body = json.dumps([{k: v for k, v in sample.items() if k not in _UNSIGNED}, prov["stats"],
+                           prov.get("images")], sort_keys=True, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        return None  # not JSON as is: never vouched for
+    return hmac.new(key, body.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+
+
+def image_stamps(sample: dict, image_key: str, dataset_dir: str) -> list | None:
+    """[size, mtime_ns] of each of the sample's images (None when one cannot be read)."""
+    refs = sample.get(image_key)
+    if not isinstance(refs, list):
+        return None
+    out = []
+    for ref in refs:
+        try:
+            st = os.stat(os.path.join(dataset_dir, ref) if isinstance(ref, str) else "")
+        except (OSError, ValueError):
+            return None
+        out.append([st.st_size, st.st_mtime_ns])
+    return out
+
+
+class StatBooks:
+    """One batch's account of the stats each sample carries: which are vouched for by whom."""
+
+    def __init__(self, ctx: RunContext, ops: list):
+        self.ctx = ctx
+        self.fingerprints = [op_fingerprint(op) for op in ops]
+        self.vouched: dict[int, dict[str, str]] = {}  # position -> {stat: fingerprint}
+        self.images: dict[int, list | None] = {}  # position -> the stamps the signature vouches for
+
+    def take(self, sample: dict) -> int:
+        """Check the provenance a sample came with (removed from it); drop the stats nobody vouches
+        for unless they are trusted. Returns how many stats were dropped."""
+        prov, pos = sample.pop(PROVENANCE_KEY, None), sample[POSITION_KEY]
+        vouched = {}
+        if (self.ctx.stats_key and isinstance(prov, dict) and isinstance(prov.get("stats"), dict)
+                and isinstance(prov.get("sig"), str)):
+            mac = _mac(self.ctx.stats_key, sample, prov)
+            if mac is not None and hmac.compare_digest(mac, prov["sig"]):
+                vouched = {k: v for k, v in prov["stats"].items() if isinstance(v, str)}
+                self.images[pos] = prov.get("images")
+        self.vouched[pos] = vouched
+        stats = sample.get(STATS_KEY)
+        if self.ctx.trust_input_stats or not isinstance(stats, dict):
+            return 0
+        foreign = [k for k in stats if k not in vouched]
+        for k in foreign:
+            del stats[k]
+        return len(foreign)
+
+    def vouches(self, k: int, op, sample: dict) -> bool:
+        """Whether op k may reuse the sample's stats: djx wrote them with this very op (and the
+        images are unchanged since), or the recipe trusts input stats."""
+        if self.ctx.trust_input_stats:
+            return True
+        vouched = self.vouched.get(sample[POSITION_KEY], {})
+        if any(vouched.get(key) != self.fingerprints[k] for key in op.stats_keys):
+            return False
+        if op.uses_images:
+            now = image_stamps(sample, op.image_key or self.ctx.image_key, self.ctx.dataset_dir)
+            return now is not None and now == self.images.get(sample[POSITION_KEY])
+        return True
+
+    def computed(self, k: int, op, sample: dict, reused: bool) -> None:
+        """Op k's stats of this sample are its own now (computed, or reused as vouched for)."""
+        vouched = self.vouched.setdefault(sample[POSITION_KEY], {})
+        for key in op.stats_keys:
+            if reused and self.ctx.trust_input_stats and vouched.get(key) != self.fingerprints[k]:
+                vouched.pop(key, None)  # trusted, not known: kept but never signed
+            else:
+                vouched[key] = self.fingerprints[k]
+        if op.uses_images and not reused:
+            self.images[sample[POSITION_KEY]] = image_stamps(sample, op.image_key or self.ctx.image_key,
+                                                              self.ctx.dataset_dir)
+
+    def seal(self, sample: dict) -> None:
+        """Sign what djx vouches for in this sample as it will be written."""
+        pos = sample.get(POSITION_KEY)
+        stats = sample.get(STATS_KEY)
+        vouched = {k: v for k, v in self.vouched.get(pos, {}).items() if isinstance(stats, dict) and k in stats}
+        if not self.ctx.stats_key or not vouched:
+            return
+        prov = {"stats": vouched, "images": self.images.get(pos)}
+        mac = _mac(self.ctx.stats_key, sample, prov)
+        if mac is not None:
+            sample[PROVENANCE_KEY] = {**prov, "sig": mac}

@@ -1,0 +1,31 @@
+"""What a record must be before the ops see it: a JSON object whose djx keys have their types, and,
+per op, the text and image keys that op reads. A record that is not is rejected as `bad_input`
+with the reason, never handed to an op (whose error would blame the op)."""
+from __future__ import annotations
+
+from djx.core.op.base import Op
+from djx.core.recipe.context import STATS_KEY
+
+
+def record_problem(record) -> str | None:
+    """Why an input record cannot be a sample (None: it can)."""
+    if not isinstance(record, dict):
+        return f"record is not a JSON object (got {type(record).__name__})"
+    if STATS_KEY in record and not isinstance(record[STATS_KEY], dict):
+        return (f"{STATS_KEY} must be an object of stat names and values, got {type(record[STATS_KEY]).__name__} "
+                f"{record[STATS_KEY]!r:.60}")
+    return None
+
+
+def input_problem(sample: dict, op: Op, text_key: str, image_key: str) -> str | None:
+    """Why `sample` cannot go through `op` (None: it can): the text and image keys it reads."""
+    if op.uses_text:
+        if text_key not in sample:
+            return f"missing text key {text_key!r}"
+        if not isinstance(sample[text_key], str):
+            return f"text key {text_key!r} is not a string (got {type(sample[text_key]).__name__})"
+    if op.uses_images:
+        refs = sample.get(image_key)
+        if refs is not None and (not isinstance(refs, list) or not all(isinstance(r, str) for r in refs)):
+            return f"{image_key!r} must be a list of image paths (strings), got {refs!r:.80}"
+    return None
