@@ -252,7 +252,7 @@ def test_a_model_mapped_from_its_own_file_is_not_copied_and_a_converted_one_is(t
     pixels = torch.rand(2, 3, 32, 32)
     for dtype, copied in (("float32", False), ("bfloat16", True)):
         folder = tmp_path / dtype
-        folder.mkdir()
+        folder.mkdir(mode=0o700)  # as a run folder is: djx refuses one that others can write
         spec = ModelSpec("hf_clip", str(MODELS / "tiny-clip"), dtype=dtype)
         private = loader_for(spec)(spec, "cpu")
         share = WeightShare(folder=str(folder))
