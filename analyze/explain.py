@@ -79,7 +79,7 @@ def journey(kind: str, path: str, rec: dict, ops: list | None, summary: dict | N
     sample = rec.get("record") if kind == "rejected" else rec
     lines = [f"sample {POSITION_KEY}={rec.get(POSITION_KEY)}: {kind}, in {path}"]
     if isinstance(sample, dict):
-        lines += [f"  {k}: {_short(v)}" for k, v in sample.items() if not k.startswith("__dj__")]
+        lines += [f"  {k}: {_short(v)}" for k, v in sample.items() if not k.startswith("__dj")]
     elif kind == "rejected":
         lines.append(f"  raw: {_short(rec.get('raw'))}")
     stats = (rec.get(STATS_KEY) if kind != "rejected" else None) or {}

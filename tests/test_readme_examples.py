@@ -1,4 +1,5 @@
-"""The README's plug-in examples, taken from the README itself, run as a user would run them."""
+"""The plug-in examples the README and docs/plugins.md show, taken from those files, run as a user
+would run them."""
 from __future__ import annotations
 
 import json
@@ -14,16 +15,21 @@ from djx import Pipeline
 from conftest import REPO_DIR, read_jsonl_file
 
 README = (REPO_DIR / "README.md").read_text(encoding="utf-8")
+PLUGINS_DOC = (REPO_DIR / "docs" / "plugins.md").read_text(encoding="utf-8")
 DEMO = REPO_DIR / "tests" / "assets" / "demo"
 TINY_CLIP = REPO_DIR / "tests" / "assets" / "models" / "tiny-clip"
 
 
-def readme_block(first_line: str) -> str:
-    """The README's ```python block that starts with `first_line`."""
-    blocks = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
+def readme_block(first_line: str, text: str = README) -> str:
+    """The ```python block of `text` (the README) that starts with `first_line`."""
+    blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
     found = [b for b in blocks if b.startswith(first_line + "\n")]
-    assert len(found) == 1, f"the README has no single python block starting with {first_line!r}"
+    assert len(found) == 1, f"no single python block starting with {first_line!r}"
     return found[0]
+
+
+def test_the_docs_show_the_readme_plugin_as_it_is():
+    assert readme_block("# my_ops.py", PLUGINS_DOC) == readme_block("# my_ops.py")
 
 
 @pytest.mark.spawn
@@ -41,6 +47,9 @@ def test_the_readme_word_count_plugin_runs_from_a_recipe(tmp_path, write_recipe)
     rejected = read_jsonl_file(tmp_path / "out" / "kept.rejected.jsonl")
     assert [r["record"]["text"] for r in rejected] == [texts[3]] and "NUL" in rejected[0]["reason"]
     assert (summary["kept"], summary["dropped"], summary["rejected"]) == (3, 1, 1)
+    assert rejected[0]["code"] == "bad_text"
+    dropped = read_jsonl_file(tmp_path / "out" / "kept.dropped.jsonl")
+    assert dropped[0]["__dj__drop__"]["reason"] == "num_words=2 below min_words 3"
 
 
 def reference_prompt_scores(images: list[Image.Image], prompts: list[str]) -> list[float]:
@@ -57,7 +66,7 @@ def reference_prompt_scores(images: list[Image.Image], prompts: list[str]) -> li
 @pytest.mark.spawn
 @pytest.mark.models
 def test_the_readme_model_plugin_shares_clip_with_the_builtin_filter(tmp_path, write_recipe):
-    (tmp_path / "image_prompt_ops.py").write_text(readme_block("# image_prompt_ops.py"))
+    (tmp_path / "image_prompt_ops.py").write_text(readme_block("# image_prompt_ops.py", PLUGINS_DOC))
     prompts = ["a red circle on a white background", "a blue square on a black background"]
     recipe = write_recipe(
         tmp_path / "r.yaml", dataset_path=str(DEMO / "demo.jsonl"), export_path="out/kept.jsonl",
