@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import time
 from typing import Iterable, Iterator
@@ -129,6 +130,8 @@ class Pipeline:
         start = resume_point(None if restart else writer.load_manifest(),
                              {**fingerprint(recipe, self.ops, files, root), **({"limit": limit} if limit else {})},
                              len(self.ops), paths.state_dir)
+        if limit is not None and not restart and not start.resumed:
+            _refuse_trial_over_full_run(paths, limit)
         if start.note:
             log(start.note)
         if start.finishing:  # killed while moving its outputs into place: complete that, nothing else
@@ -168,6 +171,19 @@ def _check_limit(limit, recipe: Recipe) -> None:
         return
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise DjxError(f"limit: expected a positive number of samples, got {limit!r}")
+
+
+def _refuse_trial_over_full_run(paths: OutputPaths, limit: int) -> None:
+    """A trial (--limit) would replace the outputs of a finished full run with a sample of them."""
+    try:
+        with open(paths.summary, encoding="utf-8") as f:
+            earlier = json.load(f)
+    except (OSError, ValueError):
+        return  # no finished run there (or not one djx can read): nothing a trial could lose
+    if isinstance(earlier, dict) and earlier.get("partial") is False:
+        raise DjxError(f"{paths.export} holds the outputs of a finished full run ({earlier.get('kept', '?')} kept of "
+                       f"{earlier.get('input', '?')}); a --limit {limit} trial would replace them with a sample: "
+                       f"give the trial another export path (--export-path), or --restart to replace them")
 
 
 def _write_report(ops, recipe: Recipe, export: str, log) -> None:

@@ -79,7 +79,7 @@ class RunClock:
         return {
             "samples": n_all,
             "samples_how": self.size.how,
-            "seconds": round(seconds, 1),
+            "seconds": round(seconds, 3),  # a tiny run is not 0 s
             "seconds_how": (f"start-up (starting workers, loading models) {start:.1f} s and the end (stopping "
                             f"workers, output check) {end:.1f} s, measured once, + {n_all:,} samples at the "
                             f"trial's steady rate of {rate:.2f} samples/s between start-up and its last batch "
