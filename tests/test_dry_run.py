@@ -46,7 +46,8 @@ def test_every_problem_is_listed_and_the_dry_run_exits_1(tmp_path, write_recipe,
     res = djx_cli("process", recipe, "--dry-run")
     assert res.rc == 1
     problems = [line for line in res.out.splitlines() if line.startswith("  problem: ")]
-    assert len(problems) == 3, res.out
+    assert len(problems) == 4, res.out
+    assert any("none of the 3 images the first records name exists, e.g. 'a.png'" in p for p in problems)
     # one bad record among usable ones is what a run rejects: a note, not a problem
     assert "note: dataset: record 3 (line 4): not valid JSON" in res.out
     assert any("image_special_token '<__dj__image>'" in p and "tokens seen: <image>" in p for p in problems)

@@ -133,12 +133,32 @@ def dataset_report(recipe) -> tuple[list[str], list[str]]:
         problems += bad
     else:  # a few bad records: the run rejects them, with their reasons
         lines += [f"  note: {b} (a run rejects such a record with its reason)" for b in bad]
+    problems += _missing_images(items, recipe, lines)
     if with_images and not with_token:
         seen = ", ".join(sorted(tokens)[:5])
         problems.append(f"dataset: none of the first records with images carries image_special_token "
                         f"{recipe.image_special_token!r} in its text" + (f" (tokens seen: {seen})" if seen else "")
                         + "; set image_special_token to the token your data was written with")
     return lines, problems
+
+
+def _missing_images(items, recipe, lines: list[str]) -> list[str]:
+    """A problem when none of the images the first records name exists where djx will look (the
+    records point elsewhere: image_root); a note when some are missing."""
+    from djx.core.io.dataset import dataset_root
+    root = recipe.image_root or dataset_root(recipe.dataset_path)
+    refs = [r for item in items if isinstance(item.record, dict) and isinstance(item.record.get(recipe.image_key), list)
+            for r in item.record[recipe.image_key] if isinstance(r, str)]
+    missing = [r for r in refs if not os.path.isfile(os.path.join(root, r))]
+    if not missing:
+        return []
+    example = f"{missing[0]!r} (looked for {os.path.join(root, missing[0])})"
+    if len(missing) == len(refs):
+        return [f"dataset: none of the {len(refs)} images the first records name exists, e.g. {example}; set "
+                f"image_root to the folder the image paths are relative to"]
+    lines.append(f"  note: {len(missing)} of {len(refs)} images of the first records are missing, e.g. {example} "
+                 f"(a run rejects those samples as bad_image)")
+    return []
 
 
 def model_report(specs) -> tuple[list[str], list[str]]:

@@ -21,6 +21,21 @@ from djx.core.run.resume import ResumePoint
 from djx.core.run.summary import build_summary, format_summary
 
 
+SYSTEMATIC_SHARE = 0.9  # one rejection code for this share of the input: the run failed
+
+
+def first_reason(rejected_path: str, code: str) -> str | None:
+    """The reason of the first rejection with `code` in a rejected file (None if unreadable)."""
+    from djx.core.io.output_reader import iter_output
+    try:
+        for _, rec in iter_output(rejected_path):
+            if rec.get("code") == code:
+                return str(rec.get("reason"))[:200]
+    except (OSError, ValueError, DjxError):
+        return None
+    return None
+
+
 class RunLedger:
     """Use as a context manager around the result loop: leaving it by an exception between
     batches saves every batch finished by then, so the next run resumes from there."""
@@ -146,12 +161,28 @@ class RunLedger:
         self.log(format_summary(summary))
         if not report.ok:
             raise CheckError(report.describe())
+        self._refuse_systematic_rejection(state.records)
         share = self.counts.rejected / max(state.records, 1)
         if recipe.max_rejected_fraction is not None and share > recipe.max_rejected_fraction:
             raise DjxError(f"{self.counts.rejected} of {state.records} samples ({share:.1%}) were rejected, "
                            f"more than max_rejected_fraction {recipe.max_rejected_fraction}; the outputs are written: see "
                            f"{writer.paths.rejected} for the reasons")
         return summary
+
+    def _refuse_systematic_rejection(self, records: int) -> None:
+        """Nearly every sample rejected for one reason: the input does not match the recipe (images
+        not where the records say, a text key that is not there). Not a success, whatever the code;
+        `max_rejected_fraction` replaces this rule with the user's own bound."""
+        if self.recipe.max_rejected_fraction is not None or not records:
+            return
+        code, n = max(self.counts.rejected_by_code.items(), key=lambda kv: kv[1], default=(None, 0))
+        if n < SYSTEMATIC_SHARE * records:
+            return
+        example = first_reason(self.writer.paths.rejected, code)
+        raise DjxError(f"{n} of {records} samples ({n / records:.1%}) were rejected as {code}"
+                       + (f", e.g. {example}" if example else "") + f": the input does not match the recipe. The "
+                       f"outputs are written ({self.writer.paths.rejected} has every reason); set "
+                       f"max_rejected_fraction: 1.0 to accept such a run")
 
     def _save_progress(self) -> None:
         try:
