@@ -21,7 +21,7 @@ def run(djx_cli, write_recipe, folder: Path, data: Path, process: list, **keys) 
     res = djx_cli("process", recipe)
     assert res.rc == 0, res.err
     summary = json.loads((folder / "out" / "o.summary.json").read_text())
-    return summary | {"table": res.out, "export": folder / "out" / "o.jsonl"}
+    return summary | {"table": res.out, "log": res.out + res.err, "export": folder / "out" / "o.jsonl"}
 
 
 def test_forged_stats_choose_no_verdict(tmp_path, write_jsonl, read_jsonl, write_recipe, djx_cli):
@@ -74,6 +74,7 @@ def test_a_model_filter_reuses_only_while_the_images_are_unchanged(tmp_path, rea
     again = run(djx_cli, write_recipe, tmp_path / "two", first["export"], clip)
     assert again["ops"][0]["reused_stats"] == first["kept"] == 6
     assert "warning: image_text_similarity_filter ran no model" in again["table"]
+    assert "loading models" in first["log"] and "loading models" not in again["log"]
     image = tmp_path / read_jsonl(first["export"])[0]["images"][0]
     shutil.copy(tmp_path / "images" / Path(read_jsonl(first["export"])[1]["images"][0]).name, image)
     third = run(djx_cli, write_recipe, tmp_path / "three", first["export"], clip)

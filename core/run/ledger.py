@@ -63,7 +63,9 @@ class RunLedger:
         self.writer.open(self.start.manifest)
         w = self.clock
         self.bar = Progress(w.total if w else None, self.start.read.records, self.progress, t0=self.t0)
-        self.bar.starting([s.label() for s in dict.fromkeys(self.chain.model_specs())],
+        # a re-filter whose samples carry their stats loads models only when a sample lacks them
+        models = [] if self.chain.lazy_models else [s.label() for s in dict.fromkeys(self.chain.model_specs())]
+        self.bar.starting(models,
                           getattr(getattr(self.executor, "plan", None), "workers", None))
         return self
 
