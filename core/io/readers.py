@@ -219,7 +219,7 @@ def _read_parquet_rows(path: str, state: ReadState) -> Iterator[Item]:
     from djx.core.io.writers import decode_json_columns, json_columns
     index = state.file_start  # the dataset position of the file's next row
     parquet = pq.ParquetFile(path)
-    as_json = json_columns(parquet)  # a djx parquet output's fields stored as JSON text
+    as_json = json_columns(parquet, path)  # a djx parquet output's fields stored as JSON text
     for batch in parquet.iter_batches(batch_size=1024):
         rows = batch.to_pylist()
         if index + len(rows) <= state.records:
@@ -228,5 +228,24 @@ def _read_parquet_rows(path: str, state: ReadState) -> Iterator[Item]:
         for row in rows:
             if index >= state.records:
                 state.records = index + 1
-                yield Item(index, record=decode_json_columns(row, as_json), file=state.file)
+                deep = _too_deep_json(row, as_json)
+                yield Item(index, error=deep, raw=None, file=state.file) if deep else \
+                    Item(index, record=decode_json_columns(row, as_json), file=state.file)
             index += 1
+
+
+def _too_deep_json(row: dict, columns: list[str]) -> str | None:
+    """Why a row's JSON-text column nests deeper than a JSON Lines record may (None: it does not)."""
+    from djx.core.io.record_limits import MAX_DEPTH
+    for k in columns:
+        v = row.get(k)
+        if isinstance(v, str) and v.count("[") + v.count("{") > MAX_DEPTH:
+            try:
+                problem = record_problem(json.loads(v), v)
+            except RecursionError:
+                problem = too_deep()
+            except ValueError:
+                continue  # not JSON: the column stays text, as decode_json_columns leaves it
+            if problem:
+                return f"column {k!r}: {problem}"
+    return None

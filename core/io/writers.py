@@ -218,13 +218,18 @@ def existing_shards(dest: str) -> list[str]:
     return sorted(os.path.join(folder, n) for n in names if is_shard_of(dest, n))
 
 
-def json_columns(parquet_file) -> list[str]:
+def json_columns(parquet_file, path: str = "the parquet file") -> list[str]:
     """The columns a djx parquet output stores as JSON text (none for other parquet files)."""
     meta = parquet_file.schema_arrow.metadata or {}
     try:
-        return list(json.loads(meta.get(PARQUET_JSON_COLUMNS, b"[]")))
+        names = json.loads(meta.get(PARQUET_JSON_COLUMNS, b"[]"))
     except ValueError:
-        return []
+        names = None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        shown = meta.get(PARQUET_JSON_COLUMNS, b"")[:80].decode("utf-8", "replace")
+        raise DjxError(f"{path}: its parquet metadata {PARQUET_JSON_COLUMNS.decode()} must be a list of column "
+                       f"names (djx writes it so), got {shown!r}: remove that metadata key or write the file again")
+    return names
 
 
 def decode_json_columns(row: dict, columns: list[str]) -> dict:
