@@ -84,6 +84,8 @@ def _notes(col: Collector, rows: list[dict], summary: dict | None, paths) -> lis
     if other:
         notes.append(f"stats without numeric values are not summarised: {', '.join(other)}")
     s = summary or {}
+    for what in s.get("unusable") or []:
+        notes.append(f"the run summary {paths.summary} has no usable {what}: the funnel is left out")
     if isinstance(s.get("dropped"), int) and s["dropped"] > col.dropped:
         notes.append(f"the run dropped {s['dropped']} samples but {paths.dropped} holds {col.dropped} "
                      f"(export_dropped: false?): every figure covers the samples written only")

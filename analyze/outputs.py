@@ -42,4 +42,34 @@ def read_summary(path: str) -> dict | None:
             summary = json.load(f)
     except (OSError, ValueError) as e:
         raise DjxError(f"{path}: the run summary is unreadable ({e})") from None
-    return summary if isinstance(summary, dict) else None
+    if not isinstance(summary, dict):
+        return None
+    problems = _op_rows_problems(summary.get("ops"))
+    if problems:  # an older or hand-written summary: left out where it cannot be read, and said
+        summary = {k: v for k, v in summary.items() if k != "ops"}
+        summary["unusable"] = [f"ops ({'; '.join(problems)})"]
+    return summary
+
+
+OP_FIELDS = ("name", "in", "kept", "dropped", "rejected")
+
+
+def _op_rows_problems(ops) -> list[str]:
+    """What keeps a summary's `ops` from being read as the per-op counts (none when it can be)."""
+    if ops is None:
+        return []
+    if not isinstance(ops, list):
+        return [f"not a list but {type(ops).__name__}"]
+    problems = []
+    for i, row in enumerate(ops):
+        if not isinstance(row, dict):
+            problems.append(f"ops[{i}] is {type(row).__name__}, not an object")
+            continue
+        missing = [k for k in OP_FIELDS if k not in row or (k != "name") != _count(row[k])]
+        if missing:
+            problems.append(f"ops[{i}] lacks {', '.join(missing)}")
+    return problems[:5]
+
+
+def _count(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)

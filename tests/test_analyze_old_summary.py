@@ -1,0 +1,23 @@
+"""`djx analyze` on a run whose summary is older or hand-written: what cannot be read is said and
+left out; the analysis of the outputs is still made."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+@pytest.mark.parametrize("ops, said", [(5, "not a list but int"), ([1], "ops[0] is int, not an object"),
+                                       ([{"name": "text_length_filter"}], "ops[0] lacks in, kept, dropped, rejected")])
+def test_a_summary_with_unreadable_op_counts_is_said_not_a_traceback(tmp_path, write_jsonl, write_recipe, djx_cli,
+                                                                      ops, said):
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": "hello world here"}, {"text": "x"}])
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(data), export_path="out/o.jsonl", np=1,
+                          process=[{"text_length_filter": {"min_len": 3}}])
+    assert djx_cli("process", recipe, "--quiet").rc == 0
+    summary = tmp_path / "out" / "o.summary.json"
+    summary.write_text(json.dumps({**json.loads(summary.read_text()), "ops": ops}))
+    res = djx_cli("analyze", tmp_path / "out" / "o.jsonl", "--recipe", recipe)
+    assert res.rc == 0, res.err
+    assert f"has no usable ops ({said}): the funnel is left out" in res.out + res.err
+    assert (tmp_path / "out" / "o.analysis" / "report.html").exists()
