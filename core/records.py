@@ -125,6 +125,9 @@ class BatchResult:
     op_counts: list[OpCounts] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
     read_at: dict | None = None
+    # per sample that reached the ops: (position, index of the last op it reached, has images);
+    # None where an engine does not say (the early check then counts per batch)
+    reach: list[tuple[int, int, bool]] | None = None
 
     @classmethod
     def empty(cls, n_ops: int) -> "BatchResult":
@@ -138,7 +141,9 @@ class BatchResult:
         counts = [a + b for a, b in zip(self.op_counts, other.op_counts)] or other.op_counts
         return BatchResult(self.kept + other.kept, self.dropped + other.dropped,
                            self.rejected + other.rejected, counts, add_counters(self.counters, other.counters),
-                           other.read_at if other.read_at is not None else self.read_at)
+                           other.read_at if other.read_at is not None else self.read_at,
+                           None if self.reach is None and other.reach is None
+                           else sorted((self.reach or []) + (other.reach or [])))
 
 
 @dataclass

@@ -29,7 +29,7 @@ def test_an_op_that_raises_for_every_sample_stops_the_run_early_and_writes_no_ex
                           process=[{"text_length_filter": {"min_len": 1}}, {"poison_filter": {"how": "kill"}}])
     res = djx_cli("process", recipe, "--quiet")
     assert res.rc == 1
-    assert "op poison_filter (process[1])" in res.err and "32 of the first 32" in res.err
+    assert "op poison_filter (process[1])" in res.err and "128 of the first 128" in res.err  # 4 windows of 32
     assert "ValueError" in res.err and "cannot handle" in res.err
     assert not (tmp_path / "out" / "kept.jsonl").exists()
     assert not (tmp_path / "out" / ".kept.djx-state").exists()  # nothing to resume from either
@@ -95,7 +95,7 @@ def test_dry_run_warns_of_an_emulated_dtype_and_auto_runs_float32_on_this_cpu(tm
                                                                               djx_cli, make_image, dtype):
     native = any(f in cpu_flags() for f in ("avx512_bf16", "amx_bf16"))
     make_image("r.png", (64, 64))
-    data = write_lines(tmp_path / "d.jsonl", [{"text": f"<__dj__image> a red square {i}", "images": ["r.png"]}
+    data = write_lines(tmp_path / "d.jsonl", [{"text": f"<__dj__image> a red square {i}", "images": ["images/r.png"]}
                                               for i in range(4)])
     keys = dict(dataset_path=str(data), np=1, process=[{"image_text_similarity_filter": {
         "hf_clip": CLIP, "min_score": -1.0, "dtype": dtype}}])
@@ -130,3 +130,37 @@ def test_a_wrong_image_key_is_named_not_blamed_on_the_token(tmp_path, write_reci
     assert res.rc == 1 and "has images under image_key 'images'" in res.err and "Check image_key" in res.err
     assert "image_special_token" not in res.err
     assert not (tmp_path / "out" / "kept.jsonl").exists()
+
+
+def _boom_head(tmp_path, bad: int, good: int):
+    return write_lines(tmp_path / "d.jsonl", [{"text": f"bad {i}", "boom": True} for i in range(bad)]
+                       + [{"text": f"good sample {i}"} for i in range(good)])
+
+
+@pytest.mark.parametrize("batch_size", [1, 7, 50, 500])
+def test_bad_records_at_the_head_of_a_good_dataset_do_not_stop_it_whatever_the_batches(tmp_path, write_recipe,
+                                                                                       djx_cli, batch_size):
+    data = _boom_head(tmp_path, 70, 3000)
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(data), export_path="out/kept.jsonl", np=1,
+                          batch_size=batch_size, custom_ops=[str(PLUGINS / "chaos_ops.py")],
+                          process=[{"poison_filter": {"how": "kill"}}])
+    res = djx_cli("process", recipe, "--quiet")
+    assert res.rc == 0, res.err
+    summary = json.loads((tmp_path / "out" / "kept.summary.json").read_text())
+    assert summary["kept"] == 3000 and summary["rejected_by_code"] == {"op_error": 70}
+
+
+@pytest.mark.parametrize("batch_size", [7, 500])
+def test_a_dataset_failing_throughout_stops_after_the_same_samples_whatever_the_batches(tmp_path, write_recipe,
+                                                                                        djx_cli, batch_size):
+    data = _boom_head(tmp_path, 1000, 0)
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(data), export_path="out/kept.jsonl", np=1,
+                          batch_size=batch_size, custom_ops=[str(PLUGINS / "chaos_ops.py")],
+                          process=[{"poison_filter": {"how": "kill"}}])
+    res = djx_cli("process", recipe, "--quiet")
+    assert res.rc == 1 and "128 of the first 128 samples" in res.err
+    assert not (tmp_path / "out" / "kept.jsonl").exists()
+    # turned off: the run goes to the end, writes its outputs, and still does not claim success
+    res = djx_cli("process", recipe, "--quiet", "--set", "stop_on_systematic_failure=false")
+    assert res.rc == 1 and "1000 of 1000 samples (100.0%) were rejected as op_error" in res.err
+    assert (tmp_path / "out" / "kept.rejected.jsonl").exists()

@@ -51,6 +51,7 @@ class Recipe:
     max_in_flight: int | None = None          # batches dispatched ahead; None: 2 x workers
     checkpoint_every: int = 10                # batches between resume checkpoints
     max_rejected_fraction: float | None = None  # a finished run rejecting more exits non-zero
+    stop_on_systematic_failure: bool = True   # stop when an op fails alike for the first samples
     report: bool = False                      # write the analysis (djx analyze) next to the export
     sample_timeout: float = 600.0             # seconds one op call may make no progress (then killed)
     share_models: bool = True                 # CPU workers map one shared copy of each model's weights

@@ -15,6 +15,7 @@ from djx.core.io.image_paths import path_writer
 from djx.core.io.record_limits import encoded, output_problem
 from djx.core.records import BatchResult, FailFast, Item, Rejection, parse_pending
 from djx.core.io.reinput import input_sample, unwrap_rejected
+from djx.core.run.early_check import reach
 from djx.core.run.provenance import StatBooks
 from djx.core.run.sample_checks import input_problem, record_problem
 from djx.core.run.stat_reuse import reusable
@@ -95,6 +96,7 @@ class OpChain:
             if writer is not None and (self.export_kept or s in result.dropped):
                 writer.rewrite(s)  # image paths of the records a run writes resolve from its outputs
             books.seal(s)
+        result.reach = reach(result, originals, len(self.ops), self.ctx.image_key)
         self._refuse_unwritable(result, originals, encode)
         if writer is not None:
             for rej in result.rejected:

@@ -1,7 +1,10 @@
 """Stop a run that fails for (nearly) every sample in the same way: a broken model or processor,
-a plug-in bug, data written with another image token. Each op is watched over the first samples
-that reach it; when at least SHARE of them fail with one signature (the same exception type, or a
-token mismatch), the run stops with one message instead of writing an export of rejections."""
+a plug-in bug, data written with another image token. Each op is watched over the samples that
+reach it, in input order and whatever the batches, in windows of WINDOW: when WINDOWS windows in a
+row each have at least SHARE of their samples failing with one signature (the same exception type,
+or a token mismatch), the run stops with one message instead of writing an export of rejections.
+A window below SHARE clears the op for the rest of the run: a dataset whose bad records sit at its
+head is skewed, not broken. `stop_on_systematic_failure: false` turns the check off."""
 from __future__ import annotations
 
 from collections import Counter
@@ -10,8 +13,9 @@ from dataclasses import dataclass, field
 from djx.core.recipe.context import TOKEN_MISMATCH
 from djx.core.records import BatchResult, Rejection
 
-WINDOW = 32   # samples reaching an op that decide (all of them, if fewer ever reach it)
-SHARE = 0.9   # ... and the share of them failing alike that stops the run
+WINDOW = 32   # samples reaching an op judged together (all of them, if fewer ever reach it)
+WINDOWS = 4   # windows in a row failing alike that stop the run
+SHARE = 0.9   # ... and the share of a window's samples failing alike that makes it fail
 SYSTEMATIC_CODES = ("op_error", TOKEN_MISMATCH)  # an OOM even alone is rejected, not systematic
 
 
@@ -23,16 +27,62 @@ class _Tally:
     example: dict = field(default_factory=dict)          # signature -> first Rejection
 
 
+def reach(result: BatchResult, originals: dict, n_ops: int, image_key: str) -> list[tuple[int, int, bool]]:
+    """(position, last op reached, has images) of each sample of a batch that reached an op."""
+    def images(pos: int) -> bool:
+        record = originals[pos].record if pos in originals else None
+        return isinstance(record, dict) and bool(record.get(image_key))
+    from djx.core.recipe.context import DROP_KEY, POSITION_KEY
+    out = [(s[POSITION_KEY], n_ops - 1, images(s[POSITION_KEY])) for s in result.kept]
+    out += [(s[POSITION_KEY], s[DROP_KEY]["op_index"], images(s[POSITION_KEY])) for s in result.dropped]
+    out += [(r.pos, r.op_index, images(r.pos)) for r in result.rejected if r.op_index is not None]
+    return sorted(out)
+
+
 class EarlyCheck:
     def __init__(self, op_names: list[str], image_token: str, image_keys: list[str]):
         self.op_names, self.image_token, self.image_keys = op_names, image_token, image_keys
-        self.tallies = {k: _Tally() for k in range(len(op_names))}
+        self.tallies = {k: _Tally() for k in range(len(op_names))}   # the window being filled
+        self.whole = {k: _Tally() for k in range(len(op_names))}     # every sample so far
+        self.failed_windows = dict.fromkeys(range(len(op_names)), 0)
         self.input: _Tally | None = _Tally()  # the records as read: JSON at all?
 
     def add(self, res: BatchResult) -> str | None:
         """Take a batch; the reason to stop the run, or None."""
         if self.input is not None and (why := self._tally_input(res)) is not None:
             return why
+        if res.reach is None:
+            return self._add_counts(res)
+        failed = {(r.pos, r.op_index): r for r in res.rejected if r.code in SYSTEMATIC_CODES}
+        for pos, last, has_images in res.reach:
+            for k in range(last + 1):
+                if k in self.tallies and (why := self._one(k, failed.get((pos, k)), has_images)) is not None:
+                    return why
+        return None
+
+    def _one(self, k: int, rej: Rejection | None, has_images: bool) -> str | None:
+        """One more sample reached op k (failing as `rej`, or not)."""
+        for w in (self.tallies[k], self.whole[k]):
+            w.seen += 1
+            w.with_images += has_images
+            if rej is not None:
+                sig = (rej.code, rej.error)
+                w.failures[sig] += 1
+                w.example.setdefault(sig, rej)
+        if self.tallies[k].seen < WINDOW:
+            return None
+        if self._systematic(k, self.tallies[k]) is None:  # a clean window: this op is cleared
+            del self.tallies[k]
+            return None
+        self.failed_windows[k] += 1
+        if self.failed_windows[k] >= WINDOWS:
+            del self.tallies[k]
+            return self._systematic(k, self.whole[k])
+        self.tallies[k] = _Tally()
+        return None
+
+    def _add_counts(self, res: BatchResult) -> str | None:
+        """An engine that does not say which sample reached which op: whole batches are counted."""
         for rej in res.rejected:
             if rej.op_index in self.tallies and rej.code in SYSTEMATIC_CODES:
                 w = self.tallies[rej.op_index]
@@ -79,7 +129,8 @@ class EarlyCheck:
         if self.input is not None and (why := self._input_systematic()) is not None:
             return why
         for k, w in sorted(self.tallies.items()):
-            if w.seen and (why := self._systematic(k, w)) is not None:
+            whole = self.whole[k] if self.whole[k].seen else w  # counted per batch: the window is all
+            if whole.seen and (why := self._systematic(k, whole)) is not None:
                 return why
         self.tallies.clear()
         return None

@@ -55,7 +55,7 @@ class RunLedger:
         self.batches = self.saved = 0      # batches written; ... as of the last checkpoint
         self.between_batches = True        # False while a batch is half written
         # a run's first samples show a systematic failure (a resumed run has passed that point)
-        self.early = None if start.resumed else EarlyCheck(
+        self.early = None if start.resumed or not recipe.stop_on_systematic_failure else EarlyCheck(
             [op.name for op in chain.ops], recipe.image_special_token,
             [op.image_key or chain.ctx.image_key for op in chain.ops])
 
