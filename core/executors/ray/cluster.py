@@ -16,12 +16,35 @@ def connect(ray, address: str | None) -> bool:
     it (the caller then shuts it down), False when this process was connected already."""
     if ray.is_initialized():
         return False
+    if address:
+        refuse_unreachable(address)
     where = {"address": address} if address else {"num_cpus": cpu_count(), "include_dashboard": False}
     try:
         ray.init(**where, logging_level=logging.ERROR)
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise DjxError(f"cannot start or join Ray (ray_address: {address!r}): {explain(e)}") from None
     return True
+
+
+def refuse_unreachable(address: str, timeout: float = 5.0) -> None:
+    """Ray's client retries an address where nothing listens for minutes; say so in seconds.
+    `auto` (a local cluster's address file) is left to Ray."""
+    import socket
+    from urllib.parse import urlsplit
+    if address == "auto" or address.startswith("local"):
+        return
+    parts = urlsplit(address if "://" in address else f"gcs://{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or not port:
+        raise DjxError(f"ray_address {address!r}: expected host:port (e.g. 10.0.0.5:6379), ray://host:port or auto")
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as e:
+        raise DjxError(f"ray_address {address!r}: nothing answers at {host}:{port} ({e.strerror or e}); is the "
+                       f"Ray head running (`ray start --head`), and is the port open from here?") from None
 
 
 def refuse(files: list[str], state: ReadState) -> None:

@@ -1,0 +1,30 @@
+"""A `ray_address` where nothing listens fails in seconds with one line (Ray's client would retry
+it for minutes), and an address that is not one says what an address looks like."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("ray")
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # free, and nothing listens once it is closed
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:{port}", "ray://127.0.0.1:{port}", "no-port-here"])
+def test_an_address_where_nothing_listens_fails_at_once(tmp_path, write_jsonl, write_recipe, address):
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": "a text long enough"}])
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(data), export_path="out/o.jsonl", executor="ray",
+                          ray_address=address.format(port=closed_port()), process=[{"text_length_filter": {}}])
+    # the timeout only guards against the old behaviour (minutes of retries): the state awaited is the exit
+    res = subprocess.run([sys.executable, "-m", "djx.cli", "process", str(recipe), "--quiet"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert res.stderr.startswith("djx: error: ray_address ")
+    assert ("nothing answers" in res.stderr) or ("expected host:port" in res.stderr)
