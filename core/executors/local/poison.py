@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from djx.core.executors.local.inflight import InFlight, Job
 from djx.core.executors.local.worker import Task
+from djx.core.io.image_paths import path_writer
 from djx.core.records import BatchResult, parse_pending
 
 
@@ -38,6 +39,17 @@ def reject_lone(job: Job, op_index: int, how: str, inflight: InFlight, code: str
     # the record every rejection gets (raises FailFast under on_error: fail)
     rej = chain.reject(item, op_index if known else None, f"worker died while running {op} ({how})", code)
     rej.op = op  # "startup": it died before its first op
+    if known:  # it passed the ops before the one that killed its worker, and is that op's rejection
+        images = isinstance(item.record, dict) and bool(item.record.get(chain.ctx.image_key))
+        for k in range(op_index + 1):
+            counts = res.op_counts[k]
+            counts.seen += 1
+            counts.with_images += images and chain.ops[k].uses_images
+            counts.kept += k < op_index
+        res.op_counts[op_index].rejected += 1
+    writer = path_writer(chain.ctx, chain.ops)
+    if writer is not None:  # image paths as every other record of the outputs has them
+        rej.record = writer.copy(rej.record)
     res.rejected.append(rej)
     inflight.add_part(job.batch_no, item.pos, res, 1)
 
