@@ -251,8 +251,14 @@ def test_cuda_oom_backoff_halves_the_forward_and_keeps_the_results(tmp_path):
         for key in a["__dj__stats__"]:
             assert b["__dj__stats__"][key] == pytest.approx(a["__dj__stats__"][key], abs=1e-5)
 
-    hopeless, kept_h, _ = run_recipe(tmp_path, "never", process, data, np=1, inject_faults=["oom_always"])
-    rejected = read_jsonl_file(tmp_path / "never/o.rejected.jsonl")
+    # Out of memory even for one pair, on every sample: the run says so and exits non-zero, with
+    # every reason written; a user who accepts such a run says so in the recipe.
+    with pytest.raises(DjxError, match=r"24 of 24 samples .* rejected as oom"):
+        run_recipe(tmp_path, "never", process, data, np=1, inject_faults=["oom_always"])
+    assert len(read_jsonl_file(tmp_path / "never/o.rejected.jsonl")) == 24
+    hopeless, kept_h, _ = run_recipe(tmp_path, "accepted", process, data, np=1, inject_faults=["oom_always"],
+                                     max_rejected_fraction=1.0)
+    rejected = read_jsonl_file(tmp_path / "accepted/o.rejected.jsonl")
     assert hopeless["check"]["ok"] and hopeless["input"] == 24 == len(rejected) + len(kept_h) + hopeless["dropped"]
     assert rejected and all("out of memory" in r["reason"] for r in rejected)
 
