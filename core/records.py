@@ -23,6 +23,7 @@ class Item:
     raw: str | None = None
     pending: bool = False
     file: int = 0  # index into RunContext.input_files
+    size: int = 0  # bytes it took as read (a JSON line, a parquet row decoded): what max_batch_bytes counts
 
 
 def parse_pending(items: list[Item]) -> None:

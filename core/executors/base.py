@@ -34,13 +34,14 @@ class DatasetSource:
     def __iter__(self) -> Iterator[InputBatch]:
         if self.on_first_read is not None:
             self.on_first_read()
-        items = read_files(self.files, self.state, parse=False)  # workers parse the lines
+        items = read_files(self.files, self.state, parse=False,  # workers parse the lines
+                           max_read_bytes=self.max_batch_bytes)
         if self.limit is not None:  # the first `limit` samples (blank lines are not samples)
             items = itertools.islice(items, max(self.limit - self.state.records, 0))
         block, size = [], 0
         for item in items:
             block.append(item)
-            size += len(item.raw) if item.raw is not None else 0
+            size += item.size
             if len(block) >= self.batch_size or size >= self.max_batch_bytes:
                 yield InputBatch(block, dict(vars(self.state)))
                 block, size = [], 0

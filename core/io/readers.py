@@ -13,7 +13,8 @@ from typing import Iterator
 
 from djx.core.errors import DjxError
 from djx.core.io.dataset import file_kind
-from djx.core.io.record_limits import record_problem, too_deep
+from djx.core.io.parquet_reader import read_parquet
+from djx.core.io.record_limits import MAX_RECORD_BYTES, record_problem, too_deep, too_large
 from djx.core.records import Item, parse_pending
 
 
@@ -33,16 +34,20 @@ class ReadState:
         self.file, self.offset, self.lines, self.file_start = self.file + 1, 0, 0, self.records
 
 
-def read_files(files: list[str], state: ReadState, parse: bool) -> Iterator[Item]:
+def read_files(files: list[str], state: ReadState, parse: bool, max_read_bytes: int = 64 << 20,
+               max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[Item]:
+    """The records of `files` from `state` on. A parquet file is read at most about max_read_bytes
+    of decoded rows at a time; a JSON line or parquet row over max_record_bytes is rejected unread
+    (a parquet row: decoded once to be measured)."""
     while state.file < len(files):
         path = files[state.file]
         kind = file_kind(path)
         if kind == "parquet":
-            yield from _read_parquet(path, state)
+            yield from read_parquet(path, state, max_read_bytes, max_record_bytes)
         elif kind == "json":
             yield from _read_json_array(path, state)
         else:
-            for item in _read_jsonl_raw(path, state):
+            for item in _read_jsonl_raw(path, state, max_record_bytes):
                 if parse:
                     parse_pending([item])
                 yield item
@@ -61,21 +66,36 @@ def decode_line(raw: bytes, at: int) -> tuple[str, str | None]:
                       f"({raw[e.start:e.start + 1]!r}, byte {e.start} of the line; {e.reason})")
 
 
-def _read_jsonl_raw(path: str, state: ReadState) -> Iterator[Item]:
+def _read_jsonl_raw(path: str, state: ReadState, max_record_bytes: int) -> Iterator[Item]:
     with open(path, "rb") as f:
         f.seek(state.offset)
-        for raw in f:
-            at = state.offset
-            state.offset += len(raw)
+        while raw := f.readline(max_record_bytes + 1):
+            at, over = state.offset, len(raw) > max_record_bytes and not raw.endswith(b"\n")
+            size = len(raw) + (_skip_line(f) if over else 0)  # over the limit: only its head is read
+            state.offset += size
             state.lines += 1
-            if not raw.strip():
+            if not over and not raw.strip():
                 state.blank_lines += 1
                 continue
-            text, error = decode_line(raw, at)
+            if over:
+                text = decode_line(raw[:200], at)[0] + "..."
+                error = too_large(f"line {state.lines}", size, max_record_bytes)
+            else:
+                text, error = decode_line(raw, at)
             item = Item(state.records, line=state.lines, raw=text, pending=error is None, error=error,
-                        file=state.file)
+                        file=state.file, size=size)
             state.records += 1
             yield item
+
+
+def _skip_line(f) -> int:
+    """Read past the rest of a line, a MiB at a time; the bytes it had."""
+    n = 0
+    while part := f.readline(1 << 20):
+        n += len(part)
+        if part.endswith(b"\n"):
+            break
+    return n
 
 
 class _JsonText:
@@ -144,7 +164,7 @@ def _read_json_array(path: str, state: ReadState) -> Iterator[Item]:
                         state.records = state.file_start + index + 1
                         error = too_deep() if record is _TOO_DEEP else record_problem(record, text)
                         yield Item(state.records - 1, record=None if error else record, error=error,
-                                   raw=text if error else None, file=state.file)
+                                   raw=text if error else None, file=state.file, size=len(text))
                     index += 1
                 t.pos += 1
     except UnicodeDecodeError as e:
@@ -204,48 +224,3 @@ def _after_array(path: str, what: str) -> str:
     return (f"{path}: data after the closing ] of its JSON array ({what!r}...); a .json dataset is "
             f"one JSON array of objects (or several joined one after another): remove the rest, or "
             f"write the dataset as JSON Lines")
-
-
-def _read_parquet(path: str, state: ReadState) -> Iterator[Item]:
-    import pyarrow as pa
-    try:
-        yield from _read_parquet_rows(path, state)
-    except (pa.ArrowException, OSError) as e:
-        raise DjxError(f"{path}: not a readable parquet file ({e}); is it damaged or cut off?") from None
-
-
-def _read_parquet_rows(path: str, state: ReadState) -> Iterator[Item]:
-    import pyarrow.parquet as pq
-    from djx.core.io.writers import decode_json_columns, json_columns
-    index = state.file_start  # the dataset position of the file's next row
-    parquet = pq.ParquetFile(path)
-    as_json = json_columns(parquet, path)  # a djx parquet output's fields stored as JSON text
-    for batch in parquet.iter_batches(batch_size=1024):
-        rows = batch.to_pylist()
-        if index + len(rows) <= state.records:
-            index += len(rows)
-            continue
-        for row in rows:
-            if index >= state.records:
-                state.records = index + 1
-                deep = _too_deep_json(row, as_json)
-                yield Item(index, error=deep, raw=None, file=state.file) if deep else \
-                    Item(index, record=decode_json_columns(row, as_json), file=state.file)
-            index += 1
-
-
-def _too_deep_json(row: dict, columns: list[str]) -> str | None:
-    """Why a row's JSON-text column nests deeper than a JSON Lines record may (None: it does not)."""
-    from djx.core.io.record_limits import MAX_DEPTH
-    for k in columns:
-        v = row.get(k)
-        if isinstance(v, str) and v.count("[") + v.count("{") > MAX_DEPTH:
-            try:
-                problem = record_problem(json.loads(v), v)
-            except RecursionError:
-                problem = too_deep()
-            except ValueError:
-                continue  # not JSON: the column stays text, as decode_json_columns leaves it
-            if problem:
-                return f"column {k!r}: {problem}"
-    return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 
+MAX_RECORD_BYTES = 1 << 30  # one input record (a JSON line, a parquet row) at most: recipe max_record_bytes
 MAX_DEPTH = 100  # pickle and the JSON encoder stay far from Python's recursion limit (1000)
 _SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}|[\ud800-\udfff]")
 
@@ -26,6 +27,11 @@ def record_problem(record, text: str) -> str | None:
             return (f"holds a lone surrogate {e.object[e.start:e.end]!r} (a \\ud800-\\udfff escape "
                     f"without its pair): not valid Unicode, so it cannot be written as UTF-8")
     return None
+
+
+def too_large(what: str, size: int, limit: int) -> str:
+    return (f"{what} is {size:,} bytes, over max_record_bytes ({limit:,}); raise max_record_bytes in "
+            f"the recipe to take it")
 
 
 def too_deep() -> str:
