@@ -143,7 +143,8 @@ class Pipeline:
         log(self.describe(plan))
         executor = make_executor(chain, plan, recipe, replan=lambda measured: self.plan(recipe.np, measured), log=log)
         clock = RunClock(measure_input(files), limit, t0)
-        source = DatasetSource(files, start.read, recipe.batch_size, recipe.max_batch_bytes, limit, clock.processing)
+        source = DatasetSource(files, start.read, recipe.batch_size, recipe.max_batch_bytes, limit, clock.processing,
+                               recipe.max_record_bytes)
         with RunLedger(writer, start, chain, recipe, executor, progress, log, t0, clock) as ledger:
             for result in executor.run(source):
                 ledger.add(result)

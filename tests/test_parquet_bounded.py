@@ -106,3 +106,23 @@ def test_parquet_rows_give_the_outputs_the_same_records_give_as_json_lines(tmp_p
         assert [r.get("text", r.get("record")) for r in pq_out[kind]] == \
                [r.get("text", r.get("record")) for r in jl_out[kind]], kind
     assert len(pq_out["kept"]) == 32 and len(pq_out["dropped"]) == 16
+
+
+def test_a_row_over_max_record_bytes_is_rejected_with_its_size_as_the_same_json_line_is(tmp_path):
+    """Rows of 1 MiB over a 768 KiB limit: rejected as bad_input naming their size and the limit, in
+    parquet as in JSON Lines; the rest of the run goes on."""
+    records = rows(24)
+    from djx import Pipeline
+    quiet = {"progress": False, "log": lambda *a, **k: None}
+    for name, data in (("pq", write_parquet(tmp_path / "d.parquet", records)),
+                       ("jl", write_jsonl(tmp_path / "d.jsonl", records))):
+        Pipeline.from_recipe(recipe(tmp_path, data, name, max_record_bytes=768 << 10)).run(**quiet)
+    pq_out, jl_out = outputs(tmp_path / "pq"), outputs(tmp_path / "jl")
+    big = [r["id"] for r in records if len(r["text"]) > 768 << 10]
+    for out in (pq_out, jl_out):
+        assert [r["__dj__pos__"] for r in out["rejected"]] == big and len(big) == 8
+        for r in out["rejected"]:
+            assert r["code"] == "bad_input" and "over max_record_bytes (786,432)" in r["reason"], r["reason"]
+            assert f"{len(records[r['__dj__pos__']]['text']):,}"[:5] in r["reason"]  # its size, give or take framing
+        assert sorted(r["id"] for r in out["kept"] + out["dropped"]) == [r["id"] for r in records if r["id"] not in big]
+    assert [r["text"] for r in pq_out["kept"]] == [r["text"] for r in jl_out["kept"]]

@@ -38,6 +38,7 @@ class Recipe:
     executor: Literal["local", "ray"] = "local"
     batch_size: int = 64
     max_batch_bytes: int = 64 << 20           # a batch also ends at this many bytes of input lines
+    max_record_bytes: int = 1 << 30           # a JSON line or parquet row over this is rejected unread
     start_method: Literal["auto", "fork", "spawn", "forkserver"] = "auto"
     custom_ops: list[str] = field(default_factory=list)
     export_dropped: bool = True
@@ -206,7 +207,8 @@ def _check_values(values: dict, base_dir: str) -> None:
                           f"or .parquet, got {values['export_path']!r}")
     if values.get("export_shard_size", 0) < 0:
         raise RecipeError(f"export_shard_size: bytes per shard, >= 0 (0: one file), got {values['export_shard_size']}")
-    for key in ("np", "batch_size", "max_in_flight", "checkpoint_every", "max_image_pixels", "max_batch_bytes"):
+    for key in ("np", "batch_size", "max_in_flight", "checkpoint_every", "max_image_pixels", "max_batch_bytes",
+                "max_record_bytes"):
         if values.get(key) is not None and values[key] < 1:
             raise RecipeError(f"{key}: must be >= 1, got {values[key]}")
     if not 0 <= values.get("max_rejected_fraction", 0) <= 1:
