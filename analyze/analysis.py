@@ -10,8 +10,9 @@ from djx.core.errors import DjxError
 from djx.core.io.dataset import dataset_root
 
 from djx.analyze.collect import Collector
-from djx.analyze.plots import curve_png, ensure_dir, histogram_png, safe_name
+from djx.analyze.plots import FileNames, curve_png, ensure_dir, histogram_png
 from djx.analyze.outputs import iter_records, output_paths, read_summary
+from djx.analyze.stat_names import PLOT_CAP, StatNames
 from djx.analyze.thresholds import FilterInfo, filters_from_names, filters_from_ops
 
 COLUMNS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
@@ -41,23 +42,35 @@ def analyze(export: str, out_dir: str | None = None, ops=None, recipe=None, log=
     paths = output_paths(export)
     summary = read_summary(paths.summary)
     out_dir = out_dir or default_out_dir(export)
-    if ops is not None:
-        filters = filters_from_ops(ops)
-    else:
-        filters = filters_from_names([o.get("name", "") for o in (summary or {}).get("ops") or []])
-    col = Collector(filters, recipe.text_key if recipe else "text", recipe.image_key if recipe else "images")
+    ran = filters_from_names([o.get("name", "") for o in (summary or {}).get("ops") or []])
+    filters = filters_from_ops(ops) if ops is not None else ran
+    names = StatNames(frozenset(s for f in filters + ran for s in f.stats) or None)
+    col = Collector(filters, recipe.text_key if recipe else "text", recipe.image_key if recipe else "images", names)
     for rec in iter_records(paths.export):
         col.add(rec, "kept")
     for rec in iter_records(paths.dropped):
         col.add(rec, "dropped")
     for rec in iter_records(paths.rejected):
         col.add_rejected(rec)
+    _read_late_stats(col, paths)
     col.finish()
     try:
         return _write(col, filters, summary, paths, recipe, ops is not None, ensure_dir(out_dir), log)
     except OSError as e:
         raise DjxError(f"cannot write the analysis into {out_dir}: {e.strerror or e}"
                        + (f" ({e.filename})" if e.filename else "")) from None
+
+
+def _read_late_stats(col: Collector, paths) -> None:
+    """A bare export's most frequent stats that first appeared after the sketches were all handed
+    out: their values, from a second read of the kept and dropped samples (only when there are such)."""
+    late = col.late_names()
+    if not late:
+        return
+    for rec in iter_records(paths.export):
+        col.add_values(rec, "kept", late)
+    for rec in iter_records(paths.dropped):
+        col.add_values(rec, "dropped", late)
 
 
 def _write(col: Collector, filters, summary, paths, recipe, has_recipe: bool, out_dir: str, log) -> Analysis:
@@ -68,10 +81,12 @@ def _write(col: Collector, filters, summary, paths, recipe, has_recipe: bool, ou
     notes = _notes(col, rows, summary, paths)
     for note in notes:
         log(f"note: {note}")
-    histograms = _histograms(col, filters, out_dir)
-    curves = _curves(col, filters, out_dir)
+    files = FileNames()
+    histograms = _histograms(col, filters, out_dir, files)
+    curves = _curves(col, filters, out_dir, files)
     report = write_report(out_dir, col, summary, rows, histograms, curves, filters,
-                          _image_folders(paths.export, recipe, summary), has_recipe, notes)
+                          _image_folders(paths.export, recipe, summary), has_recipe, notes,
+                          col.names.others()[:PLOT_CAP])
     log(f"[djx] analysis of {paths.export}: {out_dir}/stats.csv, {len(histograms)} histograms, "
         f"{len(curves)} keep-rate curves, {report}")
     return Analysis(out_dir, col, summary, rows, histograms, curves, report)
@@ -79,7 +94,7 @@ def _write(col: Collector, filters, summary, paths, recipe, has_recipe: bool, ou
 
 def _notes(col: Collector, rows: list[dict], summary: dict | None, paths) -> list[str]:
     """What the figures do not cover, said in the printout and on the page."""
-    notes = []
+    notes = col.names.notes(PLOT_CAP)
     other = sorted(set(col.stats) - {r["stat"] for r in rows})
     if other:
         notes.append(f"stats without numeric values are not summarised: {', '.join(other)}")
@@ -126,7 +141,7 @@ def format_stats(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _histograms(col: Collector, filters: list[FilterInfo], out_dir: str) -> dict:
+def _histograms(col: Collector, filters: list[FilterInfo], out_dir: str, files: FileNames) -> dict:
     bounds, owner = {}, {s: f.name for f in filters for s in f.stats}
     for f in filters:
         for t in f.thresholds:
@@ -135,13 +150,13 @@ def _histograms(col: Collector, filters: list[FilterInfo], out_dir: str) -> dict
     for stat, sketches in sorted(col.stats.items()):
         if sketches["all"].n == 0:
             continue
-        name = f"hist_{safe_name(stat)}.png"
+        name = files.png("hist", stat)
         histogram_png(stat, sketches, bounds.get(stat, []), owner.get(stat), os.path.join(out_dir, name))
         out[stat] = name
     return out
 
 
-def _curves(col: Collector, filters: list[FilterInfo], out_dir: str) -> list[dict]:
+def _curves(col: Collector, filters: list[FilterInfo], out_dir: str, files: FileNames) -> list[dict]:
     from djx.analyze.readout import readouts, write_keep_rate_csv
     out = []
     by_index = {f.op_index: f for f in filters}
@@ -150,7 +165,7 @@ def _curves(col: Collector, filters: list[FilterInfo], out_dir: str) -> list[dic
         if not any(v.n for v in curve.sides.values()):
             continue
         bounds = [t for t in by_index[op_index].thresholds if t.stat == stat]
-        name = f"keep_rate_{op_index}_{safe_name(curve.op)}_{safe_name(stat)}.png"
+        name = files.png(f"keep_rate_{op_index}", curve.op, stat)
         read = readouts(curve, bounds, passing)
         curve_png(curve, bounds, [rate for _, _, rate in read["at_bounds"]], os.path.join(out_dir, name))
         out.append({"op_index": op_index, "op": curve.op, "stat": stat, "file": name, "reached": curve.reached,

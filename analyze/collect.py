@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
 
 from djx.analyze.sketch import ValueSketch
+from djx.analyze.stat_names import StatNames
 from djx.analyze.thresholds import FilterInfo, Threshold, reduce_for
 
 GALLERY_SIZE = 6        # samples per side of each bound
@@ -74,8 +75,10 @@ def _extremes(value) -> tuple | None:
 class Collector:
     """Takes every kept, dropped and rejected record once (`add`, `add_rejected`), then `finish`."""
 
-    def __init__(self, filters: list[FilterInfo], text_key: str = "text", image_key: str = "images"):
+    def __init__(self, filters: list[FilterInfo], text_key: str = "text", image_key: str = "images",
+                 names: StatNames | None = None):
         self.filters, self.text_key, self.image_key = filters, text_key, image_key
+        self.names = names or StatNames(frozenset(s for f in filters for s in f.stats) or None)
         self.stats: dict[str, dict[str, ValueSketch]] = {}  # stat -> all, kept, dropped, dropped_here
         self.owner = {stat: f.op_index for f in filters for stat in f.stats}  # the filter computing a stat
         self.kept = self.dropped = self.rejected = 0
@@ -102,18 +105,35 @@ class Collector:
 
     def add(self, rec: dict, kind: str) -> None:
         """One kept or dropped record."""
-        stats = rec.get(STATS_KEY)
-        stats = stats if isinstance(stats, dict) else {}
-        drop = rec.get(DROP_KEY) if kind == "dropped" else None
-        drop_at = drop.get("op_index") if isinstance(drop, dict) else None
+        stats, drop, drop_at = _parts(rec, kind)
         if kind == "kept":
             self.kept += 1
         else:
             self.dropped += 1
             self.dropped_by[drop_at] += 1
+        self.names.count(stats)
+        self._summarise(stats, kind, drop_at, None)
+        self._reach(rec, stats, drop, drop_at)
+
+    def late_names(self) -> set[str]:
+        """The names to plot that got no sketch in the pass (a bare export's frequent names first seen
+        after PLOT_CAP others): `add_values` takes their values in a second pass."""
+        return set(self.names.plotted()) - set(self.stats)
+
+    def add_values(self, rec: dict, kind: str, only: set[str]) -> None:
+        """The values of the stats named in `only` of one kept or dropped record, read again."""
+        stats, _, drop_at = _parts(rec, kind)
+        self._summarise(stats, kind, drop_at, only)
+
+    def _summarise(self, stats: dict, kind: str, drop_at, only: set[str] | None) -> None:
+        """Add a record's values to the sketches of the stats to plot (`only` those, when given)."""
         for name, value in stats.items():
+            if only is not None and name not in only:
+                continue
             sk = self.stats.get(name)
             if sk is None:
+                if only is None and not self.names.wants(name, len(self.stats)):
+                    continue
                 sk = self.stats[name] = {part: ValueSketch() for part in ("all", "kept", "dropped", "dropped_here")}
             if kind == "kept" or self.owner.get(name) != drop_at:
                 parts = (sk["all"], sk[kind])
@@ -126,6 +146,9 @@ class Collector:
             elif type(value) in _NUMBER:
                 for part in parts:
                     part.add(value)
+
+    def _reach(self, rec: dict, stats: dict, drop, drop_at) -> None:
+        """The record on the curves and galleries of each filter it reached."""
         for f, per_stat in self._plan:
             if drop_at is not None and drop_at < f.op_index:
                 continue  # dropped before this filter: never reached it
@@ -164,12 +187,14 @@ class Collector:
         images = [i for i in images if isinstance(i, str)][:4] if isinstance(images, list) else []
         return {"pos": rec.get(POSITION_KEY), "value": value,
                 "text": text[:_TEXT_CHARS] + ("…" if len(text) > _TEXT_CHARS else ""),
-                "images": images, "stats": {k: _short(v) for k, v in stats.items()},
+                "images": images, "stats": {k: _short(v) for k, v in stats.items() if k in self.stats},
                 "reason": drop.get("reason", "") if isinstance(drop, dict) else "",
                 "dropped_by": drop.get("op", "") if isinstance(drop, dict) else ""}
 
     def finish(self) -> None:
-        """Every record is in: bring the sketches up to date."""
+        """Every record is in: keep the stats to plot only and bring their sketches up to date."""
+        plotted = set(self.names.plotted())
+        self.stats = {name: sk for name, sk in self.stats.items() if name in plotted}
         for sketches in self.stats.values():
             for s in sketches.values():
                 s.flush()
@@ -187,6 +212,14 @@ class Collector:
             examples.append({"pos": rec.get(POSITION_KEY), "op": rec.get("op"), "reason": rec.get("reason", ""),
                              "where": ", ".join(str(x) for x in (rec.get("file"), rec.get("line") and f"line {rec['line']}") if x),
                              "record": _excerpt(rec.get("record", rec.get("raw")))})
+
+
+def _parts(rec: dict, kind: str) -> tuple[dict, dict | None, int | None]:
+    """A record's stats, its drop record and the index of the op that dropped it (if dropped)."""
+    stats = rec.get(STATS_KEY)
+    stats = stats if isinstance(stats, dict) else {}
+    drop = rec.get(DROP_KEY) if kind == "dropped" else None
+    return stats, drop, drop.get("op_index") if isinstance(drop, dict) else None
 
 
 def _short(value):

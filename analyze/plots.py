@@ -111,8 +111,34 @@ def curve_png(curve: Curve, bounds: list[Threshold], rates: list[float], path: s
     plt.close(fig)
 
 
-def safe_name(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-.")
+_STEM_CHARS = 80
+
+
+class FileNames:
+    """One file name per plotted thing, never shared: a name (a stat's, an op's) that is not plain
+    (lower-case ASCII letters, digits, `_-.`) or is long gets its safe characters, cut, and a short
+    hash of the real name, so that "a/b", "a_b" and "A_b" make three files on any file system."""
+
+    def __init__(self):
+        self._taken: set[str] = set()
+
+    def png(self, prefix: str, *names: str) -> str:
+        base = "_".join([prefix, *(_stem(n) for n in names)])
+        name, n = base, 1
+        while name.lower() in self._taken:  # a plain name equal to another's hashed one
+            n += 1
+            name = f"{base}~{n}"
+        self._taken.add(name.lower())
+        return name + ".png"
+
+
+def _stem(text: str) -> str:
+    if text and set(text) <= _PLAIN and len(text) <= _STEM_CHARS:
+        return text
+    import hashlib
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in text[:_STEM_CHARS])
+    return f"{safe}-{hashlib.sha1(text.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
 def ensure_dir(path: str) -> str:

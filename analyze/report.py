@@ -31,8 +31,10 @@ def _galleries(col: Collector, thumbs: dict) -> list[dict]:
 
 
 def write_report(out_dir: str, col: Collector, summary: dict | None, rows: list[dict], histograms: dict,
-                 curves: list[dict], filters, image_folders: list[str], has_recipe: bool, notes=()) -> str:
-    """Write out_dir/report.html (and the gallery thumbnails under out_dir/thumbs/); return its path."""
+                 curves: list[dict], filters, image_folders: list[str], has_recipe: bool, notes=(),
+                 other_stats=()) -> str:
+    """Write out_dir/report.html (and the gallery thumbnails under out_dir/thumbs/); return its path.
+    `other_stats`: (name, records carrying it) of stat names listed, not plotted."""
     import jinja2
     refs = [ref for g in col.galleries for side in ("dropped", "kept") for item in g.items(side)
             for ref in item["images"]]
@@ -46,7 +48,7 @@ def write_report(out_dir: str, col: Collector, summary: dict | None, rows: list[
         columns=("count", "mean", "std", "min", "25%", "50%", "75%", "max"),
         histograms=histograms, curves=curves, galleries=_galleries(col, thumbs),
         rejections=col.rejected_by_code.most_common(), examples=col.rejection_examples,
-        has_recipe=has_recipe, filters=filters, notes=list(notes))
+        has_recipe=has_recipe, filters=filters, notes=list(notes), other_stats=list(other_stats))
     path = os.path.join(out_dir, "report.html")
     with open(path, "w", encoding="utf-8") as f:
         f.write(page)
