@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -97,17 +96,20 @@ def _check(args) -> int:
     if not export_files(paths.export):
         raise DjxError(f"no such output: {paths.export} (nor shards of it)")
     input_count, dropped_count = args.input_count, None
+    if input_count is not None and input_count < 0:
+        raise DjxError(f"--input-count {input_count}: give the number of input samples (0 or more)")
     if os.path.exists(paths.summary):
+        from djx.analyze.outputs import read_summary
         try:
-            with open(paths.summary, encoding="utf-8") as f:
-                summary = json.load(f)
-        except (OSError, ValueError) as e:
-            raise DjxError(f"{paths.summary}: the run summary is unreadable ({e}); give --input-count "
-                           f"to check without it") from None
+            summary = read_summary(paths.summary)
+        except DjxError as e:
+            raise DjxError(f"{e}; give --input-count to check without it") from None
+        for what in summary.get("unusable") or []:
+            print(f"note: the run summary {paths.summary} has no usable {what}: left out")
         dropped_count = summary.get("dropped")
         if input_count is None:
             input_count = summary.get("input")
-            if summary.get("partial"):
+            if summary.get("partial") and input_count is not None:
                 print(f"note: a trial run (--limit {summary.get('limit')}): checked against its first "
                       f"{input_count} input samples")
     chain = OpChain(pipe.ops, pipe.recipe.run_context())
@@ -115,7 +117,7 @@ def _check(args) -> int:
                            pipe.recipe.image_key, input_count, dropped_count, ops=chain.ops)
     print(report.describe())
     if input_count is None:
-        print("note: no summary found and no --input-count given: counts were not checked")
+        print("note: no input count in a run summary and no --input-count given: counts were not checked")
     return 0 if report.ok else 1
 
 

@@ -100,12 +100,15 @@ def _notes(col: Collector, rows: list[dict], summary: dict | None, paths) -> lis
         notes.append(f"stats without numeric values are not summarised: {', '.join(other)}")
     s = summary or {}
     for what in s.get("unusable") or []:
-        notes.append(f"the run summary {paths.summary} has no usable {what}: the funnel is left out")
+        notes.append(f"the run summary {paths.summary} has no usable {what}: "
+                     + ("the funnel is left out" if what.startswith("ops ") else "left out"))
     if isinstance(s.get("dropped"), int) and s["dropped"] > col.dropped:
         notes.append(f"the run dropped {s['dropped']} samples but {paths.dropped} holds {col.dropped} "
                      f"(export_dropped: false?): every figure covers the samples written only")
     if s.get("partial"):
-        notes.append(f"a trial run (--limit {s.get('limit')}): every figure covers its first {s.get('input')} samples")
+        limit = f" (--limit {s['limit']})" if "limit" in s else ""
+        first = f"first {s['input']} samples" if "input" in s else "first samples only"
+        notes.append(f"a trial run{limit}: every figure covers its {first}")
     return notes
 
 

@@ -34,7 +34,8 @@ def output_paths(export: str) -> OutputPaths:
 
 
 def read_summary(path: str) -> dict | None:
-    """The run summary, or None when there is none."""
+    """The run summary, or None when there is none. Fields of the wrong type are left out and named
+    in its "unusable" list (["input (\"twelve\" is not a count)", ...])."""
     if not os.path.exists(path):
         return None
     try:
@@ -43,15 +44,41 @@ def read_summary(path: str) -> dict | None:
     except (OSError, ValueError) as e:
         raise DjxError(f"{path}: the run summary is unreadable ({e})") from None
     if not isinstance(summary, dict):
-        return None
+        return {"unusable": [f"fields (it is {_shown(summary)}, not a JSON object)"]}
+    # an older or hand-written summary: what cannot be read is left out, and said
+    unusable = [f"{key} ({problem})" for key, problem in _field_problems(summary).items()]
     problems = _op_rows_problems(summary.get("ops"))
-    if problems:  # an older or hand-written summary: left out where it cannot be read, and said
-        summary = {k: v for k, v in summary.items() if k != "ops"}
-        summary["unusable"] = [f"ops ({'; '.join(problems)})"]
+    if problems:
+        unusable.append(f"ops ({'; '.join(problems)})")
+    if unusable:
+        bad = {u.split(" ", 1)[0] for u in unusable}
+        summary = {k: v for k, v in summary.items() if k not in bad}
+        summary["unusable"] = unusable
     return summary
 
 
 OP_FIELDS = ("name", "in", "kept", "dropped", "rejected")
+COUNT_FIELDS = ("input", "kept", "dropped", "rejected", "limit")
+TEXT_FIELDS = ("project_name", "dataset_path")
+
+
+def _field_problems(summary: dict) -> dict[str, str]:
+    """The top-level fields a viewer reads that hold the wrong type: field -> what it holds."""
+    problems = {}
+    for key in COUNT_FIELDS:
+        v = summary.get(key)
+        if v is not None and not (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
+            problems[key] = f"{_shown(v)} is not a count"
+    for key in TEXT_FIELDS:
+        v = summary.get(key)
+        if v is not None and not isinstance(v, str):
+            problems[key] = f"{_shown(v)} is not a text"
+    return problems
+
+
+def _shown(v) -> str:
+    text = json.dumps(v, default=str)
+    return text if len(text) <= 40 else text[:40] + "..."
 
 
 def _op_rows_problems(ops) -> list[str]:
