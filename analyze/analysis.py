@@ -12,7 +12,7 @@ from djx.core.io.dataset import dataset_root
 from djx.analyze.collect import Collector
 from djx.analyze.plots import FileNames, curve_png, ensure_dir, histogram_png
 from djx.analyze.outputs import iter_records, output_paths, read_summary
-from djx.analyze.stat_names import PLOT_CAP, StatNames
+from djx.analyze.stat_names import LIST_CAP, PLOT_CAP, StatNames
 from djx.analyze.thresholds import FilterInfo, filters_from_names, filters_from_ops
 
 COLUMNS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
@@ -36,15 +36,17 @@ def default_out_dir(export: str) -> str:
     return os.path.join(folder, name[:-len(export_format(name))] + ".analysis")
 
 
-def analyze(export: str, out_dir: str | None = None, ops=None, recipe=None, log=print) -> Analysis:
+def analyze(export: str, out_dir: str | None = None, ops=None, recipe=None, log=print,
+            max_plots: int = PLOT_CAP) -> Analysis:
     """Analyze the outputs of the run whose export is `export`. `ops` (op objects) give the filters'
-    thresholds; without them, the ops named in the run summary give the stats' filters only."""
+    thresholds; without them, the ops named in the run summary give the stats' filters only. The
+    stats of those ops are plotted; when no op is known, the `max_plots` stats most records carry."""
     paths = output_paths(export)
     summary = read_summary(paths.summary)
     out_dir = out_dir or default_out_dir(export)
     ran = filters_from_names([o.get("name", "") for o in (summary or {}).get("ops") or []])
     filters = filters_from_ops(ops) if ops is not None else ran
-    names = StatNames(frozenset(s for f in filters + ran for s in f.stats) or None)
+    names = StatNames(frozenset(s for f in filters + ran for s in f.stats) or None, max_plots)
     col = Collector(filters, recipe.text_key if recipe else "text", recipe.image_key if recipe else "images", names)
     for rec in iter_records(paths.export):
         col.add(rec, "kept")
@@ -86,7 +88,7 @@ def _write(col: Collector, filters, summary, paths, recipe, has_recipe: bool, ou
     curves = _curves(col, filters, out_dir, files)
     report = write_report(out_dir, col, summary, rows, histograms, curves, filters,
                           _image_folders(paths.export, recipe, summary), has_recipe, notes,
-                          col.names.others()[:PLOT_CAP])
+                          col.names.others()[:LIST_CAP])
     log(f"[djx] analysis of {paths.export}: {out_dir}/stats.csv, {len(histograms)} histograms, "
         f"{len(curves)} keep-rate curves, {report}")
     return Analysis(out_dir, col, summary, rows, histograms, curves, report)
@@ -94,7 +96,7 @@ def _write(col: Collector, filters, summary, paths, recipe, has_recipe: bool, ou
 
 def _notes(col: Collector, rows: list[dict], summary: dict | None, paths) -> list[str]:
     """What the figures do not cover, said in the printout and on the page."""
-    notes = col.names.notes(PLOT_CAP)
+    notes = col.names.notes(LIST_CAP)
     other = sorted(set(col.stats) - {r["stat"] for r in rows})
     if other:
         notes.append(f"stats without numeric values are not summarised: {', '.join(other)}")

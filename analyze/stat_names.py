@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-PLOT_CAP = 50        # stats plotted when no op names them; other names listed in the report
+PLOT_CAP = 50        # stats plotted when no op names them (the default of analyze's max_plots)
+LIST_CAP = 50        # names not plotted, listed in the report
 TRACK_CAP = 10_000   # distinct names counted; the rest are counted together
 
 

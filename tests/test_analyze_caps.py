@@ -81,6 +81,7 @@ def test_only_the_runs_stats_are_plotted_and_the_others_listed_capped(real_run, 
     assert listed[1:] == [(f"f{n:04d}", "1") for n in range(49)]
 
 
+@pytest.mark.slow  # 50 histograms: several seconds
 def test_a_bare_export_plots_the_most_frequent_stats_capped(real_run, tmp_path, djx_cli):
     export = _copy_outputs(real_run, tmp_path, _foreign)
     (export.parent / "o.summary.json").unlink()  # no recipe, no summary: nothing names the run's ops
@@ -92,18 +93,16 @@ def test_a_bare_export_plots_the_most_frequent_stats_capped(real_run, tmp_path, 
     assert len(_csv_stats(tmp_path / "a")) == 50
 
 
-def test_a_frequent_stat_first_seen_late_is_still_plotted(real_run, tmp_path, djx_cli):
-    # the first record alone carries 60 names; "late" first appears in record 2, then in every one
-    export = _copy_outputs(real_run, tmp_path, lambda i: {f"early{n:02d}": 1.0 for n in range(60)} if i == 0
+def test_a_frequent_stat_first_seen_late_is_still_plotted(real_run, tmp_path):
+    # the first record carries 5 more names than fit; "late" first appears in record 2, then in every one
+    from djx.analyze import analyze
+    export = _copy_outputs(real_run, tmp_path, lambda i: {f"early{n}": 1.0 for n in range(5)} if i == 0
                            else ({"late": float(i)} if i > 1 else {}))
     (export.parent / "o.summary.json").unlink()
-    res = djx_cli("analyze", export, "--out", tmp_path / "a")
-    assert res.rc == 0, res.err
-    pngs = _pngs(tmp_path / "a")
-    assert len(pngs) == 50 and "hist_late.png" in pngs and "hist_text_len.png" in pngs
-    with open(tmp_path / "a" / "stats.csv", newline="") as f:
-        late = next(row for row in csv.DictReader(f) if row["stat"] == "late")
-    assert int(late["count"]) == 38 and float(late["min"]) == 2.0  # every value, not those after a slot freed
+    result = analyze(str(export), str(tmp_path / "a"), log=lambda *a: None, max_plots=3)
+    assert _pngs(tmp_path / "a") == ["hist_early0.png", "hist_late.png", "hist_text_len.png"]
+    late = next(row for row in result.rows if row["stat"] == "late")
+    assert late["count"] == 38 and late["min"] == 2.0  # every value, not those after a sketch was free
 
 
 def test_stat_names_that_make_one_file_name_get_their_own_files(tmp_path, djx_cli):
@@ -129,3 +128,15 @@ def test_stat_names_holding_html_are_shown_as_text(tmp_path, djx_cli):
     assert res.rc == 0, res.err
     html = (tmp_path / "a" / "report.html").read_text()
     assert name not in html and "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;" in html
+
+
+def test_more_distinct_names_than_are_counted_is_said(tmp_path):
+    # 12,000 distinct names, 300 a record: counting stops at 10,000 names, and says so
+    from djx.analyze import analyze
+    export = write_jsonl_file(tmp_path / "o.jsonl", [
+        {"text": "t", "__dj__stats__": {"everywhere": 1.0, **{f"n{i * 300 + k}": 1.0 for k in range(300)}}}
+        for i in range(40)])
+    said = []
+    analyze(str(export), str(tmp_path / "a"), log=said.append, max_plots=3)
+    assert any("more than 10,000 distinct stat names" in line for line in said)
+    assert len(_pngs(tmp_path / "a")) == 3 and "hist_everywhere.png" in _pngs(tmp_path / "a")
