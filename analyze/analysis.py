@@ -79,6 +79,7 @@ def _write(col: Collector, filters, summary, paths, recipe, has_recipe: bool, ou
     from djx.analyze.report import write_report
     rows = stats_rows(col)
     write_stats_csv(rows, os.path.join(out_dir, "stats.csv"))
+    log = _printable(log)
     log(format_stats(rows))
     notes = _notes(col, rows, summary, paths)
     for note in notes:
@@ -92,6 +93,12 @@ def _write(col: Collector, filters, summary, paths, recipe, has_recipe: bool, ou
     log(f"[djx] analysis of {paths.export}: {out_dir}/stats.csv, {len(histograms)} histograms, "
         f"{len(curves)} keep-rate curves, {report}")
     return Analysis(out_dir, col, summary, rows, histograms, curves, report)
+
+
+def _printable(log):
+    """`log` for text that may hold what no encoding can write (a stat name with a lone surrogate,
+    "\\ud800" in JSON): such characters are printed as escapes."""
+    return lambda text: log(text.encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
 def _notes(col: Collector, rows: list[dict], summary: dict | None, paths) -> list[str]:
@@ -129,7 +136,7 @@ def stats_rows(col: Collector) -> list[dict]:
 
 
 def write_stats_csv(rows: list[dict], path: str) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    with open(path, "w", newline="", encoding="utf-8", errors="backslashreplace") as f:
         w = csv.writer(f)
         w.writerow(("stat",) + COLUMNS)
         for r in rows:

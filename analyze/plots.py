@@ -20,6 +20,12 @@ def _pyplot():
     return plt
 
 
+def _literal(name: str) -> str:
+    """A name as matplotlib shows it letter for letter: a `$` would start its math mode (and a name
+    such as `$x^$` would fail to draw), a lone surrogate (JSON's "\\ud800") cannot be drawn."""
+    return name.encode("utf-8", "backslashreplace").decode("utf-8").replace("$", r"\$")
+
+
 def _span(lo: float, hi: float, bounds: list[float]) -> tuple[float, float]:
     """The x range of a plot: the data, widened to show bounds that lie near it."""
     width = (hi - lo) or max(abs(hi), 1.0)
@@ -44,7 +50,7 @@ def histogram_png(stat: str, sketches: dict[str, ValueSketch], bounds: list[Thre
     width = np.diff(edges)
     ax.bar(edges[:-1], kept, width=width, align="edge", color="#4c9a5e", label="kept")
     if owner:
-        ax.bar(edges[:-1], here, width=width, align="edge", bottom=kept, color="#d26a4c", label=f"dropped by {owner}")
+        ax.bar(edges[:-1], here, width=width, align="edge", bottom=kept, color="#d26a4c", label=f"dropped by {_literal(owner)}")
     ax.bar(edges[:-1], other, width=width, align="edge", bottom=kept + here, color="#b9b9b9",
            label="dropped by another op" if owner else "dropped")
     for t in bounds:
@@ -52,7 +58,7 @@ def histogram_png(stat: str, sketches: dict[str, ValueSketch], bounds: list[Thre
             ax.axvline(t.value, color="#222", linestyle="--", linewidth=1)
             ax.annotate(f"{t.param}={t.value:g}", (t.value, 1), xycoords=("data", "axes fraction"),
                         rotation=90, va="top", ha="right", fontsize=7)
-    ax.set_title(stat, fontsize=10)
+    ax.set_title(_literal(stat), fontsize=10)
     ax.set_xlabel("value (per image or chunk for list stats)", fontsize=8)
     ax.set_ylabel("values", fontsize=8)
     ax.legend(fontsize=7)
@@ -91,7 +97,7 @@ def curve_png(curve: Curve, bounds: list[Threshold], rates: list[float], path: s
     fig, ax = plt.subplots(figsize=(6, 3.2), dpi=90)
     lo, hi = math.inf, -math.inf
     for side, ts, line in curve_points(curve, bounds):
-        label = f"kept if {curve.stat} {'>=' if side == 'min' else '<='} t"
+        label = f"kept if {_literal(curve.stat)} {'>=' if side == 'min' else '<='} t"
         ax.plot(ts, line * 100, label=label, color="#2c6fbb" if side == "min" else "#8a4fbf")
         lo, hi = min(lo, ts[0]), max(hi, ts[-1])
     for t, rate in zip(bounds, rates):
@@ -101,9 +107,9 @@ def curve_png(curve: Curve, bounds: list[Threshold], rates: list[float], path: s
         ax.annotate(f"{t.param}={t.value:g}: {rate:.1%}", (t.value, rate * 100), fontsize=7,
                     xytext=(4, -12 if t.side == "min" else 4), textcoords="offset points")
     ax.set_ylim(0, 102)
-    ax.set_title(f"{curve.op}: keep rate of the {curve.reached} samples reaching it", fontsize=9)
+    ax.set_title(f"{_literal(curve.op)}: keep rate of the {curve.reached} samples reaching it", fontsize=9)
     per = "" if curve.any_or_all == "any" else " (all of a sample's values)"
-    ax.set_xlabel(f"threshold t on {curve.stat}{per}", fontsize=8)
+    ax.set_xlabel(f"threshold t on {_literal(curve.stat)}{per}", fontsize=8)
     ax.set_ylabel("% kept", fontsize=8)
     ax.legend(fontsize=7)
     fig.tight_layout()

@@ -36,7 +36,7 @@ def readouts(curve, bounds, passing: dict) -> dict:
 
 def write_keep_rate_csv(curves: list[dict], path: str) -> None:
     """One row per point of every curve: op_index, op, stat, side, threshold, keep_rate."""
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    with open(path, "w", newline="", encoding="utf-8", errors="backslashreplace") as f:
         w = csv.writer(f)
         w.writerow(("op_index", "op", "stat", "side", "threshold", "keep_rate"))
         for c in curves:

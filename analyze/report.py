@@ -50,6 +50,6 @@ def write_report(out_dir: str, col: Collector, summary: dict | None, rows: list[
         rejections=col.rejected_by_code.most_common(), examples=col.rejection_examples,
         has_recipe=has_recipe, filters=filters, notes=list(notes), other_stats=list(other_stats))
     path = os.path.join(out_dir, "report.html")
-    with open(path, "w", encoding="utf-8") as f:
+    with open(path, "w", encoding="utf-8", errors="backslashreplace") as f:
         f.write(page)
     return path

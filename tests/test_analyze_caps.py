@@ -140,3 +140,15 @@ def test_more_distinct_names_than_are_counted_is_said(tmp_path):
     analyze(str(export), str(tmp_path / "a"), log=said.append, max_plots=3)
     assert any("more than 10,000 distinct stat names" in line for line in said)
     assert len(_pngs(tmp_path / "a")) == 3 and "hist_everywhere.png" in _pngs(tmp_path / "a")
+
+
+def test_stat_names_that_matplotlib_or_utf8_cannot_take_are_still_analyzed(tmp_path, djx_cli):
+    # "$x^$" starts matplotlib's math mode and fails to parse; "\ud800" (a lone surrogate in JSON)
+    # cannot be written as UTF-8: both are shown escaped, in the plots, stats.csv and the report
+    names = ["$x^$", "a$\\frac{$b", "\ud800x"]
+    export = write_jsonl_file(tmp_path / "o.jsonl", [{"text": "t", "__dj__stats__": {n: float(i) for n in names}}
+                                                     for i in range(3)])
+    res = djx_cli("analyze", export, "--out", tmp_path / "a")
+    assert res.rc == 0 and "Traceback" not in res.err, res.err
+    assert len(_pngs(tmp_path / "a")) == 3 and len(_csv_stats(tmp_path / "a")) == 3
+    assert "\\ud800x" in res.out and "\\ud800x" in (tmp_path / "a" / "report.html").read_text()
