@@ -69,6 +69,15 @@ def colliding_names(tmp: Path) -> tuple[bool, str]:
         f"exit {proc.returncode}, {len(files)} histogram files for {len(names)} names: {last_line(proc.stderr)[:80]}"
 
 
+def undrawable_names(tmp: Path) -> tuple[bool, str]:
+    names = ["$x^$", "a$\\frac{$b", "\ud800x"]  # matplotlib math mode; a lone surrogate (no UTF-8)
+    write_jsonl(tmp / "o.jsonl", [{"text": "t", "__dj__stats__": {n: float(i) for n in names}} for i in range(3)])
+    proc = djx("analyze", "o.jsonl", "--out", "a", cwd=tmp)
+    pngs = _pngs(tmp / "a")
+    return proc.returncode == 0 and pngs == len(names) and "Traceback" not in proc.stderr, \
+        f"exit {proc.returncode}, {pngs} PNGs for {len(names)} names: {last_line(proc.stderr)[:80]}"
+
+
 def uncountable_names(tmp: Path) -> tuple[bool, str]:
     write_jsonl(tmp / "o.jsonl", [{"text": "t", "__dj__stats__": {f"n{i * 500 + k}": 1.0 for k in range(500)}}
                                   for i in range(60)])  # 30,000 distinct names
@@ -94,6 +103,7 @@ CASES = [
     Case("unbounded input", "analyze_4001_foreign_stat_names_from_summary", lambda t: foreign_stat_names(t, False)),
     Case("unbounded input", "analyze_bare_export_4001_stat_names", bare_export),
     Case("unbounded input", "analyze_stat_names_making_one_file_name", colliding_names),
+    Case("unbounded input", "analyze_stat_names_matplotlib_and_utf8_cannot_take", undrawable_names),
     Case("unbounded input", "analyze_30000_distinct_stat_names", uncountable_names),
     Case("unbounded input", "check_summary_input_not_a_count", check_summary_wrong_types),
 ]
