@@ -6,6 +6,7 @@ import os
 import sys
 
 from djx.core.errors import DjxError
+from djx.core.run.stop import Stop, Stopped
 
 
 def _plugins(values) -> list[str]:
@@ -35,7 +36,7 @@ def _paths_from_cwd(overrides: dict) -> None:
         overrides["image_root"] = os.path.abspath(os.path.expanduser(overrides["image_root"]))
 
 
-def _process(args) -> int:
+def _process(args, stop=None) -> int:
     from djx.core.pipeline import Pipeline
     from djx.core.recipe.recipe import parse_set
     overrides = parse_set(args.set)
@@ -52,7 +53,7 @@ def _process(args) -> int:
     if args.dry_run:
         from djx.core.plan.preflight import dry_run
         return dry_run(pipe)
-    pipe.run(restart=args.restart, progress=not args.quiet, limit=args.limit)
+    pipe.run(restart=args.restart, progress=not args.quiet, limit=args.limit, stop=stop)
     return 0
 
 
@@ -121,13 +122,14 @@ def _check(args) -> int:
     return 0 if report.ok else 1
 
 
-def _analyze(args) -> int:
+def _analyze(args, stop=None) -> int:
     from djx.analyze import analyze
     pipe = None
     if args.recipe:
         from djx.core.pipeline import Pipeline
         pipe = Pipeline.from_recipe(args.recipe, custom_ops=_plugins(args.custom_ops))
-    analyze(args.export, out_dir=args.out, ops=pipe.ops if pipe else None, recipe=pipe.recipe if pipe else None)
+    analyze(args.export, out_dir=args.out, ops=pipe.ops if pipe else None, recipe=pipe.recipe if pipe else None,
+            stop=stop)
     return 0
 
 
@@ -135,23 +137,6 @@ def _explain(args) -> int:
     from djx.analyze.explain import explain
     print(explain(args.export, args.id, args.where, args.recipe, _plugins(args.custom_ops)))
     return 0
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (a scheduler ending the job, `kill`): stop as Ctrl-C does, saving the progress."""
-
-
-def _stop_on_sigterm():
-    """Turn SIGTERM into Terminated in the main thread of the command (not of a library user's
-    program: only the command line does this)."""
-    import signal
-    import threading
-
-    def stop(signum, frame):
-        raise Terminated()
-    if threading.current_thread() is threading.main_thread():
-        return signal.signal(signal.SIGTERM, stop)
-    return None
 
 
 def _add_process(sub) -> None:
@@ -175,7 +160,7 @@ def _add_process(sub) -> None:
     p.add_argument("--report", action="store_true", help="write the analysis (djx analyze) next to the export")
     p.add_argument("--limit", type=int, metavar="N",
                    help="a trial run: process the first N samples and estimate the whole dataset")
-    p.set_defaults(fn=_process)
+    p.set_defaults(fn=_process, stoppable=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -204,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recipe", help="the run's recipe: draws its thresholds, fills the galleries")
     p.add_argument("--out", help="folder for the analysis (default: <stem>.analysis/ next to the export)")
     p.add_argument("--custom-ops", action="append", metavar="PATH_OR_MODULE", help="load plug-in ops")
-    p.set_defaults(fn=_analyze)
+    p.set_defaults(fn=_analyze, stoppable=True)
 
     p = sub.add_parser("explain", help="one sample's journey: the output it is in, each op's stats, thresholds and verdict")
     p.add_argument("export", help="the export path (kept samples) of a finished run")
@@ -220,15 +205,19 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    previous = _stop_on_sigterm()
+    # process and analyze stop between steps on SIGTERM, saving what they did; the other commands
+    # only read, and a SIGTERM ends them as it ends any program
+    stop = Stop() if getattr(args, "stoppable", False) else None
     try:
-        return args.fn(args)
+        if stop is None:
+            return args.fn(args)
+        stop.install()
+        return args.fn(args, stop)
     except DjxError as e:
         print(f"djx: error: {e}", file=sys.stderr)
         return 1
-    except Terminated:
-        print("djx: terminated (SIGTERM); the work done so far is saved: run the same command again to resume",
-              file=sys.stderr)
+    except Stopped as e:
+        print(f"djx: {e}", file=sys.stderr)
         return 143
     except KeyboardInterrupt:
         print("djx: interrupted; run the same command again to resume", file=sys.stderr)
@@ -237,10 +226,8 @@ def main(argv=None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     finally:
-        if previous is not None:
-            import signal
-            signal.signal(signal.SIGTERM, previous)
-
+        if stop is not None:
+            stop.uninstall()
 
 if __name__ == "__main__":
     sys.exit(main())

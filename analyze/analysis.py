@@ -37,10 +37,11 @@ def default_out_dir(export: str) -> str:
 
 
 def analyze(export: str, out_dir: str | None = None, ops=None, recipe=None, log=print,
-            max_plots: int = PLOT_CAP) -> Analysis:
+            max_plots: int = PLOT_CAP, stop=None) -> Analysis:
     """Analyze the outputs of the run whose export is `export`. `ops` (op objects) give the filters'
     thresholds; without them, the ops named in the run summary give the stats' filters only. The
-    stats of those ops are plotted; when no op is known, the `max_plots` stats most records carry."""
+    stats of those ops are plotted; when no op is known, the `max_plots` stats most records carry.
+    `stop` (a core.run.stop.Stop): once requested, Stopped is raised between records and pictures."""
     paths = output_paths(export)
     summary = read_summary(paths.summary)
     out_dir = out_dir or default_out_dir(export)
@@ -48,16 +49,20 @@ def analyze(export: str, out_dir: str | None = None, ops=None, recipe=None, log=
     filters = filters_from_ops(ops) if ops is not None else ran
     names = StatNames(frozenset(s for f in filters + ran for s in f.stats) or None, max_plots)
     col = Collector(filters, recipe.text_key if recipe else "text", recipe.image_key if recipe else "images", names)
+    step = _stepper(stop)
     for rec in iter_records(paths.export):
+        step()
         col.add(rec, "kept")
     for rec in iter_records(paths.dropped):
+        step()
         col.add(rec, "dropped")
     for rec in iter_records(paths.rejected):
+        step()
         col.add_rejected(rec)
     _read_late_stats(col, paths)
     col.finish()
     try:
-        return _write(col, filters, summary, paths, recipe, ops is not None, ensure_dir(out_dir), log)
+        return _write(col, filters, summary, paths, recipe, ops is not None, ensure_dir(out_dir), log, step)
     except OSError as e:
         raise DjxError(f"cannot write the analysis into {out_dir}: {e.strerror or e}"
                        + (f" ({e.filename})" if e.filename else "")) from None
@@ -75,7 +80,15 @@ def _read_late_stats(col: Collector, paths) -> None:
         col.add_values(rec, "dropped", late)
 
 
-def _write(col: Collector, filters, summary, paths, recipe, has_recipe: bool, out_dir: str, log) -> Analysis:
+def _stepper(stop):
+    """What analyze calls between two steps: raises Stopped once `stop` is requested."""
+    if stop is None:
+        return lambda: None
+    return lambda: stop.check("the analysis is not finished: run the same command again to write it")
+
+
+def _write(col: Collector, filters, summary, paths, recipe, has_recipe: bool, out_dir: str, log,
+           step=lambda: None) -> Analysis:
     from djx.analyze.report import write_report
     rows = stats_rows(col)
     write_stats_csv(rows, os.path.join(out_dir, "stats.csv"))
@@ -85,8 +98,9 @@ def _write(col: Collector, filters, summary, paths, recipe, has_recipe: bool, ou
     for note in notes:
         log(f"note: {note}")
     files = FileNames()
-    histograms = _histograms(col, filters, out_dir, files)
-    curves = _curves(col, filters, out_dir, files)
+    histograms = _histograms(col, filters, out_dir, files, step)
+    curves = _curves(col, filters, out_dir, files, step)
+    step()
     report = write_report(out_dir, col, summary, rows, histograms, curves, filters,
                           _image_folders(paths.export, recipe, summary), has_recipe, notes,
                           col.names.others()[:LIST_CAP])
@@ -153,7 +167,8 @@ def format_stats(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _histograms(col: Collector, filters: list[FilterInfo], out_dir: str, files: FileNames) -> dict:
+def _histograms(col: Collector, filters: list[FilterInfo], out_dir: str, files: FileNames,
+                step=lambda: None) -> dict:
     bounds, owner = {}, {s: f.name for f in filters for s in f.stats}
     for f in filters:
         for t in f.thresholds:
@@ -162,13 +177,15 @@ def _histograms(col: Collector, filters: list[FilterInfo], out_dir: str, files: 
     for stat, sketches in sorted(col.stats.items()):
         if sketches["all"].n == 0:
             continue
+        step()
         name = files.png("hist", stat)
         histogram_png(stat, sketches, bounds.get(stat, []), owner.get(stat), os.path.join(out_dir, name))
         out[stat] = name
     return out
 
 
-def _curves(col: Collector, filters: list[FilterInfo], out_dir: str, files: FileNames) -> list[dict]:
+def _curves(col: Collector, filters: list[FilterInfo], out_dir: str, files: FileNames,
+            step=lambda: None) -> list[dict]:
     from djx.analyze.readout import readouts, write_keep_rate_csv
     out = []
     by_index = {f.op_index: f for f in filters}
@@ -176,6 +193,7 @@ def _curves(col: Collector, filters: list[FilterInfo], out_dir: str, files: File
     for (op_index, stat), curve in sorted(col.curves.items()):
         if not any(v.n for v in curve.sides.values()):
             continue
+        step()
         bounds = [t for t in by_index[op_index].thresholds if t.stat == stat]
         name = files.png(f"keep_rate_{op_index}", curve.op, stat)
         read = readouts(curve, bounds, passing)

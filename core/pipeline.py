@@ -30,6 +30,7 @@ from djx.core.records import Item
 from djx.core.plan.resources import cpu_count
 from djx.core.run.resume import fingerprint, resume_point
 from djx.core.run.stat_reuse import models_unneeded
+from djx.core.run.stop import RUN_SAVED
 from djx.core.models.share.folder import remove_stale
 
 
@@ -107,12 +108,14 @@ class Pipeline:
     # -- files ------------------------------------------------------------------------------
     def run(self, dataset_path: str | None = None, export_path: str | None = None, *,
             restart: bool = False, progress: bool = True, log=print, plan: Plan | None = None,
-            limit: int | None = None) -> dict:
+            limit: int | None = None, stop=None) -> dict:
         """Process a dataset (a file, a folder of files or a glob) into the export files; return the summary (also written as JSON).
 
         Resumes an interrupted run of the same recipe and input unless `restart`. `limit`: a trial
-        run of the first `limit` samples, whose summary estimates the whole dataset. Raises
-        CheckError (after writing the outputs) when the stats or the counts do not add up."""
+        run of the first `limit` samples, whose summary estimates the whole dataset. `stop` (a
+        core.run.stop.Stop, as the command line makes): once requested, the run stops after the
+        batch it is writing, saves its progress and raises Stopped. Raises CheckError (after
+        writing the outputs) when the stats or the counts do not add up."""
         t0 = time.monotonic()
         refuse_unguarded_main()
         remove_stale()  # shared weights left behind by runs that were killed
@@ -146,8 +149,10 @@ class Pipeline:
         source = DatasetSource(files, start.read, recipe.batch_size, recipe.max_batch_bytes, limit, clock.processing,
                                recipe.max_record_bytes)
         with RunLedger(writer, start, chain, recipe, executor, progress, log, t0, clock) as ledger:
-            for result in executor.run(source):
+            for result in executor.run(source, stop):
                 ledger.add(result)
+                if stop is not None:
+                    stop.check(RUN_SAVED)
             clock.partial = limit is not None and has_more(files, source.state)
             ledger.end(source.state)
             summary = ledger.finish(plan, source.state)

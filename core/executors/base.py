@@ -55,6 +55,7 @@ class Executor(Protocol):
     reports: dict[str, WorkerReport]  # worker name -> its last report
     restarts: int                     # workers that died and were replaced
 
-    def run(self, source: Iterable[InputBatch]) -> Iterator[BatchResult]:
-        """One BatchResult per input batch, in input order, each with the batch's read_at."""
+    def run(self, source: Iterable[InputBatch], stop=None) -> Iterator[BatchResult]:
+        """One BatchResult per input batch, in input order, each with the batch's read_at. Once
+        `stop` (a core.run.stop.Stop) is requested, raise its Stopped between batches."""
         ...

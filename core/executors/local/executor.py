@@ -34,6 +34,7 @@ from djx.core.executors.local.worker import (Crashed, Done, Failed, Ready, Start
                                        worker_main)
 from djx.core.plan.planner import Plan
 from djx.core.records import BatchResult, FailFast, WorkerReport
+from djx.core.run.stop import RUN_SAVED
 from djx.core.models.share.folder import create_run_folder, remove_run_folder
 from djx.core.models.share.weight_share import WeightShare
 from djx.core.models.share.gpu_owner import WeightOwners
@@ -96,10 +97,13 @@ class LocalExecutor:
         # devices whose weights a weight owner serves: the GPUs (and, for tests, CPU: owner_on_cpu)
         self._owned = tuple(d for d in dict.fromkeys(plan.devices) if owner_on_cpu or d.startswith("cuda"))
         self._owners = WeightOwners(self.custom_ops, self.base_dir, log, _main_importable)
+        self._halt: list = []  # the run's Stop, while it runs: waits wake for it
 
-    def run(self, source: Iterable[InputBatch]) -> Iterator[BatchResult]:
-        """One BatchResult per input batch, in input order."""
+    def run(self, source: Iterable[InputBatch], stop=None) -> Iterator[BatchResult]:
+        """One BatchResult per input batch, in input order; Stopped once `stop` is requested
+        (the waits wake for it: a batch held in an op does not delay it)."""
         workers: list[_Worker] = []
+        self._halt = [] if stop is None else [stop]
         try:
             if self.share_models:  # one copy of each model's weights per device
                 folder = create_run_folder()
@@ -127,7 +131,8 @@ class LocalExecutor:
 
     def _await_ready(self, w: _Worker) -> None:
         while True:  # a worker that maps a dead owner's weights waits for its restart
-            ready = wait([w.conn] + self._owners.sentinels())
+            ready = wait([w.conn] + self._owners.sentinels() + self._halt)
+            self._stop_if_asked(ready)
             self._owners.restart_dead(ready)
             if w.conn in ready:
                 break
@@ -168,8 +173,9 @@ class LocalExecutor:
                 send(w.conn, None)
             except (OSError, ValueError):
                 pass
+        deadline = time.monotonic() + (0 if any(h.requested for h in self._halt) else 5)  # for all, not each
         for w in workers:
-            w.proc.join(timeout=5)
+            w.proc.join(timeout=max(0.0, deadline - time.monotonic()))
             if w.proc.is_alive():
                 w.proc.kill()  # workers ignore SIGTERM (see die_with_parent)
                 w.proc.join(timeout=5)
@@ -207,7 +213,9 @@ class LocalExecutor:
                         break  # it died: its sentinel is ready, the wait below sees it
             conns = {w.conn: w for w in workers}
             sentinels = {w.proc.sentinel: w for w in workers}
-            ready = wait(list(conns) + list(sentinels) + self._owners.sentinels(), timeout=self._kill_stuck(workers))
+            ready = wait(list(conns) + list(sentinels) + self._owners.sentinels() + self._halt,
+                         timeout=self._kill_stuck(workers))
+            self._stop_if_asked(ready)
             if self._owners.restart_dead(ready):
                 continue  # the wait list changed
             for obj in ready:
@@ -222,6 +230,11 @@ class LocalExecutor:
                     self._drain(w, inflight)
                     workers[workers.index(w)] = self._replace(w, inflight)
                     break  # the wait list changed
+
+    def _stop_if_asked(self, ready: list) -> None:  # Stopped, when the run's Stop woke the wait
+        for stop in self._halt:
+            if stop in ready:
+                stop.check(RUN_SAVED)
 
     def _kill_stuck(self, workers: list[_Worker]) -> float:
         """Kill the workers stuck in one op call past sample_timeout (their sentinels then report
