@@ -122,3 +122,69 @@ def test_sigterm_during_analyze_ends_it_with_one_line(tmp_path):
     assert err.strip().splitlines() == [
         "djx: terminated (SIGTERM); the analysis is not finished: run the same command again to write it"]
     assert not (tmp_path / "a" / "report.html").exists()
+
+
+# -- the Ray executor: a driver with a local Ray of its own --------------------------------------
+
+def held_ray_run(tmp_path) -> subprocess.Popen:
+    """`djx process` on Ray (a local Ray the driver starts) over three files of 100 samples, held
+    from sample 200 on, started in a session of its own (as a scheduler's job is); it has a
+    checkpoint past the first file when this returns. Ray hands a block's rows on when its task
+    ends (a block is one file here): files 0 and 1 can finish, file 2 is held."""
+    (tmp_path / "ds").mkdir()
+    for k in range(3):
+        (tmp_path / "ds" / f"part-{k}.jsonl").write_text(
+            "".join(json.dumps({"id": i, "text": f"sample number {i:04d}"}) + "\n" for i in range(k * 100, k * 100 + 100)))
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump({
+        "dataset_path": "ds", "export_path": "out/o.jsonl", "executor": "ray", "np": 1, "batch_size": 8,
+        "checkpoint_every": 2, "custom_ops": [str(PLUGINS_DIR / "chaos_ops.py")],
+        "process": [{"hold_mapper": {"hold_file": str(tmp_path / "hold")}}, {"text_length_filter": {"min_len": 5}}]}))
+    hold(tmp_path, 200)
+    proc = djx("process", str(tmp_path / "r.yaml"), "--quiet", start_new_session=True)
+    wait_for(lambda: manifest_records(tmp_path) >= 100, proc, "a checkpoint past the first file")
+    return proc
+
+
+def assert_stopped_and_resumed(tmp_path, proc) -> None:
+    code, err = finish(proc)
+    assert code == 143, err[-3000:]
+    assert TERMINATED in err.splitlines() and "Traceback" not in err
+    done = manifest_records(tmp_path)
+    assert 100 <= done < 300
+    release(tmp_path)
+    rerun = djx("process", str(tmp_path / "r.yaml"), "--quiet", "--executor", "local")  # no second Ray start
+    out, err = rerun.communicate(timeout=GUARD_S)
+    assert rerun.returncode == 0, err
+    assert f"resuming: {done} samples already done" in out + err
+    assert_every_sample_once(tmp_path, 300)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_sigterm_to_a_ray_driver_stops_it_saves_and_the_rerun_resumes(tmp_path):
+    pytest.importorskip("ray")
+    proc = held_ray_run(tmp_path)
+    proc.send_signal(signal.SIGTERM)  # ray.init put its own handler in place (exit 15, nothing said)
+    assert_stopped_and_resumed(tmp_path, proc)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_sigterm_to_a_ray_driver_s_process_group_stops_it_saves_and_the_rerun_resumes(tmp_path):
+    pytest.importorskip("ray")
+    proc = held_ray_run(tmp_path)
+    os.killpg(proc.pid, signal.SIGTERM)  # the local Ray's processes are in this group too
+    assert_stopped_and_resumed(tmp_path, proc)
+    assert not [p for p in _group(proc.pid)], "Ray processes outlived the run"
+
+
+def _group(pgid: int) -> list[int]:
+    """Processes still in the process group `pgid`."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and os.getpgid(int(entry)) == pgid:
+                pids.append(int(entry))
+        except OSError:
+            pass
+    return pids

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import signal
 import sys
 
 from djx.core.errors import DjxError
@@ -11,18 +12,30 @@ from djx.core.io.readers import ReadState
 from djx.core.plan.resources import cpu_count
 
 
-def connect(ray, address: str | None) -> bool:
+def connect(ray, address: str | None, stop=None) -> bool:
     """Join the cluster at `address`, or start a local one; True when this call started or joined
-    it (the caller then shuts it down), False when this process was connected already."""
+    it (the caller then shuts it down), False when this process was connected already.
+
+    With a `stop` (the command line's), SIGTERM stays djx's: ray.init puts its own handler in place
+    (exit 15, nothing saved), so the stop's handlers go back in after it. And a local cluster's
+    processes (they share this process group) start with SIGTERM blocked, as Ray starts them with
+    SIGINT blocked: a SIGTERM to the whole group (a scheduler, a terminal) reaches only the driver,
+    which saves its work and shuts Ray down itself, instead of Ray dying under the run."""
     if ray.is_initialized():
         return False
     if address:
         refuse_unreachable(address)
     where = {"address": address} if address else {"num_cpus": cpu_count(), "include_dashboard": False}
+    # the processes ray.init starts inherit the mask; a SIGTERM meanwhile waits for djx's handler
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM} if stop is not None else set())
     try:
         ray.init(**where, logging_level=logging.ERROR)
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise DjxError(f"cannot start or join Ray (ray_address: {address!r}): {explain(e)}") from None
+    finally:
+        if stop is not None:
+            stop.install()
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     return True
 
 

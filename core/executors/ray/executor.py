@@ -17,6 +17,8 @@ import logging
 import os
 import pickle
 import sys
+import threading
+import time
 import uuid
 import warnings
 from typing import Iterator
@@ -36,6 +38,7 @@ from djx.core.plan.planner import Plan
 from djx.core.io.readers import ReadState
 from djx.core.recipe.recipe import Recipe
 from djx.core.records import BatchResult, FailFast, WorkerReport, add_counters
+from djx.core.run.stop import RUN_SAVED
 from djx.core.models.share.ray_store import share_for_ray
 from djx.core.models.share.weight_share import WeightShare
 
@@ -53,15 +56,17 @@ class RayExecutor:
         self.groups = stage_groups(chain.ops)
         self._share = None  # the weights CPU actors read from the object store (models/share/ray_store.py)
 
-    def run(self, source: DatasetSource) -> Iterator[BatchResult]:
+    def run(self, source: DatasetSource, stop=None) -> Iterator[BatchResult]:
         """BatchResults in input order over the source's files (all of one format), each with the
-        reader position after it; `source.state` advances as rows come back."""
+        reader position after it; `source.state` advances as rows come back. Once `stop` is
+        requested, Stopped while waiting for the next batch (Ray is shut down on the way out)."""
         files, state = source.files, source.state
         if state.file >= len(files):  # resumed after everything was read: nothing left for Ray
             return
         refuse(files, state)
         import ray
-        ours = connect(ray, self.recipe.ray_address)  # else: the Ray this process is connected to already
+        ours = connect(ray, self.recipe.ray_address, stop)  # else: the Ray this process is connected to already
+        threads = set(threading.enumerate())
         data_log = logging.getLogger("ray.data")
         level = data_log.level
         data_log.setLevel(logging.ERROR)
@@ -75,7 +80,7 @@ class RayExecutor:
             if self.recipe.share_models and not self.chain.lazy_models:
                 refs = share_for_ray(ray, self.chain.model_specs(), self.plan.on_gpu)
                 self._share = None if refs is None else WeightShare(refs=refs)
-            yield from self._collect(self._dataset(ray, files, parquet, state), state, not parquet, source.limit)
+            yield from self._collect(self._dataset(ray, files, parquet, state), state, not parquet, source.limit, stop)
         except ray.exceptions.RayError as e:
             raise DjxError(f"ray executor: {explain(e)}") from None
         finally:
@@ -83,6 +88,7 @@ class RayExecutor:
             if self._poison is not None:
                 ray.kill(self._poison)
             if ours:  # disconnects from a joined cluster; stops a local one we started
+                _let_fetches_end(threads)
                 ray.shutdown()
 
     # -- the dataset ------------------------------------------------------------------------
@@ -164,10 +170,10 @@ class RayExecutor:
                     "sample_timeout": self.recipe.sample_timeout, "max_batch_bytes": self.recipe.max_batch_bytes}}
 
     # -- the driver: number the rows, rebuild BatchResults ----------------------------------
-    def _collect(self, ds, state: ReadState, lines: bool, limit: int | None = None) -> Iterator[BatchResult]:
+    def _collect(self, ds, state: ReadState, lines: bool, limit: int | None = None, stop=None) -> Iterator[BatchResult]:
         """BatchResults from the returned rows; with `limit` (a trial run), none past that many
         samples (the rows Ray made beyond it are left unread)."""
-        for table in ds.iter_batches(batch_size=self.recipe.batch_size, batch_format="pyarrow"):
+        for table in _batches(ds.iter_batches(batch_size=self.recipe.batch_size, batch_format="pyarrow"), stop):
             res = BatchResult.empty(len(self.chain.ops))
             col = {name: table.column(name).to_pylist() for name in table.column_names}
             for i, kind in enumerate(col[KIND]):
@@ -233,6 +239,41 @@ class RayExecutor:
         res.counters = add_counters(res.counters, meta.counters)
         self.restarts += meta.counters.get("actor_deaths", 0)
         self.reports[meta.worker] = meta.report
+
+
+def _let_fetches_end(before: set, seconds: float = 10.0) -> None:
+    """Ray Data fetches the next batches on threads of its own; one still in Ray when Ray shuts down
+    ends the process (exit 1: "the core worker has already been shutdown"), as after a stop
+    mid-run. Give them (all threads started since `before`, but the prefetcher, which parks for
+    good) time to see the end of the iteration."""
+    deadline = time.monotonic() + seconds
+    for t in threading.enumerate():
+        if t not in before and t.name != "Prefetcher":
+            t.join(max(0.0, deadline - time.monotonic()))
+
+
+def _batches(tables, stop) -> Iterator:
+    """The tables Ray returns; with a `stop`, a SIGTERM while waiting for the next one (a slow or
+    held batch) interrupts the wait inside Ray Data as Ctrl-C would, which ends its execution
+    cleanly, and becomes Stopped here. Only Ray's code runs in that wait (the ops run in actors)."""
+    if stop is None:
+        yield from tables
+        return
+    tables = iter(tables)
+    try:
+        while True:
+            stop.check(RUN_SAVED)
+            try:
+                with stop.interrupting():
+                    table = next(tables, None)
+            except KeyboardInterrupt:
+                stop.check(RUN_SAVED)
+                raise  # Ctrl-C
+            if table is None:
+                return
+            yield table
+    finally:  # stopped between batches: end Ray Data's execution before Ray is shut down
+        getattr(tables, "close", lambda: None)()
 
 
 def stage_groups(ops: list) -> list[tuple[int, int, frozenset]]:
