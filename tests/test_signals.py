@@ -134,7 +134,8 @@ def held_ray_run(tmp_path) -> subprocess.Popen:
     (tmp_path / "ds").mkdir()
     for k in range(3):
         (tmp_path / "ds" / f"part-{k}.jsonl").write_text(
-            "".join(json.dumps({"id": i, "text": f"sample number {i:04d}"}) + "\n" for i in range(k * 100, k * 100 + 100)))
+            "".join(json.dumps({"id": i, "text": f"sample number {i:04d}"}) + "\n"
+                    for i in range(k * 100, k * 100 + 100)))
     (tmp_path / "r.yaml").write_text(yaml.safe_dump({
         "dataset_path": "ds", "export_path": "out/o.jsonl", "executor": "ray", "np": 1, "batch_size": 8,
         "checkpoint_every": 2, "custom_ops": [str(PLUGINS_DIR / "chaos_ops.py")],

@@ -176,7 +176,8 @@ def process_twice(tmp: Path) -> tuple[bool, str]:
 
 def analyze_once(tmp: Path) -> tuple[bool, str]:
     stats = [f"s{k:03d}" for k in range(150)]
-    write_jsonl(tmp / "o.jsonl", ({"id": i, "text": "t", "__dj__stats__": {s: (i * 7 + k) % 101 for k, s in enumerate(stats)}}
+    write_jsonl(tmp / "o.jsonl", ({"id": i, "text": "t",
+                                   "__dj__stats__": {s: (i * 7 + k) % 101 for k, s in enumerate(stats)}}
                                   for i in range(400)))
     proc = _start(tmp, "analyze", "o.jsonl", "--out", "a")
     why = _wait((tmp / "a" / "stats.csv").exists, proc, "stats.csv")
