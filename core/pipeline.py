@@ -30,7 +30,7 @@ from djx.core.records import Item
 from djx.core.plan.resources import cpu_count
 from djx.core.run.resume import fingerprint, resume_point
 from djx.core.run.stat_reuse import models_unneeded
-from djx.core.run.stop import RUN_SAVED
+from djx.core.run.stop import RUN_SAVED, Stopped
 from djx.core.models.share.folder import remove_stale
 
 
@@ -157,7 +157,7 @@ class Pipeline:
             ledger.end(source.state)
             summary = ledger.finish(plan, source.state)
         if recipe.report:
-            _write_report(self.ops, recipe, paths.export, log)
+            _write_report(self.ops, recipe, paths.export, log, stop)
         return summary
 
     def _with_paths(self, dataset_path: str | None, export_path: str | None) -> Recipe:
@@ -192,11 +192,14 @@ def _refuse_trial_over_full_run(paths: OutputPaths, limit: int) -> None:
                        f"give the trial another export path (--export-path), or --restart to replace them")
 
 
-def _write_report(ops, recipe: Recipe, export: str, log) -> None:
+def _write_report(ops, recipe: Recipe, export: str, log, stop) -> None:
     """`report: true`: the analysis of the finished run next to its export (<stem>.analysis/)."""
     from djx.analyze import analyze
     try:
-        analyze(export, ops=ops, recipe=recipe, log=log)
+        analyze(export, ops=ops, recipe=recipe, log=log, stop=stop)
+    except Stopped as e:
+        raise Stopped(e.signal_name, f"the run finished and its outputs are written, but not its report: "
+                                     f"`djx analyze {export}` writes it") from None
     except DjxError as e:
         raise DjxError(f"the run finished and its outputs are written, but its report could not be: {e}; "
                        f"`djx analyze {export}` retries it") from None

@@ -189,3 +189,25 @@ def _group(pgid: int) -> list[int]:
         except OSError:
             pass
     return pids
+
+
+def test_a_stop_during_the_report_of_a_finished_run_says_what_is_written_and_what_is_not(tmp_path):
+    """report: true analyzes the finished run; a stop asked for then ends the report, and the
+    message says the outputs are complete and how to write the report."""
+    from djx import Pipeline
+    from djx.core.recipe.recipe import recipe_from_dict
+    from djx.core.run.stop import Stop, Stopped
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps({"id": i, "text": "w " * (i % 9)}) + "\n" for i in range(60)))
+    recipe = recipe_from_dict({"dataset_path": "d.jsonl", "export_path": "out/o.jsonl", "report": True,
+                               "process": [{"text_length_filter": {"min_len": 5}}]}, str(tmp_path))
+    stop = Stop()
+
+    def log(text):  # the stats table is printed once the outputs were read, before any picture
+        if str(text).startswith("stat "):
+            stop.request()
+    with pytest.raises(Stopped, match=r"the run finished and its outputs are written, but not its report: "
+                                      r"`djx analyze .*o\.jsonl` writes it"):
+        Pipeline(recipe=recipe).run(progress=False, log=log, stop=stop)
+    summary = json.loads((tmp_path / "out" / "o.summary.json").read_text())
+    assert summary["partial"] is False and summary["input"] == 60 and summary["check"]["ok"]
+    assert not (tmp_path / "out" / "o.analysis" / "report.html").exists()
