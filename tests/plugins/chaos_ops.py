@@ -11,17 +11,20 @@ from djx import Filter, Mapper, register_op
 @register_op("poison_filter")
 class PoisonFilter(Filter):
     """Kills its own process (SIGKILL, or a segfault) on samples whose `poison` field is set;
-    raises on samples whose `boom` field is set."""
+    raises on samples whose `boom` field is set. With `deaths_dir`, each death leaves a file there
+    first (what a test counts the deaths by)."""
 
     stats_keys = ("checked",)
 
-    def __init__(self, how: str = "kill", **common):
+    def __init__(self, how: str = "kill", deaths_dir: str = "", **common):
         super().__init__(**common)
-        self.how = how
+        self.how, self.deaths_dir = how, deaths_dir
 
     def compute_stats(self, batch):
         for sample in batch.samples:
             if sample.get("poison"):
+                if self.deaths_dir:
+                    open(os.path.join(self.deaths_dir, f"{os.getpid()}-{time.time_ns()}"), "w").close()
                 if self.how == "segfault":
                     faulthandler.disable()  # a real segfault, without pytest's dump of it
                     ctypes.string_at(0)

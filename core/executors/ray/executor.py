@@ -32,7 +32,7 @@ from djx.core.executors.base import DatasetSource
 from djx.core.executors.process import WorkerSetup
 from djx.core.executors.ray.cluster import connect, explain, refuse, settle_fsspec_http
 from djx.core.executors.ray.poison import PoisonTracker
-from djx.core.executors.ray.read import JsonLines, file_index, parse_lines, parse_rows
+from djx.core.executors.ray.read import BLOCK_LINES, JsonLines, file_index, parse_lines, parse_rows
 from djx.core.executors.ray.stages import DATA, FILE, KIND, NBYTES, ChainStage, RowKind, meta_column
 from djx.core.plan.planner import Plan
 from djx.core.io.readers import ReadState
@@ -45,8 +45,10 @@ from djx.core.models.share.weight_share import WeightShare
 MiB = 1 << 20
 DECODE_BYTES_PER_SAMPLE = 4 * MiB   # decoded images of one sample, for the declared actor memory
 ACTOR_BASE_BYTES = 256 * MiB        # interpreter and libraries of one actor
-# a batch whose actor died is retried on a fresh actor: once to find that it kills actors, then
-# once per poison sample in it (see ray_poison), plus two deaths that name no sample
+# a task whose actor died is retried on a fresh actor. The poison tracker bounds the deaths of each
+# batch (its first, one per poison sample in it, two that name no sample: see ray/poison.py); Ray's
+# count only stops deaths the tracker cannot see (outside any batch), so it allows every row of a
+# task (a read block, plus a batch) to be poison twice
 EXTRA_RETRIES = 3
 class RayExecutor:
     def __init__(self, chain: OpChain, plan: Plan, recipe: Recipe):
@@ -130,7 +132,7 @@ class RayExecutor:
                 for s in range(len(self.groups)):
                     ds = ds.map_batches(ChainStage, batch_size=self.recipe.batch_size, batch_format="pyarrow",
                                         compute=ActorPoolStrategy(size=self.plan.workers), num_cpus=actor_cpus,
-                                        max_task_retries=self.recipe.batch_size + EXTRA_RETRIES,
+                                        max_task_retries=2 * (BLOCK_LINES + self.recipe.batch_size) + EXTRA_RETRIES,
                                         **self._stage_args(s, mem))
                 return ds
             finally:
@@ -188,6 +190,7 @@ class RayExecutor:
                 for blob in filter(None, col.get(meta_column(s), ())):
                     self._absorb(res, pickle.loads(blob))
             res.read_at = dict(vars(state))
+            self._count_deaths(res)
             yield res
             if limit is not None and state.records >= limit:
                 return
@@ -237,8 +240,21 @@ class RayExecutor:
         for k, n in meta.reused.items():
             res.op_counts[k].reused += n
         res.counters = add_counters(res.counters, meta.counters)
-        self.restarts += meta.counters.get("actor_deaths", 0)
         self.reports[meta.worker] = meta.report
+
+    def _count_deaths(self, res: BatchResult) -> None:
+        """The actor deaths the poison tracker counted since the last batch, into this one (a death
+        takes its batch's result with it, so only the tracker sees them all)."""
+        if self._poison is None:
+            return
+        import ray
+        try:
+            deaths = ray.get(self._poison.death_count.remote(), timeout=60)
+        except ray.exceptions.RayError:  # the tracker is gone: the stage that needs it says so
+            return
+        if deaths > self.restarts:
+            res.counters = add_counters(res.counters, {"actor_deaths": deaths - self.restarts})
+            self.restarts = deaths
 
 
 def _let_fetches_end(before: set, seconds: float = 10.0) -> None:

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY
 from djx.core.errors import DjxError
-from djx.core.records import BatchResult, Item, WorkerReport, add_counters
+from djx.core.records import BatchResult, Item, WorkerReport
 
 MiB = 1 << 20
 _PICKLE = pickle.HIGHEST_PROTOCOL
@@ -92,24 +92,25 @@ class ChainStage:
         kind, data, orig = (table.column(c).to_pylist() for c in (KIND, DATA, ORIG))
         live = [i for i, k in enumerate(kind) if k == RowKind.LIVE.value]
         items = [Item(j, record=pickle.loads(data[i])) for j, i in enumerate(live)]
-        key = self._key(table, live, data)
-        attempt = self._ask(self.poison.begin, key) if key is not None else None
-        if attempt is not None and attempt.blind >= 2:
-            raise DjxError(f"stage {self.stage} ({', '.join(op.name for op in self.chain.ops)}): "
-                           f"its actors keep dying on one batch outside any sample (out of "
-                           f"memory?); lower batch_size or give the actors more memory")
-        self.watchdog.begin(key)
+        ids = self._ids(table, live, data)
+        attempt = self._ask(self.poison.begin, ids) if ids else None
+        if attempt is not None and attempt.stop:
+            raise DjxError(f"stage {self.stage} ({', '.join(op.name for op in self.chain.ops)}): {attempt.stop}")
+        known = attempt.poison if attempt is not None else {}
+        spared = [item for item in items if ids[item.pos] not in known] if known else items
+        self.watchdog.begin(ids[0] if ids else None)
         try:
-            if attempt is None or attempt.earlier == 0:
+            if attempt is None or not attempt.careful:
                 nbytes = table.column(NBYTES).to_pylist()  # the input line's length (0: parquet)
-                res = self._run(items, [nbytes[i] or len(data[i]) for i in live])
-            else:  # this batch killed an actor before: one sample at a time, and say where
-                res = self._careful(key, items, attempt.poison, attempt.timeouts)
-                res.counters = add_counters(res.counters, {"actor_deaths": attempt.earlier})
+                res = self._run(spared, [nbytes[live[item.pos]] or len(data[live[item.pos]]) for item in spared])
+            else:  # these samples were in an attempt that killed an actor: one at a time, saying where
+                res = self._careful(ids, spared)
         finally:
             self.watchdog.end()
-        if key is not None:
-            self.poison.end.remote(key)
+        res.rejected += [self._poisoned(item, known[ids[item.pos]]) for item in items
+                         if ids and ids[item.pos] in known]
+        if ids:  # waited for: a retry of this task must find these samples done
+            self._ask(self.poison.end, ids)
         for s in res.kept:
             data[live[s[POSITION_KEY]]] = pickle.dumps(s, _PICKLE)
         for s in res.dropped:
@@ -162,41 +163,40 @@ class ChainStage:
             res = one if res is None else res + one
         return res
 
-    def _key(self, table: pa.Table, live: list, data: list):
-        """What names this batch across retries: its first line's byte offset (JSON Lines), or a
-        hash of its rows (parquet)."""
+    def _ids(self, table: pa.Table, live: list, data: list) -> list | None:
+        """What names each live sample across retries and re-blocking (None: no tracker): its
+        stage, file and line offset (JSON Lines), or its stage, file and a hash of its row (parquet:
+        identical rows share a name, and a poison one is poison twice)."""
         if self.poison is None or not live:
             return None
+        files = table.column(FILE).to_pylist()
         if AT in table.column_names:
-            return (self.stage, table.column(FILE)[0].as_py(), table.column(AT)[0].as_py(), table.num_rows)
-        return (self.stage, hashlib.sha256(b"".join(data)).hexdigest(), table.num_rows)
+            at = table.column(AT).to_pylist()
+            return [(self.stage, files[i], at[i]) for i in live]
+        return [(self.stage, files[i], hashlib.blake2b(data[i], digest_size=16).hexdigest()) for i in live]
 
-    def _careful(self, key, items: list, poison: dict, timeouts: set) -> BatchResult:
-        """The batch one sample at a time, the ledger told where each one is; the samples known
-        to kill are rejected unrun. (Per-op counts come from the rows at the driver; only op
-        seconds and counters matter in the result.)"""
-        ops = self.chain.ops
-        res = BatchResult.empty(len(ops))
+    def _careful(self, ids: list, items: list) -> BatchResult:
+        """The batch one sample at a time, the tracker told where each one is. (Per-op counts come
+        from the rows at the driver; only op seconds and counters matter in the result.)"""
+        res = BatchResult.empty(len(self.chain.ops))
         for item in items:
-            j = item.pos
-            if j in poison:
-                k = max(poison[j], 0)
-                if j in timeouts:
-                    res.rejected.append(self.chain.reject(
-                        item, k, f"no progress in {ops[k].name} for {self.watchdog.limit:g} s (sample_timeout); "
-                                 f"its Ray actor was stopped", "timeout"))
-                else:
-                    res.rejected.append(self.chain.reject(item, k, f"worker died while running {ops[k].name} "
-                                                          f"(its Ray actor process died)", "worker_died"))
-                continue
+            sample = ids[item.pos]
 
-            def mark(k, j=j):
+            def mark(k, sample=sample):
                 self.watchdog.tick(k)
-                self._ask(self.poison.at, key, (j, k))
-            one = self.chain.run([item], self.pool, on_op=mark)
-            self._ask(self.poison.at, key, None)
-            res += one
+                self._ask(self.poison.at, sample, (sample, k))
+            res += self.chain.run([item], self.pool, on_op=mark)
+            self._ask(self.poison.at, sample, None)
         return res
+
+    def _poisoned(self, item: Item, poison):
+        """The rejection of a sample that killed (or hung) an actor of this stage before."""
+        k, name = max(poison.op, 0), self.chain.ops[max(poison.op, 0)].name
+        if poison.timeout:
+            return self.chain.reject(item, k, f"no progress in {name} for {self.watchdog.limit:g} s "
+                                              f"(sample_timeout); its Ray actor was stopped", "timeout")
+        return self.chain.reject(item, k, f"worker died while running {name} (its Ray actor process died)",
+                                 "worker_died")
 
 
 class _Watchdog:

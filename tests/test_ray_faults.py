@@ -1,0 +1,47 @@
+"""The Ray executor under faults: samples that kill their actor, spread over many batches of a block,
+cost at most two actor deaths each and the run finishes without them; the summary counts the deaths
+that happened; the early systematic-failure check gives the local verdict."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from djx import Pipeline
+
+from conftest import LONG, PLUGINS_DIR, read_jsonl_file
+
+pytestmark = pytest.mark.ray
+
+
+def test_poison_samples_over_many_batches_cost_at_most_two_deaths_each_and_the_run_finishes(
+        ray_address, tmp_path, write_recipe):
+    # Ray cuts the file into blocks of ~100 rows here, a task each: three poison batches in one
+    # block (a death retries the whole task), two poison samples in one batch of 16
+    n, poison = 400, {10, 40, 75, 230, 231, 350}
+    short = set(range(5, n, 40))               # dropped by the length filter
+    (tmp_path / "data.jsonl").write_text("".join(
+        json.dumps({"id": i, "text": "tiny" if i in short else LONG, "poison": i in poison}) + "\n"
+        for i in range(n)))
+    (tmp_path / "deaths").mkdir()
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path="data.jsonl", export_path="out/kept.jsonl",
+                          executor="ray", ray_address=ray_address, np=1, batch_size=16,
+                          custom_ops=[str(PLUGINS_DIR / "chaos_ops.py")],
+                          process=[{"text_length_filter": {"min_len": 5}},
+                                   {"poison_filter": {"deaths_dir": str(tmp_path / "deaths")}}])
+    summary = Pipeline.from_recipe(str(recipe)).run(progress=False, log=lambda *a: None)
+
+    rejected = read_jsonl_file(tmp_path / "out" / "kept.rejected.jsonl")
+    assert sorted(r["record"]["id"] for r in rejected) == sorted(poison)
+    for r in rejected:
+        assert r["code"] == "worker_died" and r["op"] == "poison_filter"
+        assert "worker died while running poison_filter" in r["reason"] and r["line"] == r["record"]["id"] + 1
+    kept = [s["id"] for s in read_jsonl_file(tmp_path / "out" / "kept.jsonl")]
+    dropped = [s["id"] for s in read_jsonl_file(tmp_path / "out" / "kept.dropped.jsonl")]
+    assert kept == [i for i in range(n) if i not in poison | short] and sorted(dropped) == sorted(short)
+    assert (summary["input"], summary["kept"], summary["dropped"], summary["rejected"]) == \
+        (n, n - len(poison) - len(short), len(short), len(poison))
+    assert summary["check"]["ok"]
+    deaths = len(list((tmp_path / "deaths").iterdir()))  # each actor death left a file
+    assert len(poison) <= deaths <= 2 * len(poison)
+    assert summary["worker_restarts"] == deaths and summary["events"]["actor_deaths"] == deaths
