@@ -45,3 +45,29 @@ def test_poison_samples_over_many_batches_cost_at_most_two_deaths_each_and_the_r
     deaths = len(list((tmp_path / "deaths").iterdir()))  # each actor death left a file
     assert len(poison) <= deaths <= 2 * len(poison)
     assert summary["worker_restarts"] == deaths and summary["events"]["actor_deaths"] == deaths
+
+
+def _boom_head(path, bad: int, good: int):
+    path.write_text("".join(json.dumps({"text": f"bad {i}", "boom": True}) + "\n" for i in range(bad))
+                    + "".join(json.dumps({"text": f"good sample {i}"}) + "\n" for i in range(good)))
+    return path
+
+
+@pytest.mark.parametrize("bad, good, verdict", [(70, 130, "finishes"), (300, 0, "stops")])
+def test_the_early_systematic_failure_check_gives_the_local_verdict_on_ray(ray_address, tmp_path, write_recipe,
+                                                                          djx_cli, bad, good, verdict):
+    """Windows of 32 samples in input order, as locally: bad records at the head of a good dataset
+    (two failing windows, then a clean one) finish; a dataset failing throughout stops after four
+    windows, whatever the batches."""
+    data = _boom_head(tmp_path / "d.jsonl", bad, good)
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(data), export_path="out/kept.jsonl",
+                          executor="ray", ray_address=ray_address, np=1, batch_size=7,
+                          custom_ops=[str(PLUGINS_DIR / "chaos_ops.py")], process=[{"poison_filter": {}}])
+    res = djx_cli("process", recipe, "--quiet")
+    if verdict == "finishes":
+        assert res.rc == 0, res.err
+        summary = json.loads((tmp_path / "out" / "kept.summary.json").read_text())
+        assert summary["kept"] == good and summary["rejected_by_code"] == {"op_error": bad}
+    else:
+        assert res.rc == 1 and "128 of the first 128 samples" in res.err
+        assert not (tmp_path / "out" / "kept.jsonl").exists()

@@ -177,6 +177,7 @@ class RayExecutor:
         samples (the rows Ray made beyond it are left unread)."""
         for table in _batches(ds.iter_batches(batch_size=self.recipe.batch_size, batch_format="pyarrow"), stop):
             res = BatchResult.empty(len(self.chain.ops))
+            res.reach = []  # rows come in input order: the early check sees samples as locally
             col = {name: table.column(name).to_pylist() for name in table.column_names}
             for i, kind in enumerate(col[KIND]):
                 if limit is not None and state.records >= limit:
@@ -220,6 +221,10 @@ class RayExecutor:
             rec[POSITION_KEY] = state.records
             end = n_ops if kind == RowKind.LIVE else rec[DROP_KEY]["op_index"]
             (res.kept if kind == RowKind.LIVE else res.dropped).append(rec)
+        if end >= 0:
+            record = rec.record if kind == RowKind.REJECTED else rec
+            res.reach.append((state.records, min(end, n_ops - 1),
+                              isinstance(record, dict) and bool(record.get(self.chain.ctx.image_key))))
         state.records += 1
         for counts in res.op_counts[:max(end, 0)]:
             counts.seen += 1
