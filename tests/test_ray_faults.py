@@ -1,15 +1,20 @@
 """The Ray executor under faults: samples that kill their actor, spread over many batches of a block,
 cost at most two actor deaths each and the run finishes without them; the summary counts the deaths
-that happened; the early systematic-failure check gives the local verdict."""
+that happened; the early systematic-failure check gives the local verdict; a raylet killed mid-run
+ends the run with one error line, every batch received saved, and the rerun resumes exactly."""
 from __future__ import annotations
 
 import json
+import re
 
+import psutil
 import pytest
+import yaml
 
 from djx import Pipeline
 
 from conftest import LONG, PLUGINS_DIR, read_jsonl_file
+from helpers import GUARD_S, djx, hold, manifest_records, release, wait_for
 
 pytestmark = pytest.mark.ray
 
@@ -71,3 +76,52 @@ def test_the_early_systematic_failure_check_gives_the_local_verdict_on_ray(ray_a
     else:
         assert res.rc == 1 and "128 of the first 128 samples" in res.err
         assert not (tmp_path / "out" / "kept.jsonl").exists()
+
+
+def _descendants_named(pid: int, name: str) -> list[psutil.Process]:
+    found = []
+    for p in psutil.Process(pid).children(recursive=True):
+        try:
+            if p.name() == name:
+                found.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+def test_a_raylet_killed_mid_run_ends_it_with_one_error_line_and_the_rerun_resumes_exactly(tmp_path):
+    """The run starts a Ray of its own (its raylet is a child of the djx process). Ray hands a block's
+    rows on when its task ends (a block is one file here): file 0 can finish, file 2 is held."""
+    n, per = 300, 100
+    (tmp_path / "ds").mkdir()
+    for k in range(n // per):
+        (tmp_path / "ds" / f"part-{k}.jsonl").write_text("".join(
+            json.dumps({"id": i, "text": f"sample number {i:04d}"}) + "\n" for i in range(k * per, (k + 1) * per)))
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump({
+        "dataset_path": "ds", "export_path": "out/o.jsonl", "executor": "ray", "np": 1, "batch_size": 8,
+        "checkpoint_every": 1, "custom_ops": [str(PLUGINS_DIR / "chaos_ops.py")],
+        "process": [{"hold_mapper": {"hold_file": str(tmp_path / "hold")}}, {"text_length_filter": {"min_len": 5}}]}))
+    hold(tmp_path, 200)
+    proc = djx("process", str(tmp_path / "r.yaml"), "--quiet", cwd=tmp_path, start_new_session=True)
+    try:
+        wait_for(lambda: manifest_records(tmp_path) >= per, proc, "a checkpoint past the first file")
+        raylets = _descendants_named(proc.pid, "raylet")
+        assert len(raylets) == 1
+        raylets[0].kill()
+        release(tmp_path)
+        out, err = proc.communicate(timeout=GUARD_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    errors = [line for line in err.splitlines() if line.startswith("djx: error:")]
+    assert proc.returncode != 0 and len(errors) == 1, err
+    assert "raylet" in errors[0] and "run the same command again to resume" in errors[0]
+    assert "Traceback" not in err
+    received = int(re.search(r"the (\d+) samples received", errors[0]).group(1))
+    assert manifest_records(tmp_path) == received >= per  # every batch received is saved
+
+    again = djx("process", str(tmp_path / "r.yaml"), "--quiet", cwd=tmp_path)
+    out, err = again.communicate(timeout=GUARD_S)
+    assert again.returncode == 0, err
+    assert f"resuming: {received} samples already done" in out + err
+    assert [s["id"] for s in read_jsonl_file(tmp_path / "out" / "o.jsonl")] == list(range(n))

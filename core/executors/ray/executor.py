@@ -31,6 +31,7 @@ from djx.core.errors import DjxError
 from djx.core.executors.base import DatasetSource
 from djx.core.executors.process import WorkerSetup
 from djx.core.executors.ray.cluster import connect, explain, refuse, settle_fsspec_http
+from djx.core.executors.ray.node_watch import NodeLost, local_raylet, silence_ray_logs, watched
 from djx.core.executors.ray.poison import PoisonTracker
 from djx.core.executors.ray.read import BLOCK_LINES, JsonLines, file_index, parse_lines, parse_rows
 from djx.core.executors.ray.stages import DATA, FILE, KIND, NBYTES, ChainStage, RowKind, meta_column
@@ -38,7 +39,6 @@ from djx.core.plan.planner import Plan
 from djx.core.io.readers import ReadState
 from djx.core.recipe.recipe import Recipe
 from djx.core.records import BatchResult, FailFast, WorkerReport, add_counters
-from djx.core.run.stop import RUN_SAVED
 from djx.core.models.share.ray_store import share_for_ray
 from djx.core.models.share.weight_share import WeightShare
 
@@ -73,7 +73,9 @@ class RayExecutor:
         level = data_log.level
         data_log.setLevel(logging.ERROR)
         self._poison = None
+        self._raylet = local_raylet(ray)
         parquet = files[0].lower().endswith(".parquet")
+        lost = False
         try:
             if self.groups:
                 self._poison = ray.remote(num_cpus=0)(PoisonTracker).options(
@@ -85,11 +87,18 @@ class RayExecutor:
             yield from self._collect(self._dataset(ray, files, parquet, state), state, not parquet, source.limit, stop)
         except ray.exceptions.RayError as e:
             raise DjxError(f"ray executor: {explain(e)}") from None
+        except NodeLost:
+            lost = True  # Ray ends this process at its next touch of the node: no more calls into it
+            raise DjxError(f"the Ray node this run drives died (its raylet process exited); the "
+                           f"{state.records} samples received before that are saved: run the same command "
+                           f"again to resume (it starts or joins Ray afresh)") from None
         finally:
             data_log.setLevel(level)
-            if self._poison is not None:
+            if lost:
+                silence_ray_logs()
+            if self._poison is not None and not lost:
                 ray.kill(self._poison)
-            if ours:  # disconnects from a joined cluster; stops a local one we started
+            if ours and not lost:  # disconnects from a joined cluster; stops a local one we started
                 _let_fetches_end(threads)
                 ray.shutdown()
 
@@ -175,7 +184,8 @@ class RayExecutor:
     def _collect(self, ds, state: ReadState, lines: bool, limit: int | None = None, stop=None) -> Iterator[BatchResult]:
         """BatchResults from the returned rows; with `limit` (a trial run), none past that many
         samples (the rows Ray made beyond it are left unread)."""
-        for table in _batches(ds.iter_batches(batch_size=self.recipe.batch_size, batch_format="pyarrow"), stop):
+        for table in watched(ds.iter_batches(batch_size=self.recipe.batch_size, batch_format="pyarrow"),
+                             self._raylet):
             res = BatchResult.empty(len(self.chain.ops))
             res.reach = []  # rows come in input order: the early check sees samples as locally
             col = {name: table.column(name).to_pylist() for name in table.column_names}
@@ -271,30 +281,6 @@ def _let_fetches_end(before: set, seconds: float = 10.0) -> None:
     for t in threading.enumerate():
         if t not in before and t.name != "Prefetcher":
             t.join(max(0.0, deadline - time.monotonic()))
-
-
-def _batches(tables, stop) -> Iterator:
-    """The tables Ray returns; with a `stop`, a SIGTERM while waiting for the next one (a slow or
-    held batch) interrupts the wait inside Ray Data as Ctrl-C would, which ends its execution
-    cleanly, and becomes Stopped here. Only Ray's code runs in that wait (the ops run in actors)."""
-    if stop is None:
-        yield from tables
-        return
-    tables = iter(tables)
-    try:
-        while True:
-            stop.check(RUN_SAVED)
-            try:
-                with stop.interrupting():
-                    table = next(tables, None)
-            except KeyboardInterrupt:
-                stop.check(RUN_SAVED)
-                raise  # Ctrl-C
-            if table is None:
-                return
-            yield table
-    finally:  # stopped between batches: end Ray Data's execution before Ray is shut down
-        getattr(tables, "close", lambda: None)()
 
 
 def stage_groups(ops: list) -> list[tuple[int, int, frozenset]]:

@@ -1,0 +1,90 @@
+"""The Ray node under the driver. When its raylet dies, Ray ends the driver process from C++ the
+next time it touches the node's object store ("connection to the plasma store is failed. Terminate
+the process"), exit code 1 and no Python exception: no checkpoint, no message. So the driver pulls
+Ray's batches in a thread of its own while the main thread waits on them watching the raylet; when
+it dies the run stops between batches with NodeLost, in the seconds before Ray ends the process."""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from typing import Iterator
+
+import psutil
+
+from djx.core.errors import DjxError
+
+POLL_S = 0.2
+
+
+class NodeLost(DjxError):
+    """The raylet of the node the driver runs on died."""
+
+
+def local_raylet(ray) -> psutil.Process | None:
+    """The raylet process of the node this driver is connected to (None: a Ray client, or not found)."""
+    try:
+        socket = ray._private.worker._global_node.raylet_socket_name
+    except AttributeError:
+        return None
+    for p in psutil.process_iter(["name", "cmdline"]):
+        if p.info["name"] == "raylet" and f"--raylet_socket_name={socket}" in (p.info["cmdline"] or ()):
+            return p
+    return None
+
+
+def alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def silence_ray_logs() -> None:
+    """Ray's Python loggers, off for the rest of this (ending) process: with the node gone, Ray Data's
+    threads and Ray's exit hook log tracebacks about it after djx has said what happened."""
+    names = [n for n in logging.root.manager.loggerDict if n == "ray" or n.startswith("ray.")]
+    for name in ["ray", *names]:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
+def watched(batches: Iterator, raylet: psutil.Process | None) -> Iterator:
+    """The items of `batches`, pulled in a thread; NodeLost once `raylet` is gone and nothing more
+    came. Errors of the pulling thread are raised here."""
+    q: queue.Queue = queue.Queue(maxsize=2)
+    stop = threading.Event()
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def pull() -> None:
+        try:
+            for b in batches:
+                if not put(("batch", b)):
+                    return
+            put(("end", None))
+        except BaseException as e:  # noqa: BLE001  handed to the main thread, which raises it
+            put(("error", e))
+
+    threading.Thread(target=pull, name="djx-ray-batches", daemon=True).start()
+    try:
+        while True:
+            try:
+                kind, value = q.get(timeout=POLL_S)
+            except queue.Empty:
+                if raylet is not None and not alive(raylet):
+                    raise NodeLost("raylet") from None
+                continue
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()
