@@ -9,7 +9,8 @@ global positions and line numbers are exact with no coordination between tasks. 
 samples in binary columns (no Arrow schema for heterogeneous dicts) and small columns: the row's
 kind (blank/live/dropped/rejected), the line's byte length, and per stage a side channel on the
 first row of each batch (op seconds, counters, actor report); the row schema is in ray_stages, reading in ray_read. A batch that kills its actor is retried; the retry isolates the
-sample that kills (see ray_poison). A resumed run starts reading at the saved byte offset.
+sample that kills (see poison.py); the driver watches its node's raylet (node_watch.py). A resumed
+run starts reading at the saved byte offset.
 """
 from __future__ import annotations
 
