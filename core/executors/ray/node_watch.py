@@ -48,9 +48,11 @@ def silence_ray_logs() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
-def watched(batches: Iterator, raylet: psutil.Process | None) -> Iterator:
+def watched(batches, raylet: psutil.Process | None, close_s: float = 60.0) -> Iterator:
     """The items of `batches`, pulled in a thread; NodeLost once `raylet` is gone and nothing more
-    came. Errors of the pulling thread are raised here."""
+    came. Errors of the pulling thread are raised here. Left early (a trial's limit, an error of the
+    consumer), it waits up to `close_s` for the thread to close Ray's iterator, as leaving it in the
+    main thread did: Ray's iterator must not outlive the run's connection to Ray."""
     q: queue.Queue = queue.Queue(maxsize=2)
     stop = threading.Event()
 
@@ -64,21 +66,29 @@ def watched(batches: Iterator, raylet: psutil.Process | None) -> Iterator:
         return False
 
     def pull() -> None:
+        it = iter(batches)
         try:
-            for b in batches:
+            for b in it:
                 if not put(("batch", b)):
-                    return
-            put(("end", None))
+                    break
+            else:
+                put(("end", None))
         except BaseException as e:  # noqa: BLE001  handed to the main thread, which raises it
             put(("error", e))
+        finally:
+            if stop.is_set() and hasattr(it, "close"):
+                it.close()
 
-    threading.Thread(target=pull, name="djx-ray-batches", daemon=True).start()
+    puller = threading.Thread(target=pull, name="djx-ray-batches", daemon=True)
+    puller.start()
+    lost = False
     try:
         while True:
             try:
                 kind, value = q.get(timeout=POLL_S)
             except queue.Empty:
                 if raylet is not None and not alive(raylet):
+                    lost = True
                     raise NodeLost("raylet") from None
                 continue
             if kind == "end":
@@ -88,3 +98,5 @@ def watched(batches: Iterator, raylet: psutil.Process | None) -> Iterator:
             yield value
     finally:
         stop.set()
+        if not lost:  # with the node gone, any call into Ray may end this process: leave it be
+            puller.join(close_s)
