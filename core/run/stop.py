@@ -11,7 +11,6 @@ analyze); a library user who passes none gets the behaviour of before.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import threading
@@ -28,10 +27,6 @@ class Stopped(Exception):
         self.signal_name, self.then = signal_name, then
 
 
-class _Interrupt(KeyboardInterrupt):
-    """A SIGTERM inside Stop.interrupting(): the wait is interrupted as Ctrl-C interrupts it."""
-
-
 class Stop:
     """Set by the signal handlers install() puts in place; read by check() and, to wake a loop
     blocked on pipes and processes at once, through fileno() in its wait list."""
@@ -41,7 +36,6 @@ class Stop:
         self._read, self._write = os.pipe()
         os.set_blocking(self._write, False)
         self._previous: dict | None = None
-        self._interrupting = False
 
     @property
     def requested(self) -> bool:
@@ -59,17 +53,6 @@ class Stop:
         """Raise Stopped (saying `then`: what is saved, what to do) once a stop is requested."""
         if self.signal_name is not None:
             raise Stopped(self.signal_name, then)
-
-    @contextlib.contextmanager
-    def interrupting(self):
-        """Within, a SIGTERM also interrupts the code running, as Ctrl-C does (a KeyboardInterrupt):
-        only for a wait in code known to end cleanly on Ctrl-C, with no user code in it (a Ray Data
-        iterator's wait for its next batch). The caller turns it into Stopped (check)."""
-        self._interrupting = True
-        try:
-            yield
-        finally:
-            self._interrupting = False
 
     def fileno(self) -> int:
         """Readable once a stop is requested."""
@@ -99,8 +82,6 @@ class Stop:
         if self.requested:
             self._now(signum)
         self.request("SIGTERM")
-        if self._interrupting:
-            raise _Interrupt()
 
     def _on_int(self, signum, frame) -> None:
         if self.requested:

@@ -186,7 +186,7 @@ class RayExecutor:
         """BatchResults from the returned rows; with `limit` (a trial run), none past that many
         samples (the rows Ray made beyond it are left unread)."""
         for table in watched(ds.iter_batches(batch_size=self.recipe.batch_size, batch_format="pyarrow"),
-                             self._raylet):
+                             self._raylet, stop):
             res = BatchResult.empty(len(self.chain.ops))
             res.reach = []  # rows come in input order: the early check sees samples as locally
             col = {name: table.column(name).to_pylist() for name in table.column_names}

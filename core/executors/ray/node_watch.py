@@ -5,6 +5,7 @@ Ray's batches in a thread of its own while the main thread waits on them watchin
 it dies the run stops between batches with NodeLost, in the seconds before Ray ends the process."""
 from __future__ import annotations
 
+import ctypes
 import logging
 import queue
 import threading
@@ -13,6 +14,7 @@ from typing import Iterator
 import psutil
 
 from djx.core.errors import DjxError
+from djx.core.run.stop import RUN_SAVED
 
 POLL_S = 0.2
 
@@ -48,16 +50,18 @@ def silence_ray_logs() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
-def watched(batches, raylet: psutil.Process | None, close_s: float = 60.0) -> Iterator:
+def watched(batches, raylet: psutil.Process | None, stop=None, close_s: float = 60.0) -> Iterator:
     """The items of `batches`, pulled in a thread; NodeLost once `raylet` is gone and nothing more
-    came. Errors of the pulling thread are raised here. Left early (a trial's limit, an error of the
-    consumer), it waits up to `close_s` for the thread to close Ray's iterator, as leaving it in the
-    main thread did: Ray's iterator must not outlive the run's connection to Ray."""
+    came; Stopped (`stop`, the command line's SIGTERM) between two items or while waiting for one.
+    Errors of the pulling thread are raised here. Left early (a stop, a trial's limit, an error of
+    the consumer), it has the thread close Ray's iterator, interrupting a wait for a batch that may
+    not come soon (a held or slow one) as Ctrl-C would: Ray's iterator must not outlive the run's
+    connection to Ray."""
     q: queue.Queue = queue.Queue(maxsize=2)
-    stop = threading.Event()
+    leaving = threading.Event()
 
     def put(item) -> bool:
-        while not stop.is_set():
+        while not leaving.is_set():
             try:
                 q.put(item, timeout=POLL_S)
                 return True
@@ -76,7 +80,7 @@ def watched(batches, raylet: psutil.Process | None, close_s: float = 60.0) -> It
         except BaseException as e:  # noqa: BLE001  handed to the main thread, which raises it
             put(("error", e))
         finally:
-            if stop.is_set() and hasattr(it, "close"):
+            if leaving.is_set() and hasattr(it, "close"):
                 it.close()
 
     puller = threading.Thread(target=pull, name="djx-ray-batches", daemon=True)
@@ -84,6 +88,8 @@ def watched(batches, raylet: psutil.Process | None, close_s: float = 60.0) -> It
     lost = False
     try:
         while True:
+            if stop is not None:
+                stop.check(RUN_SAVED)
             try:
                 kind, value = q.get(timeout=POLL_S)
             except queue.Empty:
@@ -97,6 +103,21 @@ def watched(batches, raylet: psutil.Process | None, close_s: float = 60.0) -> It
                 raise value
             yield value
     finally:
-        stop.set()
+        leaving.set()
         if not lost:  # with the node gone, any call into Ray may end this process: leave it be
-            puller.join(close_s)
+            _close(puller, close_s)
+
+
+def _close(puller: threading.Thread, seconds: float) -> None:
+    """Let the pulling thread close Ray's iterator. One between batches sees `leaving` at once. One
+    waiting for the next batch waits on a queue that Ray Data's own "iter_threaded" thread fills
+    from the executor (a blocking get no exception can reach): that thread polls, and an exit raised
+    in it ends Ray Data's execution as Ctrl-C in a consumer does (the iteration then ends and the
+    puller closes; SystemExit, which a thread ends on silently). No user code runs in those threads
+    (the ops run in actors)."""
+    puller.join(2 * POLL_S)
+    if puller.is_alive():
+        for t in threading.enumerate():
+            if t.name == "iter_threaded" and t.ident is not None:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident), ctypes.py_object(SystemExit))
+    puller.join(seconds)
