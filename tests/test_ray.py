@@ -312,6 +312,25 @@ def test_batches_are_bounded_in_bytes_on_ray_as_on_local(ray_address, tmp_path, 
     assert max(seen["local"]) in (3, 4) and max(seen["ray"]) in (3, 4)
 
 
+def test_a_line_over_max_record_bytes_is_rejected_on_ray_as_on_local(ray_address, tmp_path, write_recipe):
+    """Lines over the limit: one inside a read chunk, one of 5 MiB across chunks (read past, never
+    held whole), the last without its newline; each rejected with its size, the rest kept."""
+    lines = [json.dumps({"text": f"sample {i} " + "z" * 40}).encode() for i in range(30)]
+    lines[4] = json.dumps({"text": "a" * 3000}).encode()
+    lines[17] = json.dumps({"text": "b" * (5 << 20)}).encode()
+    lines.append(json.dumps({"text": "c" * 2500}).encode())
+    write_lines(tmp_path / "data.jsonl", lines, final_newline=False)
+    both = run_both(tmp_path, write_recipe, "limit", ray_address, dataset_path="data.jsonl", np=1,
+                    max_record_bytes=2000, process=[{"text_length_filter": {"min_len": 10}}])
+    summary = assert_same_run(both)
+    rejected = both["ray"][1]["rejected"]
+    assert summary["rejected"] == 3 and summary["kept"] == 28
+    at = {pos: sum(len(line) + 1 for line in lines[:pos]) for pos in (4, 17, 30)}
+    for pos, size in ((4, len(lines[4]) + 1), (17, len(lines[17]) + 1), (30, len(lines[30]))):
+        assert rejected[pos]["code"] == "bad_input"
+        assert rejected[pos]["reason"].startswith(f"the line at byte {at[pos]} is {size:,} bytes, over max_record_bytes (2,000)")
+
+
 def test_a_killed_poison_tracker_actor_stops_the_run_with_a_message_and_the_rerun_resumes(ray_address, tmp_path,
                                                                                          write_recipe):
     (tmp_path / "data.jsonl").write_text(

@@ -79,7 +79,7 @@ def _read_jsonl_raw(path: str, state: ReadState, max_record_bytes: int) -> Itera
                 continue
             if over:
                 text = decode_line(raw[:200], at)[0] + "..."
-                error = too_large(f"line {state.lines}", size, max_record_bytes)
+                error = too_large(f"the line at byte {at}", size, max_record_bytes)
             else:
                 text, error = decode_line(raw, at)
             item = Item(state.records, line=state.lines, raw=text, pending=error is None, error=error,

@@ -133,8 +133,10 @@ class RayExecutor:
                     ds = ray.data.read_parquet(files, partitioning=None, num_cpus=io_cpus, include_paths=many)
                     parse["index"] = file_index(files) if many else None
                 else:  # a resumed run starts in its current file, at its offset
-                    ds = ray.data.read_datasource(JsonLines(files[state.file:], state.offset, state.file),
+                    limit = self.recipe.max_record_bytes
+                    ds = ray.data.read_datasource(JsonLines(files[state.file:], state.offset, state.file, limit),
                                                   num_cpus=io_cpus)
+                    parse["max_record_bytes"] = limit
                 ds = ds.map_batches(parse_rows if parquet else parse_lines, fn_kwargs=parse,
                                     batch_size=None, batch_format="pyarrow", num_cpus=io_cpus)
                 mem = max((n.get("Resources", {}).get("memory", 0) for n in ray.nodes() if n.get("Alive")),

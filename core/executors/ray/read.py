@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pickle
+from typing import Iterator
 
 import pyarrow as pa
 
@@ -13,6 +14,7 @@ from djx.core.recipe.context import POSITION_KEY
 from djx.core.executors.ray.stages import AT, DATA, FILE, KIND, NBYTES, ORIG, RowKind
 from djx.core.io.image_paths import path_writer
 from djx.core.io.readers import decode_line
+from djx.core.io.record_limits import MAX_RECORD_BYTES, too_large
 from djx.core.records import Item
 
 MiB = 1 << 20
@@ -30,8 +32,10 @@ class JsonLines(_file_datasource()):
     what the local reader sees. (read_text splits with str.splitlines, which also breaks lines at
     \\r, U+0085 and U+2028, all valid inside a JSON line, and fails the whole file on bad UTF-8.)"""
 
-    def __init__(self, files: list[str], start: int = 0, first: int = 0, **kwargs):
+    def __init__(self, files: list[str], start: int = 0, first: int = 0, max_record_bytes: int = MAX_RECORD_BYTES,
+                 **kwargs):
         super().__init__(files, **kwargs)
+        self.max_record_bytes = max_record_bytes  # a longer line is rejected, as the local reader does
         self.start = start  # a resumed run's read offset (a line start) in its first file
         self.first = first  # the dataset index of files[0] (a resumed run skips finished files)
         self.index = file_index(files, first)
@@ -45,22 +49,43 @@ class JsonLines(_file_datasource()):
             if not got:
                 return
             skip -= got
-        tail, lines, starts, size = b"", [], [], 0
-        while chunk := f.read(4 * MiB):
-            *complete, tail = (tail + chunk).split(b"\n")
-            for line in complete:
-                lines.append(line + b"\n")
-                starts.append(at)
-                at += len(line) + 1
-                size += len(line) + 1
-                if len(lines) >= BLOCK_LINES or size >= BLOCK_BYTES:
-                    yield _lines_table(lines, starts, file)
-                    lines, starts, size = [], [], 0
-        if tail:
-            lines.append(tail)
-            starts.append(at)
+        lines, starts, over, size = [], [], [], 0
+        for line, start, too_big in split_lines(f, at, self.max_record_bytes):
+            lines.append(line)
+            starts.append(start)
+            over.append(too_big)
+            size += len(line)
+            if len(lines) >= BLOCK_LINES or size >= BLOCK_BYTES:
+                yield _lines_table(lines, starts, over, file)
+                lines, starts, over, size = [], [], [], 0
         if lines:
-            yield _lines_table(lines, starts, file)
+            yield _lines_table(lines, starts, over, file)
+
+
+def split_lines(f, at: int, limit: int) -> Iterator[tuple[bytes, int, int]]:
+    """(line with its newline, its byte offset, its size if over `limit` else 0) for each line of
+    the stream `f` from offset `at`. A line over the limit (as the local reader counts it: without
+    its newline) is read past in chunks, never held whole: only its first 200 bytes come out."""
+    tail, skipped = b"", None  # skipped: [offset, head, size so far] of a line over the limit
+    while chunk := f.read(4 * MiB):
+        if skipped is not None:
+            cut = chunk.find(b"\n")
+            if cut < 0:
+                skipped[2] += len(chunk)
+                continue
+            start, head, size = skipped
+            yield head, start, size + cut + 1
+            at, chunk, skipped = start + size + cut + 1, chunk[cut + 1:], None
+        *complete, tail = (tail + chunk).split(b"\n")
+        for line in complete:
+            yield (line[:200], at, len(line) + 1) if len(line) > limit else (line + b"\n", at, 0)
+            at += len(line) + 1
+        if len(tail) > limit:
+            skipped, tail = [at, tail[:200], len(tail)], b""
+    if skipped is not None:
+        yield skipped[1], skipped[0], skipped[2]
+    elif tail:
+        yield (tail[:200], at, len(tail)) if len(tail) > limit else (tail, at, 0)
 
 
 def file_index(files: list[str], first: int = 0) -> dict:
@@ -78,23 +103,28 @@ def lookup_file(index: dict, path: str) -> int:
     return index[key]
 
 
-def _lines_table(lines: list, starts: list, file: int) -> pa.Table:
+def _lines_table(lines: list, starts: list, over: list, file: int) -> pa.Table:
     return pa.table({"raw": pa.array(lines, pa.binary()), AT: pa.array(starts, pa.int64()),
-                     FILE: pa.array([file] * len(lines), pa.int32())})
+                     "over": pa.array(over, pa.int64()), FILE: pa.array([file] * len(lines), pa.int32())})
 
 
-def parse_lines(table: pa.Table, ctx, keep_orig: bool) -> pa.Table:
+def parse_lines(table: pa.Table, ctx, keep_orig: bool, max_record_bytes: int = MAX_RECORD_BYTES) -> pa.Table:
     """Lines -> rows. Items are made as core.reader makes them for local workers (raw text,
     `pending`) and parsed by the chain itself, so a bad line is rejected with the same reason."""
     raws = table.column("raw").to_pylist()
     files = table.column(FILE).to_pylist()
     starts = table.column(AT).to_pylist()
-    rows = [i for i, raw in enumerate(raws) if raw.strip()]
+    over = table.column("over").to_pylist()
+    rows = [i for i, raw in enumerate(raws) if over[i] or raw.strip()]
     items = []
     for j, i in enumerate(rows):
-        text, error = decode_line(raws[i], starts[i])
+        if over[i]:
+            text = decode_line(raws[i], starts[i])[0] + "..."
+            error = too_large(f"the line at byte {starts[i]}", over[i], max_record_bytes)
+        else:
+            text, error = decode_line(raws[i], starts[i])
         items.append(Item(j, raw=text, pending=error is None, error=error, file=files[i]))
-    out = _admit(items, rows, len(raws), ctx, keep_orig, [len(r) for r in raws])
+    out = _admit(items, rows, len(raws), ctx, keep_orig, [over[i] or len(r) for i, r in enumerate(raws)])
     return out.append_column(AT, table.column(AT)).append_column(FILE, table.column(FILE))
 
 
