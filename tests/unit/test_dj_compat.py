@@ -23,7 +23,9 @@ def test_paths_that_are_not_mixtures_pass(tmp_path):
     spaced = tmp_path / "my data 2024.jsonl"
     spaced.write_text("")
     for path in ("data.jsonl", "data/*.jsonl", str(spaced), "my holiday photos"):
-        refuse_mixture(path)
+        assert refuse_mixture(path) is None  # raises RecipeError on a mixture
+        recipe = recipe_from_dict({"dataset_path": path, "export_path": "o.jsonl", "process": []}, str(tmp_path))
+        assert recipe.dataset_path.endswith(path.split("/")[-1])  # the recipe takes the path as one dataset
 
 
 def test_data_juicer_op_keys_are_ignored_with_why_unless_the_op_takes_them():
