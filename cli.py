@@ -229,5 +229,6 @@ def main(argv=None) -> int:
         if stop is not None:
             stop.uninstall()
 
+
 if __name__ == "__main__":
     sys.exit(main())
