@@ -5,6 +5,7 @@ A Filter computes stats (per sample, or for the batch at once) and keeps or drop
 them; a Mapper transforms samples. Parameters are typed keyword arguments, validated on build."""
 from __future__ import annotations
 
+import importlib.util
 from types import MappingProxyType
 from typing import Any, ClassVar, Mapping
 
@@ -70,11 +71,18 @@ class Op:
     path_params: ClassVar[tuple[str, ...]] = ()
     """Parameters naming a local path (a model folder): a recipe's relative value resolves against
     the recipe's folder when it exists there, and stays as given (a hub id) when not."""
+    requires: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    """Optional packages the op imports (lazily, never at module import): import name -> what to
+    install, e.g. {"cv2": "pip install 'djx[vision]'"}. Building the op from a recipe fails with that
+    line when one is missing: at load, before any worker starts, never mid-run."""
 
     def __new__(cls, *args, **params):
         if args:
             raise UsageError(f"{cls.name or cls.__name__} takes keyword parameters only, e.g. "
                             f"{cls.__name__}(min_len=5)")
+        missing = missing_requirement(cls)
+        if missing:
+            raise RecipeError(f"{cls.name or cls.__name__}: {missing}")
         op = super().__new__(cls)
         op._params = validate_params(cls, params, cls.name or cls.__name__)
         check_ranges(cls, op._params, cls.name or cls.__name__)
@@ -155,6 +163,19 @@ class Mapper(Op):
     def process(self, batch: Batch) -> None:
         """Transform the batch's samples; one that cannot be transformed: batch.reject(i, reason)."""
         raise NotImplementedError
+
+
+def missing_requirement(cls: type) -> str | None:
+    """'needs the Python package X, which is not installed: <how>' for the first package in the
+    op's `requires` that cannot be imported here; None when all can."""
+    for module, how in cls.requires.items():
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):  # a parent package missing, or a half-removed module
+            found = False
+        if not found:
+            return f"needs the Python package {module!r}, which is not installed: {how}"
+    return None
 
 
 def _no_compute(cls: type) -> str:

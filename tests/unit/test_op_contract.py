@@ -156,3 +156,30 @@ def test_every_hook_has_its_default_on_the_base():
     # a subclass may declare stat_shapes as a property of its parameters
     assert ImageTextSimilarityFilter().stat_shapes == {"image_text_similarity": "per_chunk"}
     assert ImageTextSimilarityFilter.path_params == ("hf_clip",)
+
+
+class NeedsAbsentPackageFilter(Filter):
+    """An op whose optional package is not installed here."""
+
+    name = "needs_absent_package_filter"
+    requires = {"djx_no_such_package_xyz": "pip install 'djx[nothing]'", "json": "(always there)"}
+
+    def compute_sample(self, sample, batch):
+        batch.stats(sample)["x"] = 1
+
+    def keep(self, stats):
+        return True
+
+
+def test_an_op_whose_package_is_missing_fails_when_made_naming_what_to_install():
+    from djx.core.errors import RecipeError
+    with pytest.raises(RecipeError) as e:
+        NeedsAbsentPackageFilter()
+    assert str(e.value) == ("needs_absent_package_filter: needs the Python package 'djx_no_such_package_xyz', "
+                            "which is not installed: pip install 'djx[nothing]'")
+
+
+def test_a_present_requirement_lets_the_op_be_made():
+    class NeedsJson(NeedsAbsentPackageFilter):
+        requires = {"json": "(always there)", "os.path": "(always there)"}
+    assert NeedsJson().params() == {}
