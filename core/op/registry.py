@@ -14,7 +14,7 @@ import importlib.util
 import os
 import sys
 
-from djx.core.errors import DjxError, OpNotFoundError, RecipeError, closest
+from djx.core.errors import DjxError, OpNotFoundError, RecipeError
 from djx.core.op.base import Op
 
 _OPS: dict[str, type[Op]] = {}
@@ -89,10 +89,24 @@ def find_op_class(name: str) -> type[Op] | None:
 
 
 def unknown_op(name: str) -> str:
-    """'unknown op NAME' with the closest registered names."""
+    """Why `name` is not an op here: a Data-Juicer op djx does not implement yet (and what to do), or
+    'unknown op NAME' with only the registered names spelled closely enough to be a typo of it."""
+    from djx.core.recipe.dj_ops import DJ_OP_NAMES
     load_builtin_ops()
-    near = closest(name, list(_OPS) + list(_ALIASES), n=3)
-    return f"unknown op {name!r}" + (f"; closest registered: {', '.join(near)}" if near else "")
+    if name in DJ_OP_NAMES:
+        return f"{name!r} is a Data-Juicer op that djx does not implement yet; write a plug-in (see docs/plugins.md)"
+    return f"unknown op {name!r}" + (f"; did you mean {' or '.join(repr(n) for n in near)}?" if (near := typo_of(name)) else "")
+
+
+def typo_of(name: str) -> list[str]:
+    """The registered names (and aliases) `name` is a likely misspelling of: similar enough that only a
+    letter or two differ, and within a hair of the best match (every op ends in _filter: that alone
+    makes no two names alike)."""
+    import difflib
+    scored = sorted(((difflib.SequenceMatcher(None, name, c).ratio(), c) for c in list(_OPS) + list(_ALIASES)),
+                    reverse=True)
+    best = scored[0][0] if scored else 0.0
+    return [c for r, c in scored[:3] if r >= 0.8 and r >= best - 0.05]
 
 
 def build_op(name: str, params: dict | None, where: str | None = None) -> Op:

@@ -43,6 +43,11 @@ def build_ops(recipe) -> list:
     if errors:
         hint = f"{FIND_OPS_HINT}; skip_unknown_ops: true runs without the unknown ones" if unknown else ""
         raise RecipeError(problems(errors, hint))
+    if recipe.process and not ops:  # skip_unknown_ops left nothing: the run would only copy its input
+        names = ", ".join(name for name, _ in recipe.process)
+        raise RecipeError(f"skip_unknown_ops: djx has none of this recipe's {len(recipe.process)} op(s) "
+                          f"({names}), so the run would only copy its input; implement them as plug-ins "
+                          f"(see docs/plugins.md) or remove skip_unknown_ops to see what each one is")
     return ops
 
 
