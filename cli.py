@@ -204,6 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):  # `djx` alone: the commands, not a usage error
+        parser.print_help()
+        return 2
     args = parser.parse_args(argv)
     # process and analyze stop between steps on SIGTERM, saving what they did; the other commands
     # only read, and a SIGTERM ends them as it ends any program

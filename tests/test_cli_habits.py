@@ -46,6 +46,20 @@ def test_num_proc_at_the_top_level_suggests_np(tmp_path, write_recipe, djx_cli):
     assert res.rc == 1 and "unknown recipe key 'num_proc'; did you mean 'np'?" in res.err
 
 
+def test_command_line_options_given_as_recipe_keys_point_at_the_option(tmp_path, write_recipe, djx_cli):
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path="d.jsonl", export_path="k.jsonl")
+    res = djx_cli("process", recipe, "--set", "limit=5")
+    assert res.rc == 1 and "'limit' is not a recipe key but an option of the command: djx process RECIPE --limit N" \
+        in res.err, res.err
+
+
+def test_djx_alone_lists_the_commands():
+    proc = subprocess.run([sys.executable, "-m", "djx.cli"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    for cmd in ("process", "ops", "check", "analyze", "explain"):
+        assert f"\n    {cmd} " in proc.stdout, proc.stdout
+
+
 def test_paths_typed_on_the_command_line_are_relative_to_the_current_folder(tmp_path, text_dataset, write_recipe,
                                                                            djx_cli, read_jsonl, monkeypatch):
     recipe = write_recipe(tmp_path / "recipes" / "r.yaml", dataset_path="nowhere.jsonl", export_path="x.jsonl",

@@ -56,3 +56,18 @@ def _is_number(text: str) -> bool:
         return True
     except ValueError:
         return False
+
+
+_SAME_AS = {"num_proc": "np", "text_key": "text_keys", "image_keys": "image_key"}  # close in meaning, not in spelling
+_COMMAND_LINE = {"limit": "--limit N", "dry_run": "--dry-run", "restart": "--restart", "quiet": "--quiet",
+                 "report": "--report"}  # options of `djx process`, not recipe keys
+
+
+def unknown_key(key, fields) -> str:
+    """Why `key` is not a recipe key, with the key (or command-line option) that was meant."""
+    from djx.core.errors import closest
+    if key in _COMMAND_LINE:
+        return (f"{key!r} is not a recipe key but an option of the command: "
+                f"djx process RECIPE {_COMMAND_LINE[key]}")
+    hint = _SAME_AS.get(key) or closest(str(key), fields)
+    return f"unknown recipe key {key!r}" + (f"; did you mean {hint!r}?" if hint else "")

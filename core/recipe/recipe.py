@@ -15,12 +15,11 @@ from typing import Any, Literal
 import yaml
 
 from djx.core.recipe.context import RunContext
-from djx.core.recipe.dj_compat import DJ_GLOBAL_KEYS, DJ_OP_KEYS, refuse_mixture
+from djx.core.recipe.dj_compat import DJ_GLOBAL_KEYS, DJ_OP_KEYS, refuse_mixture, unknown_key
 from djx.core.errors import RecipeError
 from djx.core.op.params import coerce, _type_name
 from djx.core.io.dataset import dataset_root
 from djx.core.recipe.build_ops import problems, without_dj_op_keys
-from djx.core.errors import closest
 from djx.core.run.provenance import stats_key
 
 
@@ -117,7 +116,6 @@ _FIELDS = {f.name: f for f in fields(Recipe) if f.name not in ("base_dir", "igno
 _EXECUTOR_TYPES = {"default": "local", "local": "local", "ray": "ray"}  # Data-Juicer's executor_type
 _HINTS = typing.get_type_hints(Recipe)
 _REQUIRED = ("dataset_path", "export_path")
-_SAME_AS = {"num_proc": "np", "text_key": "text_keys", "image_keys": "image_key"}  # close in meaning, not in spelling
 
 
 def load_recipe(path: str, overrides: dict | None = None, custom_ops: list[str] = ()) -> Recipe:
@@ -160,8 +158,7 @@ def recipe_from_dict(raw: dict, base_dir: str = ".") -> Recipe:
             ignored.append((key, DJ_GLOBAL_KEYS[key]))
             continue
         if key not in _FIELDS:
-            hint = _SAME_AS.get(key) or closest(str(key), _FIELDS)
-            errors.append(f"unknown recipe key {key!r}" + (f"; did you mean {hint!r}?" if hint else ""))
+            errors.append(unknown_key(key, _FIELDS))
             continue
         if key == "process":
             values[key] = _parse_process(value)
