@@ -486,3 +486,22 @@ def test_a_plugin_that_refuses_its_parameters_in_init_is_a_recipe_error(tmp_path
                           custom_ops=[str(hostile_ops)], process=[{"hostile_init_filter": {"fail": fail}}])
     assert_clear_error(djx_cli("process", recipe, "--quiet"),
                        f"process[0].hostile_init_filter: the op could not be made: {said}")
+
+
+def test_a_single_image_path_string_is_read_as_one_image(tmp_path, make_image, write_recipe, djx_cli, read_jsonl):
+    make_image("wide.png", (64, 16))
+    make_image("tall.png", (16, 64))
+    records = [{"text": LONG, "images": "images/wide.png"}, {"text": LONG, "images": ["images/tall.png"]},
+               {"text": LONG, "images": "images/tall.png"}, {"text": LONG, "images": [3]}]
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path="data.jsonl", export_path="out/o.jsonl",
+                          start_method="fork", np=1, process=[{"image_shape_filter": {"min_width": 32}}])
+    res = djx_cli("process", recipe, "--quiet")
+    assert res.rc == 0, res.err
+    out = outputs(tmp_path / "out" / "o.jsonl")
+    assert sorted(out["kept"]) == [0] and sorted(out["dropped"]) == [1, 2] and sorted(out["rejected"]) == [3]
+    kept_images = out["kept"][0]["images"]  # exported as the one-image list it was read as
+    assert isinstance(kept_images, list) and len(kept_images) == 1 and kept_images[0].endswith("images/wide.png")
+    assert out["kept"][0]["__dj__stats__"]["image_width"] == [64]
+    assert out["dropped"][2]["__dj__stats__"]["image_width"] == [16]
+    assert "must be an image path or a list of them" in out["rejected"][3]["reason"]

@@ -27,5 +27,5 @@ def input_problem(sample: dict, op: Op, text_key: str, image_key: str) -> str | 
     if op.uses_images:
         refs = sample.get(image_key)
         if refs is not None and (not isinstance(refs, list) or not all(isinstance(r, str) for r in refs)):
-            return f"{image_key!r} must be a list of image paths (strings), got {refs!r:.80}"
+            return f"{image_key!r} must be an image path or a list of them (strings), got {refs!r:.80}"
     return None
