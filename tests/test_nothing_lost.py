@@ -55,7 +55,7 @@ def test_each_kind_of_bad_input_is_rejected_with_a_reason(tmp_path, images):
         "[1, 2, 3]",                                                 # 2
         json.dumps({"caption": "no text key", "images": []}),        # 3
         json.dumps({"text": 42, "images": []}),                      # 4
-        json.dumps({"text": "images not a list", "images": "img/ok.png"}),   # 5
+        json.dumps({"text": "images a number", "images": 7}),                # 5
         json.dumps({"text": "images not strings", "images": [1, 2]}),        # 6
         json.dumps({"text": "missing file", "images": ["img/nope.png"]}),    # 7
         json.dumps({"text": "truncated", "images": ["img/truncated.jpg"]}),  # 8 kept
@@ -75,7 +75,7 @@ def test_each_kind_of_bad_input_is_rejected_with_a_reason(tmp_path, images):
     assert "not a JSON object" in rej[2]["reason"] and rej[2]["record"] == [1, 2, 3]
     assert "missing text key 'text'" in rej[3]["reason"]
     assert "not a string" in rej[4]["reason"]
-    assert "list of image paths" in rej[5]["reason"] and "list of image paths" in rej[6]["reason"]
+    assert "an image path or a list of them" in rej[5]["reason"] and "a list of them" in rej[6]["reason"]
     assert "file not found" in rej[7]["reason"] and rej[7]["op"] == "image_shape_filter"
     for pos, name in ((9, "garbage.png"), (10, "empty.jpg")):
         assert name in rej[pos]["reason"]

@@ -52,7 +52,7 @@ class Plan:
             if info.get("budget_bytes"):  # GPU: what the plan expects against the budget
                 line += f", expected {_size(info['expected_bytes'])} of {_size(info['budget_bytes'])} budget"
             lines.append(line)
-        lines += [f"  note: {n}" for n in self.notes]
+        lines += [f"  {n}" if n.startswith("warning: ") else f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
 
@@ -62,13 +62,20 @@ def _size(b: int) -> str:
 
 def _plan_cpu(np: int | None, model_bytes: dict[str, int], devices: list[str], cpu_count: int,
               share_models: bool = False) -> Plan:
-    """Workers on CPU, torch threads split so that workers x threads <= cores. Model weights cost
-    one copy per device when shared (`expected_bytes`), one per worker when not."""
+    """Workers on CPU, never more than the cores (more only slowed runs down: np=8 on 2 cores ran 2x
+    slower than np=1), torch threads split so that workers x threads <= cores. Unset np: one
+    one-thread worker per core. Two one-thread CLIP workers beat one two-thread worker on the
+    machines measured; where the model is light, decode and preprocessing are the cost, and they
+    run on one core per worker (one worker with two threads reached 0.34-0.55x of the cores' decode
+    limit where two workers reached 0.70-0.97x). Weights cost one copy per device when shared
+    (`expected_bytes`), one per worker when not."""
+    notes = ()
     if np is None:
-        # model ops: half as many workers as cores, two threads each, shared weights or not: on
-        # 2 cores one process with 2 threads encoded CLIP B/32 faster than 2 single-threaded ones
-        # sharing one copy (tools/bench.py share: 2 x 1 at 0.80x and 0.84x of 1 x 2 in two runs)
-        np = max(1, cpu_count // 2) if model_bytes else cpu_count
+        np = cpu_count
+    elif np > cpu_count:
+        notes = (f"warning: np={np} is more workers than the {cpu_count} cores: running {cpu_count} "
+                 f"(more processes than cores only slow a run down)",)
+        np = cpu_count
     dev = [d for d in devices if not d.startswith("cuda")] or ["cpu"]
     ranks = tuple(dev[r % len(dev)] for r in range(np))
     weights = sum(model_bytes.values())
@@ -78,9 +85,6 @@ def _plan_cpu(np: int | None, model_bytes: dict[str, int], devices: list[str], c
         per_device[d] = {"workers": ranks.count(d), "models": sorted(model_bytes), "shared": share_models,
                          "weight_bytes": weights * copies, "expected_bytes": weights * copies,
                          "worker_bytes": CPU_WORKER_BYTES}
-    notes = ()
-    if model_bytes and np * max(1, cpu_count // np) > cpu_count:
-        notes = (f"{np} workers on {cpu_count} cores: oversubscribed, expect slowdowns",)
     return Plan(np, ranks, max(1, cpu_count // np), dict(model_bytes), per_device, notes)
 
 

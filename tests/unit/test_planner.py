@@ -88,7 +88,7 @@ def test_listed_devices_are_honoured_and_unknown_ones_refused():
 
 def test_cpu_only_machine_splits_threads_so_workers_times_threads_fit_the_cores():
     plan = plan_workers(None, MODELS, [], cpu_count=2)
-    assert plan.devices == ("cpu",) and plan.threads_per_worker == 2
+    assert plan.devices == ("cpu", "cpu") and plan.threads_per_worker == 1
     two = plan_workers(2, MODELS, [], cpu_count=2)
     assert two.workers * two.threads_per_worker <= 2
     no_models = plan_workers(None, {}, gpus(40), cpu_count=4)
@@ -108,20 +108,21 @@ def test_no_plan_runs_more_torch_threads_than_cores(models, share_models):
         for np in [None, *range(1, 2 * cores + 2)]:
             plan = plan_workers(np, models, [], cpu_count=cores, share_models=share_models)
             assert plan.threads_per_worker >= 1 and len(plan.devices) == plan.workers
-            if plan.workers <= cores:
-                assert plan.workers * plan.threads_per_worker <= cores, (cores, np)
-            else:  # more workers than cores, as asked: one thread each, and said so for model ops
-                assert plan.threads_per_worker == 1
-                assert not models or any("oversubscribed" in n for n in plan.notes), (cores, np)
+            assert plan.workers <= cores and plan.workers * plan.threads_per_worker <= cores, (cores, np)
+            if np is not None and np > cores:  # mapped onto the cores, and said so
+                assert plan.workers == cores
+                assert plan.notes == (f"warning: np={np} is more workers than the {cores} cores: running {cores} "
+                                      f"(more processes than cores only slow a run down)",)
+                assert plan.notes[0] in plan.describe().splitlines()[-1]
     for np in range(1, 5):  # GPU workers share the host's cores the same way
         gpu_plan = plan_workers(np, MODELS, gpus(40, 40), cpu_count=4, share_models=share_models)
         assert gpu_plan.workers * gpu_plan.threads_per_worker <= 4
 
 
-def test_cpu_model_ops_default_to_half_the_cores_with_two_threads_each():
-    """On 2 cores one 2-thread process encoded CLIP faster than two 1-thread ones (tools/bench.py)."""
+def test_cpu_runs_default_to_one_one_thread_worker_per_core():
+    """Decode and preprocessing run one core per worker; a worker with two threads left half idle."""
     plan = plan_workers(None, MODELS, [], cpu_count=8)
-    assert (plan.workers, plan.threads_per_worker) == (4, 2)
+    assert (plan.workers, plan.threads_per_worker) == (8, 1)
     text_only = plan_workers(None, {}, [], cpu_count=8)
     assert (text_only.workers, text_only.threads_per_worker) == (8, 1)
 
