@@ -91,35 +91,56 @@ def _check(args) -> int:
     from djx.core.run.chain import OpChain
     from djx.core.io.output_reader import export_files
     from djx.core.io.outputs import OutputPaths
-    from djx.core.pipeline import Pipeline
-    pipe = Pipeline.from_recipe(args.recipe, custom_ops=_plugins(args.custom_ops))
     paths = OutputPaths.for_export(args.output)
     if not export_files(paths.export):
         raise DjxError(f"no such output: {paths.export} (nor shards of it)")
     input_count, dropped_count = args.input_count, None
     if input_count is not None and input_count < 0:
         raise DjxError(f"--input-count {input_count}: give the number of input samples (0 or more)")
-    if os.path.exists(paths.summary):
-        from djx.analyze.outputs import read_summary
-        try:
-            summary = read_summary(paths.summary)
-        except DjxError as e:
-            raise DjxError(f"{e}; give --input-count to check without it") from None
-        for what in summary.get("unusable") or []:
-            print(f"note: the run summary {paths.summary} has no usable {what}: left out")
+    summary = _check_summary(paths.summary) if os.path.exists(paths.summary) else None
+    if summary is not None:
         dropped_count = summary.get("dropped")
         if input_count is None:
             input_count = summary.get("input")
             if summary.get("partial") and input_count is not None:
                 print(f"note: a trial run (--limit {summary.get('limit')}): checked against its first "
                       f"{input_count} input samples")
-    chain = OpChain(pipe.ops, pipe.recipe.run_context())
+    recipe = _check_recipe(args, summary, paths.summary)
+    chain = OpChain(recipe.build_ops(), recipe.run_context())
     report = check_outputs(paths.export, paths.dropped, paths.rejected, chain.filter_stats_keys(),
-                           pipe.recipe.image_key, input_count, dropped_count, ops=chain.ops)
+                           recipe.image_key, input_count, dropped_count, ops=chain.ops)
     print(report.describe())
     if input_count is None:
         print("note: no input count in a run summary and no --input-count given: counts were not checked")
     return 0 if report.ok else 1
+
+
+def _check_summary(path: str) -> dict:
+    from djx.analyze.outputs import read_summary
+    try:
+        summary = read_summary(path)
+    except DjxError as e:
+        raise DjxError(f"{e}; give --input-count (and --recipe) to check without it") from None
+    for what in summary.get("unusable") or []:
+        print(f"note: the run summary {path} has no usable {what}: left out")
+    return summary
+
+
+def _check_recipe(args, summary: dict | None, summary_path: str):
+    """--recipe when given, else the effective recipe the run's summary recorded (overrides included;
+    plug-ins only those named by --custom-ops: a summary never chooses code to import)."""
+    from djx.core.recipe.recipe import load_recipe
+    from djx.analyze.explain import recorded_recipe, _recorded_plugins
+    if args.recipe:
+        return load_recipe(args.recipe, custom_ops=_plugins(args.custom_ops))
+    recipe = recorded_recipe(summary, _plugins(args.custom_ops))
+    if recipe is None:
+        raise DjxError(f"no --recipe given and {summary_path} records no recipe (no summary, or an older "
+                       f"one): give the run's recipe with --recipe")
+    if _recorded_plugins(summary) and not args.custom_ops:
+        raise DjxError(f"the recipe recorded in {summary_path} uses plug-ins ({', '.join(_recorded_plugins(summary))}),"
+                       f" which a summary never loads: name them with --custom-ops, or give --recipe")
+    return recipe
 
 
 def _analyze(args, stop=None) -> int:
@@ -179,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="check an output's stats completeness and counts")
     p.add_argument("output", help="the export path (kept samples) of a run")
-    p.add_argument("--recipe", required=True)
+    p.add_argument("--recipe", help="the run's recipe (default: the effective one its summary recorded)")
     p.add_argument("--custom-ops", action="append", metavar="PATH_OR_MODULE")
     p.add_argument("--input-count", type=int, help="input samples (default: from the run summary)")
     p.set_defaults(fn=_check)

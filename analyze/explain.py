@@ -52,20 +52,29 @@ def recipe_ops(recipe_path: str | None, summary: dict | None, custom_ops=()) -> 
     A summary is data someone may have handed over: the plug-ins it records are never imported.
     Only what the user names (`--recipe`, `--custom-ops`) loads code; a recorded recipe whose ops
     need plug-ins the user did not name is shown by op name (None)."""
-    from djx.core.recipe.recipe import load_recipe, recipe_from_dict
+    from djx.core.recipe.recipe import load_recipe
     if recipe_path:
         return load_recipe(recipe_path, custom_ops=list(custom_ops)).build_ops()
+    try:
+        recipe = recorded_recipe(summary, custom_ops)
+    except DjxError:
+        if _recorded_plugins(summary) and not custom_ops:
+            return None  # its plug-ins are not loaded: the journey names the ops
+        raise
+    return recipe.build_ops() if recipe is not None else None
+
+
+def recorded_recipe(summary: dict | None, custom_ops=()):
+    """The effective recipe a run's summary recorded (its --set overrides included), with only the
+    plug-ins the user names now (`custom_ops`), never the recorded ones; None when none is recorded.
+    Its ops are not built here."""
+    from djx.core.recipe.recipe import recipe_from_dict
     recorded = (summary or {}).get("recipe")
     if not isinstance(recorded, dict) or not recorded.get("process"):
         return None
     raw = {k: v for k, v in recorded.items() if k not in ("base_dir", "custom_ops")}
     raw["custom_ops"] = list(custom_ops)
-    try:
-        return recipe_from_dict(raw, base_dir=str(recorded.get("base_dir", "."))).build_ops()
-    except DjxError:
-        if recorded.get("custom_ops") and not custom_ops:
-            return None  # its plug-ins are not loaded: the journey names the ops
-        raise
+    return recipe_from_dict(raw, base_dir=str(recorded.get("base_dir", ".")))
 
 
 def _recorded_plugins(summary: dict | None) -> list:

@@ -191,3 +191,42 @@ def test_check_fails_when_a_dropped_sample_passes_the_op_its_drop_names(good_run
     assert res.rc == 1
     assert "dropped sample passes op 1 (text_length_filter) that its drop names" in res.out
     assert f"positions {pos}" in res.out
+
+
+def test_check_without_recipe_uses_the_effective_recipe_the_summary_recorded(tmp_path, text_dataset, write_recipe,
+                                                                            djx_cli):
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(text_dataset.path), export_path="out/kept.jsonl",
+                          np=1, start_method="fork", process=[{"text_length_filter": {"min_len": 3}}])
+    run = djx_cli("process", recipe, "--quiet", "--set", "process.0.text_length_filter.min_len=6")
+    assert run.rc == 0, run.err
+    export = tmp_path / "out" / "kept.jsonl"
+    res = djx_cli("check", export)
+    assert res.rc == 0 and "check passed" in res.out, res.out + res.err
+    # the file alone (min_len 3) is not what ran: every sample of length 3..5 it dropped now "passes"
+    assert djx_cli("check", export, "--recipe", recipe).rc == 1
+    edit_line(export, 0, set_stat("text_len", 4))  # below the recorded min_len 6
+    res = djx_cli("check", export)
+    assert res.rc == 1 and "text_len" in res.out
+
+
+def test_check_without_recipe_or_summary_says_what_to_give(good_run, djx_cli, text_dataset):
+    _, export = good_run
+    export.with_name("kept.summary.json").unlink()
+    res = djx_cli("check", export, "--input-count", text_dataset.records)
+    assert res.rc == 1 and "give the run's recipe with --recipe" in res.err and "Traceback" not in res.err
+
+
+def test_check_never_imports_the_plugins_a_summary_names(tmp_path, text_dataset, write_recipe, djx_cli):
+    plugin = tmp_path / "canary_ops.py"
+    plugin.write_text("import pathlib\npathlib.Path(__file__).with_name('IMPORTED').write_text('x')\n"
+                      "from djx import Filter, register_op\n\n"
+                      "@register_op('canary_len_filter')\nclass Canary(Filter):\n    stats_keys = ('n',)\n"
+                      "    def compute_sample(self, sample, batch):\n        batch.stats(sample)['n'] = 1\n"
+                      "    def keep(self, stats):\n        return True\n")
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(text_dataset.path), export_path="out/kept.jsonl",
+                          np=1, start_method="fork", custom_ops=[str(plugin)], process=[{"canary_len_filter": {}}])
+    assert djx_cli("process", recipe, "--quiet").rc == 0
+    (tmp_path / "IMPORTED").unlink()
+    res = djx_cli("check", tmp_path / "out" / "kept.jsonl")
+    assert res.rc == 1 and "which a summary never loads: name them with --custom-ops" in res.err
+    assert not (tmp_path / "IMPORTED").exists()
