@@ -145,13 +145,31 @@ def _check_recipe(args, summary: dict | None, summary_path: str):
 
 def _analyze(args, stop=None) -> int:
     from djx.analyze import analyze
-    pipe = None
-    if args.recipe:
-        from djx.core.pipeline import Pipeline
-        pipe = Pipeline.from_recipe(args.recipe, custom_ops=_plugins(args.custom_ops))
-    analyze(args.export, out_dir=args.out, ops=pipe.ops if pipe else None, recipe=pipe.recipe if pipe else None,
-            stop=stop)
+    recipe = _analyze_recipe(args)
+    analyze(args.export, out_dir=args.out, ops=recipe.build_ops() if recipe else None, recipe=recipe, stop=stop)
     return 0
+
+
+def _analyze_recipe(args):
+    """--recipe, else the effective recipe the run's summary recorded (thresholds, text and image keys)
+    when its ops build without plug-ins the user did not name; else None (the summary's op names)."""
+    from djx.core.recipe.recipe import load_recipe
+    if args.recipe:
+        return load_recipe(args.recipe, custom_ops=_plugins(args.custom_ops))
+    from djx.analyze.explain import _recorded_plugins, recorded_recipe
+    from djx.analyze.outputs import output_paths, read_summary
+    paths = output_paths(args.export)  # no such export: the error analyze itself gives
+    try:
+        summary = read_summary(paths.summary)
+        if _recorded_plugins(summary) and not args.custom_ops:
+            return None  # a summary never chooses code to import
+        recipe = recorded_recipe(summary, _plugins(args.custom_ops))
+        if recipe is not None:
+            recipe.build_ops()
+        return recipe
+    except DjxError as e:
+        print(f"note: the recipe recorded in the run's summary is not used ({e}): give --recipe for thresholds")
+        return None
 
 
 def _explain(args) -> int:
@@ -207,7 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("analyze", help="stats table, histograms, keep-rate curves and report.html of a run's outputs")
     p.add_argument("export", help="the export path (kept samples) of a finished run")
-    p.add_argument("--recipe", help="the run's recipe: draws its thresholds, fills the galleries")
+    p.add_argument("--recipe", help="the run's recipe: draws its thresholds, fills the galleries "
+                                    "(default: the effective one its summary recorded)")
     p.add_argument("--out", help="folder for the analysis (default: <stem>.analysis/ next to the export)")
     p.add_argument("--custom-ops", action="append", metavar="PATH_OR_MODULE", help="load plug-in ops")
     p.set_defaults(fn=_analyze, stoppable=True)

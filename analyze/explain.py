@@ -57,11 +57,11 @@ def recipe_ops(recipe_path: str | None, summary: dict | None, custom_ops=()) -> 
         return load_recipe(recipe_path, custom_ops=list(custom_ops)).build_ops()
     try:
         recipe = recorded_recipe(summary, custom_ops)
+        return recipe.build_ops() if recipe is not None else None
     except DjxError:
         if _recorded_plugins(summary) and not custom_ops:
             return None  # its plug-ins are not loaded: the journey names the ops
         raise
-    return recipe.build_ops() if recipe is not None else None
 
 
 def recorded_recipe(summary: dict | None, custom_ops=()):

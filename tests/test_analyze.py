@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import os
 from pathlib import Path
 
@@ -163,13 +164,23 @@ def test_analyze_cli_agrees_with_the_run_summary(demo_run, djx_cli, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.models
-def test_analyze_without_a_recipe_draws_no_thresholds(demo_run, djx_cli, tmp_path):
+def test_analyze_without_a_recipe_uses_the_one_the_summary_recorded(demo_run, djx_cli, tmp_path):
     res = djx_cli("analyze", demo_run, "--out", tmp_path / "a")
     assert res.rc == 0, res.err
     assert set(_stats_csv(tmp_path / "a" / "stats.csv")) == DEMO_STATS
     html = (tmp_path / "a" / "report.html").read_text()
+    assert 'id="no-recipe"' not in html and 'class="threshold"' in html
+    # a summary that records no recipe (an older run): the stats' filters from its op names, no thresholds
+    run = tmp_path / "old"
+    shutil.copytree(demo_run.parent, run, ignore=shutil.ignore_patterns("*.analysis"))
+    summary = json.loads((run / "demo.summary.json").read_text())
+    del summary["recipe"]
+    (run / "demo.summary.json").write_text(json.dumps(summary))
+    res = djx_cli("analyze", run / "demo.jsonl", "--out", tmp_path / "b")
+    assert res.rc == 0, res.err
+    html = (tmp_path / "b" / "report.html").read_text()
     assert 'id="no-recipe"' in html and 'class="threshold"' not in html
-    assert len(list((tmp_path / "a").glob("keep_rate_*.png"))) == 6  # stats' filters from the summary
+    assert len(list((tmp_path / "b").glob("keep_rate_*.png"))) == 6  # stats' filters from the summary
 
 
 def test_bad_outputs_are_clear_errors(tmp_path, djx_cli):
