@@ -1,0 +1,1 @@
+"""Helpers shared by op families (one module per family)."""

@@ -1,0 +1,95 @@
+"""The base of the model-free text filters: one stat per sample, kept within [low, high].
+
+Each subclass names its stat and computes it from the text alone (`value`); the base writes it, keeps
+a closed interval (Data-Juicer's default) and says why a sample was dropped. The word filters
+share Data-Juicer's `tokenization` switch: a SentencePiece model split words instead of whitespace.
+"""
+from __future__ import annotations
+
+from djx import Batch, Filter, RecipeError, range_reason
+from djx.ops.common.text_words import TEXT_EXTRA, load_sentencepiece, refine_words, share_in, split_words
+
+
+class TextStatFilter(Filter):
+    """Keeps a sample when its one stat `stat` lies in [low, high] (the parameters low_name, high_name)."""
+
+    stat = ""
+    low_name, high_name = "min_ratio", "max_ratio"
+    stat_range: tuple[float | None, float | None] = (0, None)
+
+    @property
+    def stats_keys(self) -> tuple[str, ...]:
+        return (self.stat,)
+
+    @property
+    def stat_shapes(self) -> dict[str, str]:
+        return {self.stat: "scalar"}
+
+    @property
+    def stat_ranges(self) -> dict[str, tuple]:
+        return {self.stat: self.stat_range}
+
+    def value(self, text: str) -> float | int:
+        raise NotImplementedError
+
+    def compute_sample(self, sample: dict, batch: Batch) -> None:
+        batch.stats(sample)[self.stat] = self.value(batch.text(sample))
+
+    def bounds(self) -> tuple:
+        return getattr(self, self.low_name), getattr(self, self.high_name)
+
+    def keep(self, stats: dict) -> bool:
+        low, high = self.bounds()
+        return low <= stats[self.stat] <= high
+
+    def drop_reason(self, stats: dict) -> str:
+        low, high = self.bounds()
+        return range_reason(self.stat, stats[self.stat], low, high, self.low_name, self.high_name)
+
+
+class WordsStatFilter(TextStatFilter):
+    """A text filter over words: Data-Juicer's `lang` and `tokenization` (a SentencePiece model at
+    `tokenizer_model` splits words when on; Data-Juicer fetches its own `{lang}.sp.model`)."""
+
+    requires = {"emoji": TEXT_EXTRA}
+    path_params = ("tokenizer_model",)
+
+    def __init__(self, lang: str = "en", tokenization: bool = False, tokenizer_model: str | None = None,
+                 **common):
+        super().__init__(**common)
+        self.lang, self.tokenization, self.tokenizer_model = lang, tokenization, tokenizer_model
+        self.tokenizer = None
+        if tokenization:
+            try:
+                self.tokenizer = load_sentencepiece(tokenizer_model, lang)
+            except ImportError:
+                raise RecipeError(f"{self.name}: tokenization: true needs the Python package "
+                                  f"'sentencepiece', which is not installed: {TEXT_EXTRA}") from None
+
+    def words(self, text: str) -> list[str]:
+        return split_words(text, self.tokenizer)
+
+
+def check_positive(name: str, *values: int) -> None:
+    if any(v < 1 for v in values):
+        raise RecipeError(f"{name}: must be >= 1, got {values[0] if len(values) == 1 else list(values)}")
+
+
+class WordShareFilter(WordsStatFilter):
+    """Share of the (lower-cased, stripped, optionally augmented) words that are in a word list:
+    Data-Juicer's flagged_words and stopwords filters."""
+
+    def __init__(self, lang: str, tokenization: bool, min_ratio: float, max_ratio: float,
+                 use_words_aug: bool, words_aug_group_sizes: list[int], words_aug_join_char: str,
+                 tokenizer_model: str | None, **common):
+        super().__init__(lang=lang, tokenization=tokenization, tokenizer_model=tokenizer_model, **common)
+        check_positive("words_aug_group_sizes", *words_aug_group_sizes)
+        self.min_ratio, self.max_ratio = min_ratio, max_ratio
+        self.use_words_aug, self.words_aug_join_char = use_words_aug, words_aug_join_char
+        self.words_aug_group_sizes = list(words_aug_group_sizes)
+        self.vocabulary: frozenset[str] = frozenset()
+
+    def value(self, text: str) -> float:
+        words = refine_words(self.words(text), lower_case=True, use_words_aug=self.use_words_aug,
+                             group_sizes=self.words_aug_group_sizes, join_char=self.words_aug_join_char)
+        return share_in(words, self.vocabulary)

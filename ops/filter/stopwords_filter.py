@@ -1,0 +1,27 @@
+from djx import register_op
+from djx.ops.common.text_filter import WordShareFilter
+from djx.ops.common.text_words import pick_language, read_word_lists, stopwords_iso
+
+
+@register_op("stopwords_filter")
+class StopWordsFilter(WordShareFilter):
+    """Keep samples whose share of stopwords is within [min_ratio, max_ratio]: `stopwords_ratio` =
+    lower-cased words (stripped of special characters, plus their joins of `words_aug_group_sizes`
+    words with `use_words_aug`) found in the `lang` stopword list ('all': every language).
+    The lists: the stopwords*.json files in `stopwords_dir` (Data-Juicer's format), or by default
+    those of the `stopwordsiso` package (not Data-Juicer's lists: give its stopwords.json's folder
+    as stopwords_dir for its numbers)."""
+
+    stat = "stopwords_ratio"
+    stat_range = (0, 1)
+    path_params = ("tokenizer_model", "stopwords_dir")
+
+    def __init__(self, lang: str = "en", tokenization: bool = False, min_ratio: float = 0.3,
+                 max_ratio: float = 1.0, stopwords_dir: str | None = None, use_words_aug: bool = False,
+                 words_aug_group_sizes: list[int] = [2], words_aug_join_char: str = "",  # noqa: B006
+                 tokenizer_model: str | None = None, **common):
+        super().__init__(lang, tokenization, min_ratio, max_ratio, use_words_aug, words_aug_group_sizes,
+                         words_aug_join_char, tokenizer_model, **common)
+        self.stopwords_dir = stopwords_dir
+        lists = read_word_lists(stopwords_dir, "stopwords", "stopwords_dir") if stopwords_dir else stopwords_iso()
+        self.vocabulary = pick_language(lists, lang, "stopwords_dir" if stopwords_dir else "stopwordsiso")
