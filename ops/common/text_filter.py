@@ -17,17 +17,12 @@ class TextStatFilter(Filter):
     low_name, high_name = "min_ratio", "max_ratio"
     stat_range: tuple[float | None, float | None] = (0, None)
 
-    @property
-    def stats_keys(self) -> tuple[str, ...]:
-        return (self.stat,)
-
-    @property
-    def stat_shapes(self) -> dict[str, str]:
-        return {self.stat: "scalar"}
-
-    @property
-    def stat_ranges(self) -> dict[str, tuple]:
-        return {self.stat: self.stat_range}
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if cls.__dict__.get("stat"):
+            cls.stats_keys = (cls.stat,)
+            cls.stat_shapes = {cls.stat: "scalar"}
+            cls.stat_ranges = {cls.stat: cls.stat_range}
 
     def value(self, text: str) -> float | int:
         raise NotImplementedError

@@ -13,6 +13,9 @@ class AlphanumericFilter(TextStatFilter):
     EleutherAI/pythia-6.9b-deduped; djx loads it, or another, offline only). Empty text: 0.0."""
 
     path_params = ("hf_tokenizer",)
+    stats_keys = ("alnum_ratio", "alpha_token_ratio")  # one of them, as `tokenization` says
+    stat_shapes = {"alnum_ratio": "scalar", "alpha_token_ratio": "scalar"}
+    stat_ranges = {"alnum_ratio": (0, 1), "alpha_token_ratio": (0, None)}
 
     def __init__(self, tokenization: bool = False, min_ratio: float = 0.25, max_ratio: float = sys.maxsize,
                  hf_tokenizer: str = "EleutherAI/pythia-6.9b-deduped", **common):
@@ -20,7 +23,7 @@ class AlphanumericFilter(TextStatFilter):
         self.tokenization, self.hf_tokenizer = tokenization, hf_tokenizer
         self.min_ratio, self.max_ratio = min_ratio, max_ratio
         self.stat = "alpha_token_ratio" if tokenization else "alnum_ratio"
-        self.stat_range = (0, None) if tokenization else (0, 1)
+        self.stats_keys = (self.stat,)
         self.tokenizer = load_hf_tokenizer(hf_tokenizer, "hf_tokenizer") if tokenization else None
 
     def value(self, text: str) -> float:

@@ -45,7 +45,7 @@ def train_sentencepiece(prefix: Path, n: int = 400, vocab_size: int = 200) -> Pa
         input=str(text), model_prefix=str(prefix), vocab_size=vocab_size, model_type="unigram",
         character_coverage=1.0, num_threads=1, normalization_rule_name="identity", minloglevel=2)
     text.unlink()
-    return prefix.with_suffix(".model")
+    return prefix.parent / (prefix.name + ".model")
 
 
 def train_hf_tokenizer(folder: Path, vocab_size: int = 300) -> Path:
