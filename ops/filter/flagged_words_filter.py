@@ -9,7 +9,9 @@ class FlaggedWordFilter(WordShareFilter):
     `flagged_words_ratio` = lower-cased words (stripped of special characters, plus their joins of
     `words_aug_group_sizes` words with `use_words_aug`) found in the `lang` list of the
     flagged_words*.json files in `flagged_words_dir` (Data-Juicer's format; 'all': every language).
-    djx ships no list and downloads none: flagged_words_dir is required."""
+    djx ships no list and downloads none: flagged_words_dir is required.
+    With `tokenization`, words are the pieces of the SentencePiece model at `tokenizer_model` (a djx
+    parameter: Data-Juicer loads its own {lang}.sp.model from its cache or the network)."""
 
     stat = "flagged_words_ratio"
     stat_range = (0, 1)

@@ -7,7 +7,8 @@ from djx.ops.common.text_words import TEXT_EXTRA, special_characters
 class SpecialCharactersFilter(TextStatFilter):
     """Keep samples whose share of special characters is within [min_ratio, max_ratio]:
     `special_char_ratio` = characters in Data-Juicer's SPECIAL_CHARACTERS (punctuation, digits,
-    whitespace, common symbols, emoji) / characters (0.0 for empty text)."""
+    whitespace, common symbols, and the emoji of the installed `emoji` package, so the set grows with
+    its version as Data-Juicer's does) / characters (0.0 for empty text)."""
 
     stat = "special_char_ratio"
     stat_range = (0, 1)

@@ -10,7 +10,9 @@ class StopWordsFilter(WordShareFilter):
     words with `use_words_aug`) found in the `lang` stopword list ('all': every language).
     The lists: the stopwords*.json files in `stopwords_dir` (Data-Juicer's format), or by default
     those of the `stopwordsiso` package (not Data-Juicer's lists: give its stopwords.json's folder
-    as stopwords_dir for its numbers)."""
+    as stopwords_dir for its numbers).
+    With `tokenization`, words are the pieces of the SentencePiece model at `tokenizer_model` (a djx
+    parameter: Data-Juicer loads its own {lang}.sp.model from its cache or the network)."""
 
     stat = "stopwords_ratio"
     stat_range = (0, 1)

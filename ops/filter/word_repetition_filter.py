@@ -7,7 +7,9 @@ from djx.ops.common.text_words import refine_words, word_rep_ratio
 class WordRepetitionFilter(WordsStatFilter):
     """Keep samples whose word n-gram repetition is within [min_ratio, max_ratio]:
     `word_rep_ratio` = the share of `rep_len`-word n-grams that occur more than once, over the
-    lower-cased words stripped of special characters (0.0 for fewer than rep_len words)."""
+    lower-cased words stripped of special characters (0.0 for fewer than rep_len words).
+    With `tokenization`, words are the pieces of the SentencePiece model at `tokenizer_model` (a djx
+    parameter: Data-Juicer loads its own {lang}.sp.model from its cache or the network)."""
 
     stat = "word_rep_ratio"
     stat_range = (0, 1)

@@ -101,6 +101,8 @@ RECIPE_ERRORS = [
 @pytest.mark.parametrize("name,params,message", RECIPE_ERRORS, ids=[f"{e[0]}-{e[2][:20]}" for e in RECIPE_ERRORS])
 def test_a_resource_that_cannot_be_used_fails_when_the_recipe_loads(name, params, message, word_lists):
     params = {k: word_lists if v == "@words" else v for k, v in params.items()}
+    if "SentencePiece" in message:
+        pytest.importorskip("sentencepiece", reason="loading a SentencePiece model needs the text extra")
     with pytest.raises(RecipeError) as e:
         build_op(name, params)
     assert message in str(e.value) and str(e.value).startswith(name)
