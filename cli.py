@@ -203,7 +203,7 @@ def _add_process(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """djx's command line: process, ops, check, analyze, explain."""
+    """djx's command line: process, ops, check, analyze, explain, convert."""
     from djx import __version__
     parser = argparse.ArgumentParser(prog="djx", description="Clean multimodal training data.")
     parser.add_argument("--version", action="version", version=f"djx {__version__}")
@@ -239,6 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--custom-ops", action="append", metavar="PATH_OR_MODULE", help="load plug-in ops")
     p.set_defaults(fn=_explain)
 
+    from djx.core.io.llava_files import add_convert_parser
+    add_convert_parser(sub)
     return parser
 
 

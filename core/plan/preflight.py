@@ -98,13 +98,14 @@ def dataset_report(recipe) -> tuple[list[str], list[str]]:
     be objects and carry the image token when they have images."""
     from djx.core.io.dataset import dataset_files
     from djx.core.io.readers import ReadState, read_files
+    from djx.core.run.formats import sample_of
     try:
         files = dataset_files(recipe.dataset_path)
     except DjxError as e:
         return [f"dataset: {recipe.dataset_path}"], [str(e)]
     lines = [f"dataset: {recipe.dataset_path} ({len(files)} file{'' if len(files) == 1 else 's'})"]
     problems, bad, with_images, with_token, tokens = [], [], 0, 0, set()
-    items = []
+    items, ctx = [], recipe.run_context()
     try:
         for item in read_files(files, ReadState(), parse=True):
             items.append(item)
@@ -114,9 +115,9 @@ def dataset_report(recipe) -> tuple[list[str], list[str]]:
         return lines, [str(e)]
     for item in items:
         where = f"record {item.pos}" + (f" (line {item.line})" if item.line else "")
-        rec = item.record
-        if item.error or not isinstance(rec, dict):
-            bad.append(f"dataset: {where}: " + (item.error or f"not a JSON object ({type(rec).__name__})"))
+        rec, why = sample_of(item, ctx, True)  # dataset_format: llava is mapped as a run maps it
+        if why or not isinstance(rec, dict):
+            bad.append(f"dataset: {where}: " + (why or f"not a JSON object ({type(rec).__name__})"))
             continue
         text = rec.get(recipe.text_key)
         if not isinstance(text, str):
@@ -147,8 +148,10 @@ def _missing_images(items, recipe, lines: list[str]) -> list[str]:
     records point elsewhere: image_root); a note when some are missing."""
     from djx.core.io.dataset import dataset_root
     root = recipe.image_root or dataset_root(recipe.dataset_path)
-    refs = [r for item in items if isinstance(item.record, dict) and isinstance(item.record.get(recipe.image_key), list)
-            for r in item.record[recipe.image_key] if isinstance(r, str)]
+    llava = recipe.dataset_format == "llava"  # LLaVA's records name one image, under `image`
+    named = [item.record.get("image" if llava else recipe.image_key) for item in items if isinstance(item.record, dict)]
+    refs = [r for refs in named for r in ([refs] if llava else refs if isinstance(refs, list) else [])
+            if isinstance(r, str) and (r or not llava)]
     missing = [r for r in refs if not os.path.isfile(os.path.join(root, r))]
     if not missing:
         return []

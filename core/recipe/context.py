@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from djx.core.io.llava import LlavaOptions
+
 STATS_KEY = "__dj__stats__"
 POSITION_KEY = "__dj__pos__"
 ORIGIN_POS_KEY = "__dj__orig_pos__"  # a sample read from a djx output: its position in the first run's input
@@ -31,6 +33,7 @@ class RunContext:
     recompute_stats: bool = False  # False: a filter reuses valid stats a sample already carries
     trust_input_stats: bool = False  # True: reuse stats djx cannot vouch for (a Data-Juicer export)
     stats_key: bytes = field(default=b"", repr=False)  # signs the stats djx writes (run/provenance.py)
+    llava: LlavaOptions | None = None  # dataset_format: llava (None: djx's own format)
 
     def with_(self, **changes) -> "RunContext":
         return replace(self, **changes)

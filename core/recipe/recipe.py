@@ -20,6 +20,7 @@ from djx.core.errors import RecipeError
 from djx.core.op.params import coerce, _type_name
 from djx.core.io.dataset import dataset_root
 from djx.core.recipe.build_ops import problems, without_dj_op_keys
+from djx.core.recipe.formats import check_format, llava_options
 from djx.core.run.provenance import stats_key
 
 
@@ -57,6 +58,8 @@ class Recipe:
     share_models: bool = True                 # CPU workers map one shared copy of each model's weights
     ray_address: str | None = None
     image_root: str | None = None             # relative image paths resolve here (default: the dataset's folder)
+    dataset_format: Literal["djx", "llava"] = "djx"  # llava: LLaVA's records, read and written as they are
+    format_options: dict = field(default_factory=dict)  # the format's options (core/io/llava.py LlavaOptions)
     image_paths: Literal["absolute", "relative"] = "absolute"  # image paths in the outputs
     recompute_stats: bool = False             # False: filters reuse valid stats samples already carry
     trust_input_stats: bool = False           # True: also reuse stats djx did not write (range-checked)
@@ -78,7 +81,7 @@ class Recipe:
                           trust_input_stats=self.trust_input_stats, stats_key=stats_key(),
                           max_image_pixels=self.max_image_pixels, on_error=self.on_error,
                           load_truncated_images=self.load_truncated_images,
-                          fault=tuple(self.inject_faults), **extra)
+                          fault=tuple(self.inject_faults), llava=llava_options(self), **extra)
 
     def build_ops(self) -> list:
         """Instantiate the process list (loads plug-ins first); validates every op parameter."""
@@ -115,7 +118,6 @@ _FIELDS = {f.name: f for f in fields(Recipe) if f.name not in ("base_dir", "igno
 
 _EXECUTOR_TYPES = {"default": "local", "local": "local", "ray": "ray"}  # Data-Juicer's executor_type
 _HINTS = typing.get_type_hints(Recipe)
-_REQUIRED = ("dataset_path", "export_path")
 
 
 def load_recipe(path: str, overrides: dict | None = None, custom_ops: list[str] = ()) -> Recipe:
@@ -133,8 +135,7 @@ def load_recipe(path: str, overrides: dict | None = None, custom_ops: list[str] 
         raise RecipeError(f"cannot read recipe {path}: {e.strerror or e}") from None
     except yaml.YAMLError as e:
         raise RecipeError(f"{path}: not valid YAML: {e}") from None
-    if raw is None:
-        raw = {}
+    raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         raise RecipeError(f"{path}: a recipe is a mapping of keys (dataset_path, process, ...), "
                           f"got {type(raw).__name__}")
@@ -172,7 +173,7 @@ def recipe_from_dict(raw: dict, base_dir: str = ".") -> Recipe:
             errors.append(f"{key}: expected {_type_name(tp)}, got {value!r}")
     if errors:
         raise RecipeError(problems(errors))
-    for key in _REQUIRED:
+    for key in ("dataset_path", "export_path"):
         if not values.get(key):
             raise RecipeError(f"recipe key {key!r} is required")
     _check_values(values, base_dir)
@@ -220,6 +221,7 @@ def _check_values(values: dict, base_dir: str) -> None:
             raise RecipeError(f"inject_faults: unknown fault {f!r}; known: 'oom_always', 'oom_above:N'")
     if isinstance(values.get("text_keys"), list) and not values["text_keys"]:
         raise RecipeError("text_keys: must name at least one key")
+    check_format(values)
     _check_tokens(values.get("image_special_token", Recipe.image_special_token),
                   values.get("eoc_special_token", Recipe.eoc_special_token))
 
@@ -248,8 +250,7 @@ def _parse_process(value) -> tuple:
             raise RecipeError(f"process[{i}]: each entry is one op, `- op_name: {{param: value}}`, "
                               f"got {entry!r}")
         (name, params), = entry.items()
-        if params is None:
-            params = {}
+        params = {} if params is None else params
         if not isinstance(params, dict):
             raise RecipeError(f"process[{i}].{name}: parameters must be a mapping, got {params!r}")
         out.append((str(name), params))

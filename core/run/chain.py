@@ -17,7 +17,8 @@ from djx.core.records import BatchResult, FailFast, Item, Rejection, parse_pendi
 from djx.core.io.reinput import input_sample, unwrap_rejected
 from djx.core.run.early_check import reach
 from djx.core.run.provenance import StatBooks
-from djx.core.run.sample_checks import input_problem, record_problem
+from djx.core.run.formats import export_as_llava, sample_of, writes_llava
+from djx.core.run.sample_checks import input_problem
 from djx.core.run.stat_reuse import reusable
 
 
@@ -59,12 +60,12 @@ class OpChain:
         parse_pending(items)
         for item in items:
             unwrap_rejected(item)  # a line of a rejected file read back: the record it holds
-            reason = item.error or record_problem(item.record)
+            record, reason = sample_of(item, self.ctx, self.reads_input)  # dataset_format: llava is mapped
             if reason:
                 result.rejected.append(self.reject(item, None, reason, "bad_input"))
                 continue
             originals[item.pos] = item
-            samples.append(input_sample(item.record, item.pos, self.reads_input))
+            samples.append(input_sample(record, item.pos, self.reads_input))
             foreign = books.take(samples[-1])
             if foreign:
                 result.counters["foreign_stats_dropped"] = result.counters.get("foreign_stats_dropped", 0) + foreign
@@ -96,7 +97,10 @@ class OpChain:
             if writer is not None and (self.export_kept or s in result.dropped):
                 writer.rewrite(s)  # image paths of the records a run writes resolve from its outputs
             books.seal(s)
-        result.reach = reach(result, originals, len(self.ops), self.ctx.image_key)
+        llava_in = self.ctx.llava is not None and self.reads_input  # the records as read have LLaVA's `image`
+        result.reach = reach(result, originals, len(self.ops), "image" if llava_in else self.ctx.image_key)
+        if writer is not None and writes_llava(self.ctx):
+            export_as_llava(self, result, originals)
         self._refuse_unwritable(result, originals, encode)
         if writer is not None:
             for rej in result.rejected:

@@ -21,7 +21,9 @@ def input_problem(sample: dict, op: Op, text_key: str, image_key: str) -> str | 
     """Why `sample` cannot go through `op` (None: it can): the text and image keys it reads."""
     if op.uses_text:
         if text_key not in sample:
-            return f"missing text key {text_key!r}"
+            llava = "conversations" in sample and text_key != "conversations"
+            return f"missing text key {text_key!r}" + (
+                " (it looks like a LLaVA record: set dataset_format: llava)" if llava else "")
         if not isinstance(sample[text_key], str):
             return f"text key {text_key!r} is not a string (got {type(sample[text_key]).__name__})"
     if op.uses_images:
