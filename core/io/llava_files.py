@@ -23,8 +23,8 @@ DIRECTIONS = ("llava-to-djx", "djx-to-llava")
 class _Writer:
     """Records to a .json array or a .jsonl file, one at a time."""
 
-    def __init__(self, path: str):
-        self.array = path.lower().endswith(".json")
+    def __init__(self, path: str, array: bool):
+        self.array = array
         self.f = open(path, "w", encoding="utf-8")
         self.n = 0
         if self.array:
@@ -55,7 +55,7 @@ def convert(src: str, dst: str, direction: str, opts: LlavaOptions = LlavaOption
         raise DjxError(f"--image-folder: no such folder: {image_folder}")
     stem = dst[:-len(".jsonl")] if dst.lower().endswith(".jsonl") else dst[:-len(".json")]
     part, rejected_path = dst + ".part", stem + ".rejected.jsonl"
-    out, rejected, n_rejected = _Writer(part), None, 0
+    out, rejected, n_rejected = _Writer(part, dst.lower().endswith(".json")), None, 0
     try:
         for item in read_files(files, ReadState(), parse=True):
             try:

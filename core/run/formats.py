@@ -56,5 +56,5 @@ def export_as_llava(chain, result, originals: dict) -> None:
             last = chain.ops[k].name if k is not None and k >= 0 else "none"
             result.rejected.append(chain.reject(originals[s[POSITION_KEY]], k if k is not None and k >= 0 else None,
                                                 f"the sample as the ops left it cannot be written as a LLaVA record "
-                                                f"({why}; the last op to see it: {last})", "op_error"))
+                                                f"({why}; the last op to see it: {last})", "op_error", "FormatError"))
         setattr(result, kind, out)
