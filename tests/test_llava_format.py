@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from djx import Pipeline, RecipeError, load_recipe
+from djx import DjxError, Pipeline, RecipeError, load_recipe
 from djx.core.io.llava import LLAVA_KEY, Keys, LlavaOptions, djx_to_llava, llava_to_djx
 from djx.core.io.llava_files import convert
 
@@ -308,3 +308,31 @@ def test_data_juicers_llava_pretrain_recipe_loads_and_names_the_ops_djx_lacks(tm
     assert [op.name for op in recipe.build_ops()] == [
         "image_aspect_ratio_filter", "image_shape_filter", "image_size_filter", "image_text_similarity_filter",
         "image_text_matching_filter"]
+
+
+def test_ray_reads_llava_json_lines_and_writes_what_the_local_executor_writes(ray_address, tmp_path, write_recipe):
+    from helpers import assert_same_run, outputs_by_position
+
+    _, records = _llava_dataset(tmp_path)
+    data = tmp_path / "llava.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in records) + "not json\n", encoding="utf-8")
+    both = {}
+    for executor in ("local", "ray"):
+        extra = {"ray_address": ray_address} if executor == "ray" else {"start_method": "fork"}
+        recipe = write_recipe(tmp_path / f"{executor}.yaml", dataset_path=str(data), executor=executor,
+                              export_path=f"{executor}/kept.jsonl", dataset_format="llava",
+                              image_root=str(DEMO_IMAGES), np=1, **extra,
+                              process=[{"text_length_filter": {"min_len": 90}},
+                                       {"image_shape_filter": {"min_width": 100}}])
+        both[executor] = (_run(recipe), outputs_by_position(tmp_path / executor))
+    assert_same_run(both)
+    kept = both["ray"][1]["kept"]
+    assert kept and all(set(r) >= {"id", "image", "conversations"} and "text" not in r for r in kept.values())
+
+
+def test_ray_refuses_a_llava_json_array_at_load(tmp_path, write_recipe):
+    data, _ = _llava_dataset(tmp_path)
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(data), export_path="out/kept.jsonl",
+                          executor="ray", dataset_format="llava", process=[{"text_length_filter": {}}])
+    with pytest.raises(DjxError, match="the ray executor reads JSON Lines"):
+        _run(recipe)
