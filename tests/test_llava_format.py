@@ -336,3 +336,15 @@ def test_ray_refuses_a_llava_json_array_at_load(tmp_path, write_recipe):
                           executor="ray", dataset_format="llava", process=[{"text_length_filter": {}}])
     with pytest.raises(DjxError, match="the ray executor reads JSON Lines"):
         _run(recipe)
+
+
+def test_dry_run_says_to_set_the_format_for_llava_records(tmp_path, write_recipe, djx_cli):
+    data = _write_array(tmp_path / "llava.json", FIXTURE["input"])
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(data), export_path="out/kept.jsonl",
+                          process=[{"text_length_filter": {}}])
+    res = djx_cli("process", recipe, "--dry-run")
+    assert res.rc == 1 and "a LLaVA record: set dataset_format: llava" in res.out + res.err
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(data), export_path="out/kept.jsonl",
+                          dataset_format="llava", process=[{"text_length_filter": {}}])
+    res = djx_cli("process", recipe, "--dry-run")
+    assert "4 usable" in res.out, res.out + res.err

@@ -98,6 +98,8 @@ def dataset_report(recipe) -> tuple[list[str], list[str]]:
     be objects and carry the image token when they have images."""
     from djx.core.io.dataset import dataset_files
     from djx.core.io.readers import ReadState, read_files
+    from djx.core.recipe.context import RunContext
+    from djx.core.recipe.formats import llava_options
     from djx.core.run.formats import sample_of
     try:
         files = dataset_files(recipe.dataset_path)
@@ -105,7 +107,8 @@ def dataset_report(recipe) -> tuple[list[str], list[str]]:
         return [f"dataset: {recipe.dataset_path}"], [str(e)]
     lines = [f"dataset: {recipe.dataset_path} ({len(files)} file{'' if len(files) == 1 else 's'})"]
     problems, bad, with_images, with_token, tokens = [], [], 0, 0, set()
-    items, ctx = [], recipe.run_context()
+    items, ctx = [], RunContext(recipe.text_key, recipe.image_key, recipe.image_special_token,
+                                recipe.eoc_special_token, llava=llava_options(recipe))
     try:
         for item in read_files(files, ReadState(), parse=True):
             items.append(item)
@@ -122,7 +125,8 @@ def dataset_report(recipe) -> tuple[list[str], list[str]]:
         text = rec.get(recipe.text_key)
         if not isinstance(text, str):
             bad.append(f"dataset: {where} has no text under text_keys {recipe.text_key!r}"
-                       f" (its keys: {', '.join(map(str, rec)) or 'none'})")
+                       f" (its keys: {', '.join(map(str, rec)) or 'none'})"
+                       + ("; a LLaVA record: set dataset_format: llava" if "conversations" in rec else ""))
             continue
         if rec.get(recipe.image_key):
             with_images += 1
