@@ -330,6 +330,7 @@ def test_ray_reads_llava_json_lines_and_writes_what_the_local_executor_writes(ra
     assert kept and all(set(r) >= {"id", "image", "conversations"} and "text" not in r for r in kept.values())
 
 
+@pytest.mark.ray
 def test_ray_refuses_a_llava_json_array_at_load(tmp_path, write_recipe):
     data, _ = _llava_dataset(tmp_path)
     recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(data), export_path="out/kept.jsonl",
