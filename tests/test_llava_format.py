@@ -211,6 +211,8 @@ def test_a_recipe_runs_on_llava_data_and_writes_llava(tmp_path, write_recipe):
     assert set(reasons) == {"no-token", "djx-record"}
     assert all(r.startswith("dataset_format llava expects LLaVA records") for r in reasons.values())
     assert "no 'conversations' key" in reasons["djx-record"]
+    (no_token,) = [r["record"] for r in rejected if r["record"]["id"] == "no-token"]  # its image resolves too
+    assert (tmp_path / "out" / no_token["image"]).resolve() == (DEMO_IMAGES / "demo-006-0.jpg").resolve()
 
 
 def test_a_llava_export_read_again_reuses_its_stats(tmp_path, write_recipe):

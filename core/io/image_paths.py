@@ -48,5 +48,6 @@ def path_writer(ctx, ops) -> ImagePathWriter | None:
     """The writer of a run that writes files (None for in-memory runs: paths stay as given)."""
     if ctx.export_dir is None:
         return None
-    keys = tuple(dict.fromkeys([ctx.image_key] + [op.image_key for op in ops if op.image_key]))
+    keys = tuple(dict.fromkeys([ctx.image_key] + [op.image_key for op in ops if op.image_key]
+                               + (["image"] if ctx.llava is not None else [])))  # a LLaVA record's one image
     return ImagePathWriter(ctx.dataset_dir, ctx.export_dir, ctx.image_paths, keys)
