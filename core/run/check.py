@@ -148,6 +148,7 @@ def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str |
     sample's verdicts are re-applied to its recorded stats."""
     check = _OutputCheck(filters, image_key, input_count, Judge(ops) if ops is not None else None)
     check.ranges = {op.name: dict(op.stat_ranges) for op in ops or () if isinstance(op, Filter)}
+    check.shapes = {op.name: dict(op.stat_shapes) for op in ops or () if isinstance(op, Filter)}
     for _, sample in iter_output(kept_path):
         check.kept(sample)
     has_dropped = bool(dropped_path and os.path.exists(dropped_path))
@@ -170,6 +171,7 @@ class _OutputCheck:
         self.filters, self.image_key, self.input_count = filters, image_key, input_count
         self.judge = judge
         self.ranges: dict[str, dict] = {}  # op name -> its stat_ranges: a value outside is impossible
+        self.shapes: dict[str, dict] = {}  # op name -> its stat_shapes (known when the ops are)
         self.report = CheckReport()
         self.index_of: dict[str, int] = {}
         for i, (name, _) in enumerate(filters):
@@ -245,7 +247,11 @@ class _OutputCheck:
                     self.report.add(f"{kind} sample missing stat {k!r} of op {name}", pos)
                     sound = False
                     continue
-                bad = _bad_value(stats[k], has_images) or _out_of_range(stats[k], self.ranges.get(name, {}).get(k))
+                # an empty list is wrong for a sample with images only where the list is one per image
+                # or chunk (a list of another length, e.g. one per entity of the text, may be empty)
+                per_image = name not in self.shapes or self.shapes[name].get(k) in ("per_image", "per_chunk")
+                bad = (_bad_value(stats[k], has_images and per_image)
+                       or _out_of_range(stats[k], self.ranges.get(name, {}).get(k)))
                 if bad:
                     self.report.add(f"{kind} sample has stat {k!r} of op {name} {bad}", pos)
                     sound = False
