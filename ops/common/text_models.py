@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.util
 import os
 
-from djx import ModelSpec, RecipeError, register_model_loader
+from djx import ModelSpec, RecipeError, SampleError, register_model_loader
 
 LANGID_INSTALL = "pip install 'djx[langid]'"
 PERPLEXITY_INSTALL = "pip install 'djx[perplexity]'"
@@ -159,4 +159,15 @@ def remove_special_tokens(text: str, ctx) -> str:
     text stripped after each."""
     for token in (ctx.image_special_token, "<__dj__audio>", "<__dj__video>", ctx.eoc_special_token):
         text = text.replace(token, "").strip()
+    return text
+
+
+def utf8_text(text: str) -> str:
+    """`text`, which must encode as UTF-8 to reach fastText or SentencePiece (C++): a lone surrogate
+    rejects the sample with where it is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise SampleError(f"the text is not valid Unicode: {e.reason} at character {e.start} "
+                          f"({text[e.start]!r})", "bad_text") from None
     return text

@@ -1,5 +1,5 @@
 from djx import Batch, Filter, ModelSpec, SampleError, register_op
-from djx.ops.common.text_models import LANGID_INSTALL, langid_model
+from djx.ops.common.text_models import LANGID_INSTALL, langid_model, utf8_text
 
 
 @register_op("language_id_score_filter")
@@ -25,11 +25,8 @@ class LanguageIDScoreFilter(Filter):
         self.model = ModelSpec("fasttext", langid_model(self.name, model_path))
 
     def compute_sample(self, sample: dict, batch: Batch) -> None:
-        text = batch.text(sample).lower().replace("\n", " ")
-        try:
-            labels, scores = batch.pool.get(self.model).model.predict(text)
-        except UnicodeError as e:
-            raise SampleError(f"fastText cannot read the text: {e}", "bad_text") from None
+        text = utf8_text(batch.text(sample)).lower().replace("\n", " ")
+        labels, scores = batch.pool.get(self.model).model.predict(text)
         if not labels:
             raise SampleError("the fastText model gave no language for the text", "bad_text")
         stats = batch.stats(sample)

@@ -1,5 +1,5 @@
 from djx import Batch, Filter, ModelSpec, SampleError, range_reason, register_op
-from djx.ops.common.text_models import PERPLEXITY_INSTALL, perplexity_models
+from djx.ops.common.text_models import PERPLEXITY_INSTALL, perplexity_models, utf8_text
 
 
 @register_op("perplexity_filter")
@@ -25,7 +25,7 @@ class PerplexityFilter(Filter):
         self.kenlm_model = ModelSpec("kenlm", lm_path)
 
     def compute_sample(self, sample: dict, batch: Batch) -> None:
-        pieces = batch.pool.get(self.sp_model).model.encode_as_pieces(batch.text(sample))
+        pieces = batch.pool.get(self.sp_model).model.encode_as_pieces(utf8_text(batch.text(sample)))
         lm = batch.pool.get(self.kenlm_model).model
         logits, length = 0.0, 0
         for line in " ".join(pieces).splitlines():
