@@ -39,9 +39,11 @@ def in_dj_dirs(name: str) -> str | None:
 
 
 def _installed(module: str) -> bool:
+    """Whether `module` is importable here (without importing it; a name that is not a module
+    name, such as a path, is not)."""
     try:
         return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
+    except (ImportError, ValueError, TypeError):
         return False
 
 
@@ -89,20 +91,19 @@ def perplexity_models(op: str, lang: str, sp_model_path: str | None, kenlm_model
 def spacy_pipeline(op: str, lang: str, spacy_model: str | None) -> str:
     """The spaCy pipeline: `spacy_model` (an installed package or a folder), else Data-Juicer's
     unpacked `{lang}_core_web_md-3.7.0` folder where present, else the `{lang}_core_web_md`
-    package where installed."""
-    import spacy.util
+    package where installed. Nothing here imports spaCy (the main process of a run never needs it)."""
     if lang == "zh" and not _installed("spacy_pkuseg"):
         raise RecipeError(f"{op}: lang 'zh' needs the Python package 'spacy_pkuseg' (spaCy's Chinese "
                           f"segmenter, as Data-Juicer requires): pip install spacy-pkuseg")
     if spacy_model:
-        if os.path.isdir(spacy_model) or spacy.util.is_package(spacy_model):
+        if os.path.isdir(spacy_model) or _installed(spacy_model):
             return spacy_model
         raise RecipeError(f"{op}.spacy_model: {spacy_model!r} is neither a folder nor an installed spaCy "
                           f"pipeline package")
     found = in_dj_dirs(f"{lang}_core_web_md-3.7.0")
     if found and os.path.isdir(found):
         return found
-    if spacy.util.is_package(f"{lang}_core_web_md"):
+    if _installed(f"{lang}_core_web_md"):
         return f"{lang}_core_web_md"
     packed = in_dj_dirs(f"{lang}_core_web_md-3.7.0.tar.gz")
     hint = f" (Data-Juicer's {packed} is packed: unpack it and set spacy_model to the pipeline folder)" if packed else ""
