@@ -118,3 +118,11 @@ def test_a_run_passes_its_check_when_a_sample_with_images_has_no_entity(pipeline
     dropped = [json.loads(line) for line in (tmp_path / "out" / "kept.dropped.jsonl").read_text().splitlines()]
     assert [d[STATS_KEY]["num_dependency_edges"] for d in dropped] == [[]]
     assert (summary["kept"], summary["dropped"], summary["rejected"]) == (1, 1, 0)
+
+
+def test_both_filters_share_one_loaded_pipeline_per_process(pipeline):
+    action = get_op_class("text_action_filter")(spacy_model=pipeline, min_action_num=0)
+    edges = get_op_class("text_entity_dependency_filter")(spacy_model=pipeline, min_dependency_num=0)
+    list(Pipeline(ops=[action, edges]).process({"text": t} for t in TEXTS))
+    assert action.model == edges.model
+    assert process_pool().loads[action.model.label()] == 1

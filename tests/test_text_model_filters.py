@@ -156,3 +156,20 @@ def test_a_missing_package_fails_at_load_naming_the_extra(monkeypatch, op_name, 
     monkeypatch.setitem(sys.modules, module, None)  # as if it were not installed
     with pytest.raises(RecipeError, match=rf"{op_name}: needs the Python package '{module}'.*djx\[{extra}\]"):
         get_op_class(op_name)()
+
+
+def test_a_recipe_names_its_resources_relative_to_its_folder(tmp_path, lid_model, ppl_models):
+    import shutil
+
+    import yaml
+    for name, src in (("lid.bin", lid_model), ("en.sp.model", ppl_models["sp_model_path"]),
+                      ("en.arpa", ppl_models["kenlm_model_path"])):
+        shutil.copy(src, tmp_path / name)
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump({
+        "dataset_path": "data.jsonl", "export_path": "out/kept.jsonl", "process": [
+            {"language_id_score_filter": {"lang": "en", "min_score": 0.5, "model_path": "lid.bin"}},
+            {"perplexity_filter": {"max_ppl": 1e6, "sp_model_path": "en.sp.model", "kenlm_model_path": "en.arpa"}}]}))
+    pipe = Pipeline(recipe=tmp_path / "recipe.yaml")
+    kept = list(pipe.process({"text": t} for t in ["the cat sat on a mat", "le chat est sur un tapis"]))
+    assert [s["text"] for s in kept] == ["the cat sat on a mat"]
+    assert pipe.ops[0].model.name == str(tmp_path / "lid.bin")
