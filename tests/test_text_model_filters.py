@@ -173,3 +173,18 @@ def test_a_recipe_names_its_resources_relative_to_its_folder(tmp_path, lid_model
     kept = list(pipe.process({"text": t} for t in ["the cat sat on a mat", "le chat est sur un tapis"]))
     assert [s["text"] for s in kept] == ["the cat sat on a mat"]
     assert pipe.ops[0].model.name == str(tmp_path / "lid.bin")
+
+
+@pytest.mark.slow
+def test_a_sure_language_scores_just_above_one_and_the_run_passes_its_check(tmp_path, lid_model):
+    """fastText scores p + 1e-5 (it takes the log of p + 1e-5): a sure prediction is 1.00001, which
+    Data-Juicer keeps as it is; the run's check must take it as a possible value."""
+    sure = R.write_fasttext_lid(tmp_path / "sure.bin", weight=40.0)
+    data = tmp_path / "data.jsonl"
+    data.write_text(json.dumps({"text": "the cat sat on a mat"}) + "\n", encoding="utf-8")
+    op = get_op_class("language_id_score_filter")(lang="en", min_score=0.99, model_path=str(sure))
+    summary = Pipeline(ops=[op], np=1, start_method="fork").run(str(data), str(tmp_path / "out" / "kept.jsonl"),
+                                                                progress=False, log=lambda *a: None)
+    assert summary["kept"] == 1
+    (row,) = [json.loads(line) for line in (tmp_path / "out" / "kept.jsonl").read_text().splitlines()]
+    assert 1.0 < row[STATS_KEY]["lang_score"] < 1.0001

@@ -22,16 +22,17 @@ LID_WORDS = {
 FASTTEXT_MAGIC, FASTTEXT_VERSION = 793712314, 12
 
 
-def write_fasttext_lid(path) -> Path:
+def write_fasttext_lid(path, weight: float = 4.0) -> Path:
     """A supervised fastText model (softmax loss, dim 3, no subwords) labelling each word list of
-    LID_WORDS with its language: a text's score is the softmax of its words' mean vector."""
+    LID_WORDS with its language: a text's score is the softmax of its words' mean vector, whose
+    component for the word's language is `weight` (the larger, the surer)."""
     labels = list(LID_WORDS)
     words = ["</s>"] + [w for lang in labels for w in LID_WORDS[lang]]
     dim = len(labels)
     rows = [[0.0] * dim for _ in words]
     for j, lang in enumerate(labels):
         for w in LID_WORDS[lang]:
-            rows[words.index(w)][j] = 4.0
+            rows[words.index(w)][j] = weight
     out = [[1.0 if i == j else 0.0 for j in range(dim)] for i in range(len(labels))]
     # args: dim ws epoch minCount neg wordNgrams loss(softmax) model(sup) bucket minn maxn lrUpdateRate t
     data = bytearray(struct.pack("<ii", FASTTEXT_MAGIC, FASTTEXT_VERSION))

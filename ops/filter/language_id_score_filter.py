@@ -12,7 +12,7 @@ class LanguageIDScoreFilter(Filter):
 
     stats_keys = ("lang", "lang_score")
     stat_shapes = {"lang_score": "scalar"}
-    stat_ranges = {"lang_score": (0, 1)}
+    stat_ranges = {"lang_score": (0, 1.0001)}  # fastText's score is p + 1e-5: a sure one is 1.00001
     verdict_params = ("lang", "min_score")
     path_params = ("model_path",)
     requires = {"fasttext": LANGID_INSTALL}
