@@ -177,8 +177,9 @@ def test_a_recipe_names_its_resources_relative_to_its_folder(tmp_path, lid_model
 
 @pytest.mark.slow
 def test_a_sure_language_scores_just_above_one_and_the_run_passes_its_check(tmp_path, lid_model):
-    """fastText scores p + 1e-5 (it takes the log of p + 1e-5): a sure prediction is 1.00001, which
-    Data-Juicer keeps as it is; the run's check must take it as a possible value."""
+    """fastText scores p + 1e-5 (it takes the log of p + 1e-5; with hierarchical softmax, of each
+    node's): a sure prediction is a little above 1, which Data-Juicer keeps as it is; the run's check
+    must take it as a possible value."""
     sure = R.write_fasttext_lid(tmp_path / "sure.bin", weight=40.0)
     data = tmp_path / "data.jsonl"
     data.write_text(json.dumps({"text": "the cat sat on a mat"}) + "\n", encoding="utf-8")
@@ -187,4 +188,4 @@ def test_a_sure_language_scores_just_above_one_and_the_run_passes_its_check(tmp_
                                                                 progress=False, log=lambda *a: None)
     assert summary["kept"] == 1
     (row,) = [json.loads(line) for line in (tmp_path / "out" / "kept.jsonl").read_text().splitlines()]
-    assert 1.0 < row[STATS_KEY]["lang_score"] < 1.0001
+    assert 1.0 < row[STATS_KEY]["lang_score"] < 1.001

@@ -12,7 +12,9 @@ class LanguageIDScoreFilter(Filter):
 
     stats_keys = ("lang", "lang_score")
     stat_shapes = {"lang_score": "scalar"}
-    stat_ranges = {"lang_score": (0, 1.0001)}  # fastText's score is p + 1e-5: a sure one is 1.00001
+    # fastText adds 1e-5 to each probability it takes the log of (once with softmax, once per tree node
+    # with lid.176's hierarchical softmax): a sure score is a little above 1 (1.000034 measured)
+    stat_ranges = {"lang_score": (0, 1.001)}
     verdict_params = ("lang", "min_score")
     path_params = ("model_path",)
     requires = {"fasttext": LANGID_INSTALL}
