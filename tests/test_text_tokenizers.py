@@ -18,7 +18,7 @@ from djx import STATS_KEY, Pipeline, RecipeError, build_op
 from djx.ops.common.text_words import refine_words
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools" / "dj_fixtures"))
-from text_resources import train_sentencepiece  # noqa: E402
+from word_resources import train_sentencepiece  # noqa: E402
 
 pytestmark = pytest.mark.slow  # importing transformers, training a SentencePiece model: seconds
 pytest.importorskip("emoji", reason="the text filters need the text extra: pip install -e '.[text]'")

@@ -70,7 +70,7 @@ STAT = {"alphanumeric_filter": None, "character_repetition_filter": "char_rep_ra
 
 def build_resources() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from text_resources import build_all
+    from word_resources import build_all
     shutil.rmtree(RESOURCES, ignore_errors=True)
     build_all(RESOURCES)
     (RESOURCES / "en.sp.vocab").unlink(missing_ok=True)
