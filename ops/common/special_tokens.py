@@ -1,0 +1,63 @@
+"""Text mappers never alter djx's special tokens.
+
+A sample's text holds the image token (`<__dj__image>` by default) where an image goes and the
+eoc token (`<|__dj__eoc|>`) where a chunk ends; the tokens in force are the run's (a recipe may
+configure others) and travel in the RunContext, `batch.ctx`. A text function applied to the
+whole text could change them (an HTML cleaner removes a token that looks like a tag, a link
+cleaner eats a token glued to a URL), which would pair images with the wrong text. So a mapper
+applies its function to each stretch of text between tokens and rejoins the stretches with the
+tokens exactly as they were: the number and order of tokens never changes.
+
+The price: a function sees each stretch alone, so a match or an HTML element that spans a
+token is cut at the token (see docs/ops.md, "Mappers and special tokens").
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+
+def special_tokens(ctx) -> tuple[str, ...]:
+    """The run's special tokens (image, eoc), from its RunContext; empty ones left out."""
+    return tuple(t for t in (ctx.image_special_token, ctx.eoc_special_token) if t)
+
+
+def split_at_tokens(text: str, tokens: tuple[str, ...]) -> list[str]:
+    """`text` cut at the tokens: [stretch, token, stretch, token, ..., stretch] (stretches at even
+    indexes, possibly empty). A longer token wins where one token contains another."""
+    tokens = tuple(t for t in tokens if t)
+    if not tokens or not any(t in text for t in tokens):
+        return [text]
+    alternatives = "|".join(re.escape(t) for t in sorted(set(tokens), key=len, reverse=True))
+    return re.split(f"({alternatives})", text)
+
+
+def map_between_tokens(text: str, tokens: tuple[str, ...], fn: Callable[[str], str]) -> str:
+    """`fn` applied to each stretch of `text` between special tokens, the tokens kept as they were.
+
+    Raises TokenMade when the result holds tokens the text did not (a function that turns
+    `〈__dj__image〉` into `<__dj__image>`, or text it joins into one): the sample's images would
+    no longer pair with its tokens, so the caller rejects it rather than write that."""
+    pieces = split_at_tokens(text, tokens)
+    out = "".join(p if i % 2 else _checked(fn, p) for i, p in enumerate(pieces))
+    after = split_at_tokens(out, tokens)[1::2]
+    if after != pieces[1::2]:
+        raise TokenMade(_made(pieces[1::2], after, tokens))
+    return out
+
+
+class TokenMade(ValueError):
+    """A text function made a special token out of ordinary text."""
+
+
+def _made(before: list[str], after: list[str], tokens: tuple[str, ...]) -> str:
+    counts = ", ".join(f"{t!r} {before.count(t)} -> {after.count(t)}" for t in tokens if before.count(t) != after.count(t))
+    return (f"mapping would make special tokens out of ordinary text ({counts or 'their order changes'}), "
+            f"so the images would no longer pair with the text; the text is left for a person to look at")
+
+
+def _checked(fn: Callable[[str], str], stretch: str) -> str:
+    out = fn(stretch)
+    if not isinstance(out, str):
+        raise TypeError(f"a text function returned {type(out).__name__}, not a string")
+    return out

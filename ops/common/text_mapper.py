@@ -1,0 +1,68 @@
+"""TextMapper: the base of the mappers that rewrite a sample's text, between its special tokens."""
+from __future__ import annotations
+
+from djx import Batch, Mapper
+from djx.ops.common.special_tokens import TokenMade, map_between_tokens, special_tokens
+
+TEXT_EXTRA = "pip install 'djx[text]'"
+
+
+class TextMapper(Mapper):
+    """Rewrites each sample's text with `map_text`, applied to the text between the run's special
+    tokens (ops/common/special_tokens.py). A sample whose text cannot be mapped is rejected with
+    the reason (code `op_error`); one whose mapping would make a special token, `token_made`."""
+
+    def map_text(self, text: str) -> str:
+        """The new text of one stretch between special tokens."""
+        raise NotImplementedError
+
+    def map_sample_text(self, text: str, tokens: tuple[str, ...]) -> str:
+        """The new text of a whole sample; override to treat its ends (first and last stretch) apart."""
+        return map_between_tokens(text, tokens, self.map_text)
+
+    def process(self, batch: Batch) -> None:
+        tokens = special_tokens(batch.ctx)
+        for i, sample in enumerate(batch.samples):
+            try:
+                sample[batch.text_key] = self.map_sample_text(batch.text(sample), tokens)
+            except TokenMade as e:
+                batch.reject(i, f"{self.name}: {e}", "token_made")
+            except (ValueError, TypeError, UnicodeError, RecursionError) as e:
+                batch.reject(i, f"{self.name} could not map the text: {type(e).__name__}: {e}", "op_error")
+
+
+class PatternMapper(TextMapper):
+    """Replaces what a regular expression matches (the `regex` package, as Data-Juicer, with
+    DOTALL) by `repl`. A `pattern` written as a raw-string literal (`r'...'`) is taken as its
+    content, as Data-Juicer does; a pattern that does not compile fails the recipe at load."""
+
+    requires = {"regex": TEXT_EXTRA}
+    default_pattern = ""
+
+    def __init__(self, pattern: str | None = None, repl: str = "", **common):
+        super().__init__(**common)
+        import regex
+        from djx import RecipeError
+        if pattern is None:
+            pattern = self.default_pattern
+        elif len(pattern) > 2 and pattern[:2] in ("r'", 'r"') and pattern[-1] == pattern[1]:
+            pattern = pattern[2:-1]
+        try:
+            self.compiled = regex.compile(pattern, flags=regex.DOTALL)
+        except (regex.error, ValueError, TypeError) as e:
+            raise RecipeError(f"{self.name}.pattern: {pattern!r} is not a regular expression: {e}") from None
+        try:  # a replacement is read on a match only: checked here on one of a pattern with the same groups
+            _same_groups(self.compiled).match("").expand(repl)
+        except (regex.error, IndexError) as e:
+            raise RecipeError(f"{self.name}.repl: {repl!r} is not a replacement for {pattern!r}: {e}") from None
+        self.pattern, self.repl = pattern, repl
+
+    def map_text(self, text: str) -> str:
+        return self.compiled.sub(self.repl, text)
+
+
+def _same_groups(compiled):
+    """An empty-matching pattern with `compiled`'s groups (numbers and names)."""
+    import regex
+    names = {i: n for n, i in compiled.groupindex.items()}
+    return regex.compile("".join(f"(?P<{names[i]}>)" if i in names else "()" for i in range(1, compiled.groups + 1)))

@@ -1,0 +1,18 @@
+from djx import register_op
+from djx.ops.common.text_mapper import TEXT_EXTRA, TextMapper
+
+
+@register_op("clean_html_mapper")
+class CleanHtmlMapper(TextMapper):
+    """Turn HTML into its text (selectolax's Lexbor parser), list items (`<li>`, `<ol>`) starting
+    a new line with `*`; entities are decoded, tags, scripts and styles removed."""
+
+    requires = {"selectolax": TEXT_EXTRA}
+
+    def __init__(self, **common):
+        super().__init__(**common)
+
+    def map_text(self, text: str) -> str:
+        from selectolax.lexbor import LexborHTMLParser
+        text = text.replace("<li>", "\n*").replace("</li>", "").replace("<ol>", "\n*").replace("</ol>", "")
+        return LexborHTMLParser(text).text()

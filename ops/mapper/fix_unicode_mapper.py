@@ -1,0 +1,24 @@
+from djx import RecipeError, register_op
+from djx.ops.common.text_mapper import TEXT_EXTRA, TextMapper
+
+FORMS = ("NFC", "NFKC", "NFD", "NFKD")
+
+
+@register_op("fix_unicode_mapper")
+class FixUnicodeMapper(TextMapper):
+    """Fix mojibake and other Unicode errors with ftfy (`ftfy.fix_text`), then normalize the text to
+    `normalization` (NFC, NFKC, NFD or NFKD, any case; empty or unset: NFC)."""
+
+    requires = {"ftfy": TEXT_EXTRA}
+
+    def __init__(self, normalization: str | None = None, **common):
+        super().__init__(**common)
+        form = normalization.upper() if normalization else "NFC"
+        if form not in FORMS:
+            raise RecipeError(f"fix_unicode_mapper.normalization: {normalization!r} is not one of "
+                              f"{', '.join(FORMS)}")
+        self.normalization = form
+
+    def map_text(self, text: str) -> str:
+        import ftfy
+        return ftfy.fix_text(text, normalization=self.normalization)

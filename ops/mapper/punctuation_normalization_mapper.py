@@ -1,0 +1,23 @@
+from djx import register_op
+from djx.ops.common.text_mapper import TextMapper
+
+# Data-Juicer's map, as it is (from BigScience's data preparation), "１" -> '"' included
+PUNCTUATION_UNICODE = {
+    "，": ",", "。": ".", "、": ",", "„": '"', "”": '"', "“": '"', "«": '"', "»": '"', "１": '"',
+    "」": '"', "「": '"', "《": '"', "》": '"', "´": "'", "∶": ":", "：": ":", "？": "?", "！": "!",
+    "（": "(", "）": ")", "；": ";", "–": "-", "—": " - ", "．": ". ", "～": "~", "’": "'", "…": "...",
+    "━": "-", "〈": "<", "〉": ">", "【": "[", "】": "]", "％": "%", "►": "-",
+}
+_TABLE = str.maketrans(PUNCTUATION_UNICODE)
+
+
+@register_op("punctuation_normalization_mapper")
+class PunctuationNormalizationMapper(TextMapper):
+    """Replace Unicode punctuation (full-width, CJK, curly quotes, dashes) by its ASCII
+    equivalent, character by character, with Data-Juicer's map."""
+
+    def __init__(self, **common):
+        super().__init__(**common)
+
+    def map_text(self, text: str) -> str:
+        return text.translate(_TABLE)
