@@ -8,8 +8,13 @@ cleaner eats a token glued to a URL), which would pair images with the wrong tex
 applies its function to each stretch of text between tokens and rejoins the stretches with the
 tokens exactly as they were: the number and order of tokens never changes.
 
-The price: a function sees each stretch alone, so a match or an HTML element that spans a
-token is cut at the token (see docs/ops.md, "Mappers and special tokens").
+A mapper first gives its function the whole text with a placeholder for each token (so an HTML
+parser sees one document, as Data-Juicer's op does) and puts the tokens back where the function
+left the placeholders; where it did not leave each placeholder (a link pattern swallowed one),
+the function is applied to each stretch between tokens instead. A match or an HTML element that
+would take a token in is then cut at the token (see docs/ops.md, "Mappers and special tokens").
+A mapping that would make a new token out of ordinary text raises TokenMade: the sample is
+rejected rather than have its images paired with the wrong text.
 """
 from __future__ import annotations
 
@@ -44,6 +49,33 @@ def map_between_tokens(text: str, tokens: tuple[str, ...], fn: Callable[[str], s
     if after != pieces[1::2]:
         raise TokenMade(_made(pieces[1::2], after, tokens))
     return out
+
+
+def map_keeping_tokens(text: str, tokens: tuple[str, ...], fn: Callable[[str], str]) -> str:
+    """`fn` applied to the whole text with each token stood in for by a numbered placeholder (two
+    private-use characters the text lacks around the token's index), the tokens put back where
+    `fn` left their placeholders: `fn` sees the text in one piece, as Data-Juicer's op would (an
+    HTML parser its whole document, whitespace between stretches). Where `fn` does not leave every
+    placeholder once, in order (a link pattern that takes one in), `fn` is applied between the
+    tokens instead (map_between_tokens). Raises TokenMade as that does."""
+    pieces = split_at_tokens(text, tokens)
+    if len(pieces) == 1:
+        return map_between_tokens(text, tokens, fn)
+    free = (chr(c) for c in range(0xE000, 0xF900) if chr(c) not in text)
+    left, right = next(free, None), next(free, None)
+    if right is None:
+        return map_between_tokens(text, tokens, fn)
+    marked = "".join(f"{left}{i // 2}{right}" if i % 2 else p for i, p in enumerate(pieces))
+    out = _checked(fn, marked)
+    parts = re.split(f"{left}([0-9]+){right}", out)
+    if (parts[1::2] != [str(i) for i in range(len(pieces) // 2)]
+            or any(left in p or right in p for p in parts[::2])):
+        return map_between_tokens(text, tokens, fn)
+    joined = "".join(pieces[int(p) * 2 + 1] if i % 2 else p for i, p in enumerate(parts))
+    after = split_at_tokens(joined, tokens)[1::2]
+    if after != pieces[1::2]:
+        raise TokenMade(_made(pieces[1::2], after, tokens))
+    return joined
 
 
 class TokenMade(ValueError):

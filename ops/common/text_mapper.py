@@ -2,23 +2,25 @@
 from __future__ import annotations
 
 from djx import Batch, Mapper
-from djx.ops.common.special_tokens import TokenMade, map_between_tokens, special_tokens
+from djx.ops.common.special_tokens import TokenMade, map_keeping_tokens, special_tokens
 
 TEXT_EXTRA = "pip install 'djx[text]'"
 
 
 class TextMapper(Mapper):
-    """Rewrites each sample's text with `map_text`, applied to the text between the run's special
-    tokens (ops/common/special_tokens.py). A sample whose text cannot be mapped is rejected with
-    the reason (code `op_error`); one whose mapping would make a special token, `token_made`."""
+    """Rewrites each sample's text with `map_text`, never changing the run's special tokens
+    (ops/common/special_tokens.py: map_keeping_tokens). A sample whose text cannot be mapped is
+    rejected with the reason (code `op_error`); one whose mapping would make a special token,
+    `token_made`."""
 
     def map_text(self, text: str) -> str:
-        """The new text of one stretch between special tokens."""
+        """The new text: of the whole text with placeholders for its tokens, or of one stretch
+        between tokens (special_tokens.map_keeping_tokens)."""
         raise NotImplementedError
 
     def map_sample_text(self, text: str, tokens: tuple[str, ...]) -> str:
         """The new text of a whole sample; override to treat its ends (first and last stretch) apart."""
-        return map_between_tokens(text, tokens, self.map_text)
+        return map_keeping_tokens(text, tokens, self.map_text)
 
     def process(self, batch: Batch) -> None:
         tokens = special_tokens(batch.ctx)

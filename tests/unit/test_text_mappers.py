@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from djx import DjxError, Pipeline, RecipeError, RunContext, build_op
-from djx.ops.common.special_tokens import TokenMade, map_between_tokens, special_tokens, split_at_tokens
+from djx.ops.common.special_tokens import (TokenMade, map_between_tokens, map_keeping_tokens, special_tokens,
+                                          split_at_tokens)
 
 IMG, EOC = "<__dj__image>", "<|__dj__eoc|>"
 MAPPERS = ["fix_unicode_mapper", "punctuation_normalization_mapper", "whitespace_normalization_mapper",
@@ -87,6 +88,19 @@ def test_map_between_tokens_applies_the_function_between_tokens_only():
     # a longer token wins where one token holds another
     assert split_at_tokens("a<tok>>b", ("<tok>", "<tok>>")) == ["a", "<tok>>", "b"]
     assert special_tokens(RunContext(image_special_token="[I]", eoc_special_token="[E]")) == ("[I]", "[E]")
+
+
+def test_map_keeping_tokens_shows_the_whole_text_and_falls_back_where_a_placeholder_is_lost():
+    import re
+    # the function sees one text: only its ends are stripped, not the stretches around tokens
+    assert map_keeping_tokens(f" a {IMG} b ", (IMG,), str.strip) == f"a {IMG} b"
+    # a pattern that takes the placeholder in: applied between the tokens instead
+    assert map_keeping_tokens(f"a x{IMG}y b", (IMG,), lambda s: re.sub(r"x\S*", "", s)) == f"a {IMG}y b"
+    # placeholders are characters the text lacks, whatever it holds
+    crowded = "".join(map(chr, range(0xE000, 0xE010))) + IMG + "z"
+    assert map_keeping_tokens(crowded, (IMG,), str.upper) == crowded[:16] + IMG + "Z"
+    with pytest.raises(TokenMade):
+        map_keeping_tokens(f"{IMG} &lt;", (IMG,), lambda s: s.replace("&lt;", IMG))
 
 
 def test_punctuation_normalization_maps_unicode_punctuation_to_ascii():
