@@ -89,6 +89,9 @@ def journey(kind: str, path: str, rec: dict, ops: list | None, summary: dict | N
     lines = [f"sample {POSITION_KEY}={rec.get(POSITION_KEY)}: {kind}, in {path}"]
     if isinstance(sample, dict):
         lines += [f"  {k}: {_short(v)}" for k, v in sample.items() if not k.startswith("__dj")]
+    mapped = (rec.get(DROP_KEY) or {}).get("text_as_read") if kind == "dropped" else rec.get("text_seen")
+    if isinstance(mapped, str):  # a mapper changed the text: the other text the verdict involves
+        lines.append(f"  {'text as read' if kind == 'dropped' else 'text the op saw'}: {_short(mapped)}")
     elif kind == "rejected":
         lines.append(f"  raw: {_short(rec.get('raw'))}")
     stats = (rec.get(STATS_KEY) if kind != "rejected" else None) or {}

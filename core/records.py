@@ -61,12 +61,15 @@ class Rejection:
     raw: str | None = None   # ... or, when it did not parse, its raw text
     file: int = 0            # index into RunContext.input_files
     error: str | None = None  # the exception type, when an op raised
+    text_seen: str | None = None  # the text as the op saw it, when a mapper had changed it (bounded)
 
     def to_record(self, input_files: tuple[str, ...] = ()) -> dict:
         rec = {POSITION_KEY: self.pos}
         if len(input_files) > 1:
             rec["file"] = input_files[self.file]
         rec.update(line=self.line, op=self.op, reason=self.reason, code=self.code)
+        if self.text_seen is not None:
+            rec["text_seen"] = self.text_seen
         if self.raw is not None:
             rec["raw"] = self.raw
         else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from djx.core.recipe.context import DROP_KEY, ORIGIN_POS_KEY, POSITION_KEY, STATS_KEY
 from djx.core.records import Item
 
-_REJECTED_FIELDS = {"file", "line", "op", "reason", "code", "record", "raw"}  # besides __dj__ keys
+_REJECTED_FIELDS = {"file", "line", "op", "reason", "code", "record", "raw", "text_seen"}  # besides __dj__ keys
 
 
 def is_rejected_record(record) -> bool:

@@ -16,6 +16,7 @@ from djx.core.io.record_limits import encoded, output_problem
 from djx.core.records import BatchResult, FailFast, Item, Rejection, parse_pending
 from djx.core.io.reinput import input_sample, unwrap_rejected
 from djx.core.run.early_check import reach
+from djx.core.run.mapped import as_read, changed, seen_by_op, snapshot
 from djx.core.run.provenance import StatBooks
 from djx.core.run.formats import export_as_llava, sample_of, writes_llava
 from djx.core.run.sample_checks import input_problem
@@ -155,11 +156,13 @@ class OpChain:
             reused = set()
         step = op.batch_size or len(live) or 1
         own = [(s[POSITION_KEY], s.get(STATS_KEY)) for s in samples]  # djx's keys, whatever the op does
+        before = snapshot(op, samples, live)  # a mapper: what it changes is no longer what the stats describe
         for start in range(0, len(live), step):
             idx = live[start:start + step]
             rejected.update(self._call_isolated(op, samples, idx, images, pool, text_key, image_key,
                                                 result.counters))
         _restore_keys(samples, own)
+        books.remapped(changed(before, samples))
         kept, counts = [], result.op_counts[k]
         for i, s in enumerate(samples):
             if i not in rejected and isinstance(op, Filter):
@@ -173,14 +176,14 @@ class OpChain:
                     rejected[i] = (f"{op.name}.keep raised {_short_tb(e)}", "op_error", type(e).__name__)
             if i in rejected:
                 counts.rejected += 1
-                result.rejected.append(self.reject(originals[s[POSITION_KEY]], k, *rejected[i]))
+                result.rejected.append(self.reject(originals[s[POSITION_KEY]], k, *rejected[i], sample=s))
                 continue
             if isinstance(op, Filter):
                 books.computed(k, op, s, i in reused)
                 if not keep:
                     counts.dropped += 1
-                    s[DROP_KEY] = {"op": op.name, "op_index": k,
-                                   "reason": why or default_reason(op, s.get(STATS_KEY, {}))}
+                    s[DROP_KEY] = {"op": op.name, "op_index": k, "reason": why or default_reason(
+                        op, s.get(STATS_KEY, {})), **as_read(originals[s[POSITION_KEY]].record, s, text_key)}
                     result.dropped.append(s)
                     continue
             counts.kept += 1
@@ -213,14 +216,15 @@ class OpChain:
         return out
 
     def reject(self, item: Item, op_index: int | None, reason: str, code: str | None = None,
-               error: str | None = None) -> Rejection:
+               error: str | None = None, sample: dict | None = None) -> Rejection:
         """The rejection of `item` (as read) at op `op_index` (None: before any op); `error`: the
-        exception type when the op raised. Every rejection is made here; under on_error: fail it
+        exception type when the op raised; `sample`: the sample as that op saw it (its text is
+        kept when a mapper changed it). Every rejection is made here; under on_error: fail it
         stops the run instead."""
-        op = self.ops[op_index].name if op_index is not None else None
-        rej = Rejection(item.pos, item.line, op, op_index, reason, code, file=item.file,
+        op = self.ops[op_index] if op_index is not None else None
+        rej = Rejection(item.pos, item.line, op and op.name, op_index, reason, code, file=item.file,
                         record=None if item.error else item.record, raw=item.raw if item.error else None,
-                        error=error)
+                        error=error, text_seen=op and seen_by_op(item.record, sample, op.text_key or self.ctx.text_key))
         if self.ctx.on_error == "fail":
             raise FailFast(rej.fail_message(self.ctx.input_files))
         return rej

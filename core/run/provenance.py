@@ -96,6 +96,7 @@ class StatBooks:
         self.fingerprints = [op_fingerprint(op) for op in ops]
         self.vouched: dict[int, dict[str, str]] = {}  # position -> {stat: fingerprint}
         self.images: dict[int, list | None] = {}  # position -> the stamps the signature vouches for
+        self.mapped: set[int] = set()  # positions a mapper changed: their input stats describe another sample
 
     def take(self, sample: dict) -> int:
         """Check the provenance a sample came with (removed from it); drop the stats nobody vouches
@@ -120,6 +121,8 @@ class StatBooks:
     def vouches(self, k: int, op, sample: dict) -> bool:
         """Whether op k may reuse the sample's stats: djx wrote them with this very op (and the
         images are unchanged since), or the recipe trusts input stats."""
+        if sample[POSITION_KEY] in self.mapped:
+            return False
         if self.ctx.trust_input_stats:
             return True
         vouched = self.vouched.get(sample[POSITION_KEY], {})
@@ -129,6 +132,13 @@ class StatBooks:
             now = image_stamps(sample, op.image_key or self.ctx.image_key, self.ctx.dataset_dir)
             return now is not None and now == self.images.get(sample[POSITION_KEY])
         return True
+
+    def remapped(self, samples: list[dict]) -> None:
+        """A mapper changed these samples: the stats they carry describe them as they were, so
+        none is reused or signed as theirs from now on (run/mapped.py)."""
+        for sample in samples:
+            self.mapped.add(sample[POSITION_KEY])
+            self.vouched[sample[POSITION_KEY]] = {}
 
     def computed(self, k: int, op, sample: dict, reused: bool) -> None:
         """Op k's stats of this sample are its own now (computed, or reused as vouched for)."""

@@ -24,6 +24,7 @@ import pyarrow as pa
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY
 from djx.core.errors import DjxError
 from djx.core.records import BatchResult, Item, WorkerReport
+from djx.core.run.mapped import retrace_drop, retrace_rejection
 
 MiB = 1 << 20
 _PICKLE = pickle.HIGHEST_PROTOCOL
@@ -115,11 +116,13 @@ class ChainStage:
             data[live[s[POSITION_KEY]]] = pickle.dumps(s, _PICKLE)
         for s in res.dropped:
             i = live[s[POSITION_KEY]]
+            retrace_drop(s, pickle.loads(orig[i]), self.chain)  # the text as read, not as it got here
             s[DROP_KEY]["op_index"] += self.first  # its index in the whole chain, not in this stage
             kind[i], data[i] = RowKind.DROPPED.value, pickle.dumps(s, _PICKLE)
         for rej in res.rejected:
             i = live[rej.pos]
-            rej.record = pickle.loads(orig[i])  # the input record, not the sample as it got here
+            here, rej.record = rej.record, pickle.loads(orig[i])  # the input record, not the sample as it got here
+            retrace_rejection(rej, here, self.chain)
             if rej.op_index is not None:
                 rej.op_index += self.first
             kind[i], data[i] = RowKind.REJECTED.value, pickle.dumps(rej, _PICKLE)
