@@ -74,7 +74,7 @@ def traced_run(tmp_path, write_jsonl, write_recipe, out="out", **keys) -> dict:
 def test_dropped_and_rejected_files_say_which_text_the_verdict_was_made_on(tmp_path, write_jsonl,
                                                                          write_recipe, djx_cli):
     summary = traced_run(tmp_path, write_jsonl, write_recipe, start_method="fork")
-    assert (summary["kept"], summary["dropped"], summary["rejected"]) == (1, 2, 1)
+    assert (summary["kept"], summary["dropped"], summary["rejected"]) == (1, 2, 1) and summary["check"]["ok"]
     out = tmp_path / "out"
     (kept,) = read_jsonl_file(out / "kept.jsonl")
     assert kept["text"] == "a long enough text..."
