@@ -4,8 +4,10 @@ from djx.ops.common.text_mapper import PatternMapper
 
 @register_op("clean_email_mapper")
 class CleanEmailMapper(PatternMapper):
-    """Remove email addresses from the text, or replace each by `repl`; `pattern` (a regular
-    expression) replaces Data-Juicer's default `[A-Za-z0-9.\\-+_]+@[a-z0-9.\\-+_]+\\.[a-z]+`."""
+    """Remove email addresses from the text, or replace each by `repl`.
+
+    Data-Juicer's default pattern `[A-Za-z0-9.\\-+_]+@[a-z0-9.\\-+_]+\\.[a-z]+` (lower-case domains);
+    `pattern` (a regular expression of the `regex` package, DOTALL) replaces it."""
 
     default_pattern = r"[A-Za-z0-9.\-+_]+@[a-z0-9.\-+_]+\.[a-z]+"
 

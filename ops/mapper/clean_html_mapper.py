@@ -4,8 +4,10 @@ from djx.ops.common.text_mapper import TEXT_EXTRA, TextMapper
 
 @register_op("clean_html_mapper")
 class CleanHtmlMapper(TextMapper):
-    """Turn HTML into its text (selectolax's Lexbor parser), list items (`<li>`, `<ol>`) starting
-    a new line with `*`; entities are decoded, tags, scripts and styles removed."""
+    """Turn HTML into its text (selectolax's Lexbor parser), as Data-Juicer does.
+
+    `<li>` and `<ol>` become a new line starting with `*`; entities are decoded and tags removed
+    (the text of scripts and styles stays, as the parser gives it). Needs `pip install 'djx[text]'`."""
 
     requires = {"selectolax": TEXT_EXTRA}
 

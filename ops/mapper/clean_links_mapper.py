@@ -4,8 +4,10 @@ from djx.ops.common.text_mapper import PatternMapper
 
 @register_op("clean_links_mapper")
 class CleanLinksMapper(PatternMapper):
-    """Remove links (http, https, ftp, any `scheme:`, `www.` and `host.tld/` forms) from the text,
-    or replace each by `repl`; `pattern` (a regular expression) replaces Data-Juicer's default."""
+    """Remove links from the text, or replace each by `repl`.
+
+    Data-Juicer's default pattern takes any `scheme:` form (http, https, ftp, mailto ...), `www.`
+    and `host.tld/`; `pattern` (a regular expression of the `regex` package, DOTALL) replaces it."""
 
     default_pattern = (
         r"(?i)\b("

@@ -6,8 +6,10 @@ FORMS = ("NFC", "NFKC", "NFD", "NFKD")
 
 @register_op("fix_unicode_mapper")
 class FixUnicodeMapper(TextMapper):
-    """Fix mojibake and other Unicode errors with ftfy (`ftfy.fix_text`), then normalize the text to
-    `normalization` (NFC, NFKC, NFD or NFKD, any case; empty or unset: NFC)."""
+    """Fix mojibake and other Unicode errors (ftfy), then normalize to `normalization`.
+
+    `ftfy.fix_text(text, normalization=...)`, as Data-Juicer; `normalization` is NFC, NFKC, NFD or
+    NFKD, any case; empty or unset: NFC. Needs `pip install 'djx[text]'`."""
 
     requires = {"ftfy": TEXT_EXTRA}
 

@@ -13,8 +13,10 @@ _TABLE = str.maketrans(PUNCTUATION_UNICODE)
 
 @register_op("punctuation_normalization_mapper")
 class PunctuationNormalizationMapper(TextMapper):
-    """Replace Unicode punctuation (full-width, CJK, curly quotes, dashes) by its ASCII
-    equivalent, character by character, with Data-Juicer's map."""
+    """Replace Unicode punctuation (full-width, CJK, curly quotes, dashes) by ASCII.
+
+    Character by character with Data-Juicer's map (PUNCTUATION_UNICODE): e.g. `，`->`,`, `“`->`"`,
+    `—`->` - `, `…`->`...`; it also maps the full-width digit `１` to `"`, as Data-Juicer does."""
 
     def __init__(self, **common):
         super().__init__(**common)

@@ -11,8 +11,10 @@ VARIOUS_WHITESPACES = frozenset(
 
 @register_op("whitespace_normalization_mapper")
 class WhitespaceNormalizationMapper(TextMapper):
-    """Strip the text's leading and trailing whitespace, then turn each tab and Unicode space
-    (no-break, em, ideographic, zero-width ...) into a plain space; newlines stay."""
+    """Strip the text's ends, then turn tabs and Unicode spaces into plain spaces.
+
+    The spaces are Data-Juicer's list: tab, no-break, the U+2000 block, zero-width, ideographic,
+    U+0084 and U+FFFC; newlines and carriage returns stay."""
 
     def __init__(self, **common):
         super().__init__(**common)
