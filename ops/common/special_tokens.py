@@ -18,6 +18,7 @@ rejected rather than have its images paired with the wrong text.
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Callable
 
@@ -33,8 +34,12 @@ def split_at_tokens(text: str, tokens: tuple[str, ...]) -> list[str]:
     tokens = tuple(t for t in tokens if t)
     if not tokens or not any(t in text for t in tokens):
         return [text]
-    alternatives = "|".join(re.escape(t) for t in sorted(set(tokens), key=len, reverse=True))
-    return re.split(f"({alternatives})", text)
+    return _splitter(tokens).split(text)
+
+
+@functools.lru_cache(maxsize=64)
+def _splitter(tokens: tuple[str, ...]) -> re.Pattern:
+    return re.compile("(" + "|".join(re.escape(t) for t in sorted(set(tokens), key=len, reverse=True)) + ")")
 
 
 def map_between_tokens(text: str, tokens: tuple[str, ...], fn: Callable[[str], str]) -> str:

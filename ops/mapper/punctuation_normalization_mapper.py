@@ -1,3 +1,5 @@
+import re
+
 from djx import register_op
 from djx.ops.common.text_mapper import TextMapper
 
@@ -8,7 +10,11 @@ PUNCTUATION_UNICODE = {
     "（": "(", "）": ")", "；": ";", "–": "-", "—": " - ", "．": ". ", "～": "~", "’": "'", "…": "...",
     "━": "-", "〈": "<", "〉": ">", "【": "[", "】": "]", "％": "%", "►": "-",
 }
-_TABLE = str.maketrans(PUNCTUATION_UNICODE)
+_PUNCTUATION = re.compile("[" + re.escape("".join(PUNCTUATION_UNICODE)) + "]")  # only where there is some
+
+
+def _ascii(match: re.Match) -> str:
+    return PUNCTUATION_UNICODE[match.group()]
 
 
 @register_op("punctuation_normalization_mapper")
@@ -22,4 +28,4 @@ class PunctuationNormalizationMapper(TextMapper):
         super().__init__(**common)
 
     def map_text(self, text: str) -> str:
-        return text.translate(_TABLE)
+        return _PUNCTUATION.sub(_ascii, text)

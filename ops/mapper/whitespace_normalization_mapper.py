@@ -1,3 +1,5 @@
+import re
+
 from djx import register_op
 from djx.ops.common.special_tokens import split_at_tokens
 from djx.ops.common.text_mapper import TextMapper
@@ -7,6 +9,7 @@ from djx.ops.common.text_mapper import TextMapper
 VARIOUS_WHITESPACES = frozenset(
     "\u0020\u0009\u00a0\u0084\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
     "\u200b\u200c\u200d\u202f\u205f\u2060\u3000\ufffc")
+_SPACES = re.compile("[" + re.escape("".join(sorted(VARIOUS_WHITESPACES))) + "]")
 
 
 @register_op("whitespace_normalization_mapper")
@@ -20,7 +23,7 @@ class WhitespaceNormalizationMapper(TextMapper):
         super().__init__(**common)
 
     def map_text(self, text: str) -> str:
-        return "".join(" " if c in VARIOUS_WHITESPACES else c for c in text)
+        return _SPACES.sub(" ", text)
 
     def map_sample_text(self, text: str, tokens: tuple[str, ...]) -> str:
         # the whole text's ends are stripped (only the first and last stretch, never a token)
