@@ -158,6 +158,17 @@ def test_stats_of_a_text_a_mapper_changed_are_computed_again(tmp_path, write_jso
     assert [r[STATS_KEY]["text_len"] for r in fourth] == [5, 6] and summary["ops"][0]["reused_stats"] == 1
 
 
+def test_input_stats_of_a_text_a_mapper_changed_leave_it_even_when_trusted(tmp_path, write_jsonl, write_recipe):
+    write_jsonl(tmp_path / "data.jsonl", [{"id": 0, "text": "a—b", STATS_KEY: {"text_len": 3, "lang_score": 0.9}},
+                                          {"id": 1, "text": "abc", STATS_KEY: {"text_len": 3, "lang_score": 0.8}}])
+    summary, kept = reuse_run(tmp_path, write_recipe, "run", tmp_path / "data.jsonl",
+                              [{"punctuation_normalization_mapper": {}}, {"text_length_filter": {"min_len": 0}}],
+                              trust_input_stats=True)
+    # the changed text's stats from the input describe the text before: gone, text_len computed again
+    assert [r[STATS_KEY] for r in kept] == [{"text_len": 5}, {"text_len": 3, "lang_score": 0.8}]
+    assert summary["ops"][1]["reused_stats"] == 1 and summary["check"]["ok"]
+
+
 def test_a_killed_run_with_mappers_resumes_to_the_same_outputs(tmp_path):
     process = [{"hold_mapper": {"hold_file": str(tmp_path / "run" / "hold")}},
                {"punctuation_normalization_mapper": {}}, {"whitespace_normalization_mapper": {}},

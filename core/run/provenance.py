@@ -97,6 +97,7 @@ class StatBooks:
         self.vouched: dict[int, dict[str, str]] = {}  # position -> {stat: fingerprint}
         self.images: dict[int, list | None] = {}  # position -> the stamps the signature vouches for
         self.mapped: set[int] = set()  # positions a mapper changed: their input stats describe another sample
+        self.judged: dict[int, set] = {}  # position -> the stats this run's filters computed or reused
 
     def take(self, sample: dict) -> int:
         """Check the provenance a sample came with (removed from it); drop the stats nobody vouches
@@ -135,14 +136,21 @@ class StatBooks:
 
     def remapped(self, samples: list[dict]) -> None:
         """A mapper changed these samples: the stats they carry describe them as they were, so
-        none is reused or signed as theirs from now on (run/mapped.py)."""
+        none is reused or signed as theirs from now on (run/mapped.py); those they brought from
+        the input and no filter of this run judged them by are removed (a later Ray stage, which
+        sees only the sample, must not reuse them either)."""
         for sample in samples:
-            self.mapped.add(sample[POSITION_KEY])
-            self.vouched[sample[POSITION_KEY]] = {}
+            pos = sample[POSITION_KEY]
+            self.mapped.add(pos)
+            self.vouched[pos] = {}
+            stats = sample.get(STATS_KEY)
+            for key in [k for k in stats if k not in self.judged.get(pos, ())] if isinstance(stats, dict) else []:
+                del stats[key]
 
     def computed(self, k: int, op, sample: dict, reused: bool) -> None:
         """Op k's stats of this sample are its own now (computed, or reused as vouched for)."""
         vouched = self.vouched.setdefault(sample[POSITION_KEY], {})
+        self.judged.setdefault(sample[POSITION_KEY], set()).update(op.stats_keys)
         for key in op.stats_keys:
             if reused and self.ctx.trust_input_stats and vouched.get(key) != self.fingerprints[k]:
                 vouched.pop(key, None)  # trusted, not known: kept but never signed
