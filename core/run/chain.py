@@ -142,8 +142,6 @@ class OpChain:
         image_key = op.image_key or ctx.image_key
         rejected: dict[int, tuple] = {}  # index -> (reason, code, exception type)
         for i, s in enumerate(samples):
-            if op.uses_images and isinstance(s.get(image_key), str):  # Data-Juicer users write both
-                s[image_key] = [s[image_key]]
             reason = input_problem(s, op, text_key, image_key)
             if reason:
                 rejected[i] = (reason, "bad_input", None)

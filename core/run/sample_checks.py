@@ -18,7 +18,8 @@ def record_problem(record) -> str | None:
 
 
 def input_problem(sample: dict, op: Op, text_key: str, image_key: str) -> str | None:
-    """Why `sample` cannot go through `op` (None: it can): the text and image keys it reads."""
+    """Why `sample` cannot go through `op` (None: it can): the text and image keys it reads. A single
+    path string under the image key becomes a one-image list here (Data-Juicer users write both)."""
     if op.uses_text:
         if text_key not in sample:
             llava = "conversations" in sample and text_key != "conversations"
@@ -28,6 +29,8 @@ def input_problem(sample: dict, op: Op, text_key: str, image_key: str) -> str | 
             return f"text key {text_key!r} is not a string (got {type(sample[text_key]).__name__})"
     if op.uses_images:
         refs = sample.get(image_key)
+        if isinstance(refs, str):
+            refs = sample[image_key] = [refs]
         if refs is not None and (not isinstance(refs, list) or not all(isinstance(r, str) for r in refs)):
             return f"{image_key!r} must be an image path or a list of them (strings), got {refs!r:.80}"
     return None
