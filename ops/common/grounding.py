@@ -101,13 +101,13 @@ def image_recall(logits, boxes, size: tuple[int, int], n_phrases: int, conf_thr:
     more than `large_area_ratio_thr` of the image, or overlapping (IoU > `iou_thr`) a box already
     taken, is passed over; each phrase counts once."""
     import torch
-    from transformers.image_transforms import center_to_corners_format
 
     best = logits.float().max(dim=-1)
     scores, labels = torch.sigmoid(best.values), best.indices
     width, height = size
     scale = torch.tensor([width, height, width, height])
-    corners = center_to_corners_format(boxes.float()) * scale
+    cx, cy, w, h = boxes.float().unbind(-1)  # to corners as transformers' post-processing does
+    corners = torch.stack([cx - 0.5 * w, cy - 0.5 * h, cx + 0.5 * w, cy + 0.5 * h], dim=-1) * scale
     keep = scores > conf_thr
     scores, labels, corners = scores[keep], labels[keep], corners[keep]
     order = scores.argsort(descending=True)
