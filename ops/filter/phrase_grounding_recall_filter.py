@@ -9,9 +9,8 @@ phrases has recall 1.0. The stat `phrase_grounding_recall` holds one value per s
 sample without images gets [] and is kept.
 
 Data-Juicer 1.6.1 does not move on to the next chunk's images after a chunk without noun
-phrases, so every later chunk is scored against the images of the chunk before it (and a sample
-whose last image is then out of reach fails). djx pairs each chunk with its own images;
-`data_juicer_image_offset: true` restores Data-Juicer's pairing for comparison.
+phrases, so every later chunk is scored against images of the chunks before it. djx pairs each
+chunk with its own images; `data_juicer_image_offset: true` restores Data-Juicer's pairing.
 """
 from __future__ import annotations
 
@@ -84,11 +83,7 @@ class PhraseGroundingRecallFilter(Filter):
             if self.data_juicer_image_offset:
                 first = offset
                 offset += count if phrases else 0
-            images = refs[first:first + count]
-            if phrases and not images:
-                raise SampleError("no images left for a chunk (data_juicer_image_offset: true pairs a chunk "
-                                  "after one without noun phrases with earlier images)", "image_offset")
-            out.append((phrases, images))
+            out.append((phrases, refs[first:first + count]))  # offset <= first: never past the last image
         return out
 
     def compute_stats(self, batch: Batch) -> None:
