@@ -45,12 +45,13 @@ def runs(op: str) -> list[dict]:
     return [r for r in FIXTURE["runs"] if r["op"] == op]
 
 
-def run_recipe(tmp_path, records, process, text="") -> tuple[dict, list, list]:
+def run_recipe(tmp_path, records, process, text="", **keys) -> tuple[dict, list, list]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps({"id": r["id"], "text": text or r["text"],
                                         "images": [str(REPO / p) for p in r["images"]]}) + "\n" for r in records))
     recipe = recipe_from_dict({"dataset_path": str(data), "export_path": str(tmp_path / "o/o.jsonl"), "np": 1,
-                               "batch_size": 5, "process": process}, str(tmp_path))
+                               "batch_size": 5, "process": process, **keys}, str(tmp_path))
     summary = Pipeline(recipe=recipe).run(progress=False, log=lambda *a: None)
     return summary, read_jsonl_file(tmp_path / "o/o.jsonl"), read_jsonl_file(tmp_path / "o/o.dropped.jsonl")
 
@@ -149,3 +150,19 @@ def test_without_nltk_a_recipe_fails_at_load_saying_what_to_install(tmp_path):
     listing = subprocess.run([sys.executable, "-m", "djx.cli", "ops", "phrase_grounding_recall_filter"],
                              env=env, capture_output=True, text=True, timeout=300)
     assert listing.returncode == 0 and "min_recall" in listing.stdout and "iou_thr" in listing.stdout
+
+
+def test_out_of_memory_halves_the_forwards_and_keeps_data_juicers_stats(tmp_path):
+    pair_run, grounding_run = runs("image_pair_similarity_filter")[0], runs("phrase_grounding_recall_filter")[0]
+    cases = [("image_pair_similarity", pair_run["records"][-8:], {"image_pair_similarity_filter": {
+                 "hf_clip": CLIP, "min_score": 0.0, "forward_batch_size": 8}}),
+             ("phrase_grounding_recall", grounding_run["records"][-8:], {"phrase_grounding_recall_filter": {
+                 "hf_owlvit": OWLVIT, "nltk_data": NLTK_DATA, "min_recall": 0.0, "forward_batch_size": 8,
+                 "data_juicer_image_offset": True}})]
+    for stat, records, op in cases:
+        summary, kept, dropped = run_recipe(tmp_path / stat, records, [op], inject_faults=["oom_above:1"])
+        assert summary["events"]["oom_retries"] >= 2
+        got = {s["id"]: s["__dj__stats__"][stat] for s in kept + dropped}
+        assert len(got) == len(records)
+        for record in records:
+            assert got[record["id"]] == pytest.approx(record["stats"][stat], abs=1e-5), record["id"]
