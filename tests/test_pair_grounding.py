@@ -3,6 +3,7 @@ OWL-ViT: Data-Juicer 1.6.1's own numbers (tests/assets/dj_fixtures/pair_groundin
 tools/dj_fixtures/pair_grounding.py), its pairing of chunks and images, samples it cannot score
 rejected with their reason, one CLIP copy shared with image_text_similarity_filter, and a base
 install without nltk told what to install."""
+import importlib.util
 import json
 import os
 import subprocess
@@ -21,6 +22,8 @@ from djx.ops.filter.phrase_grounding_recall_filter import PhraseGroundingRecallF
 from conftest import read_jsonl_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.models]
+needs_nltk = pytest.mark.skipif(importlib.util.find_spec("nltk") is None,
+                                reason="nltk is not installed (pip install -e '.[test,grounding]' runs this test)")
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = json.loads((REPO / "tests" / "assets" / "dj_fixtures" / "pair_grounding.json").read_text())
@@ -78,6 +81,7 @@ def test_a_sample_without_two_distinct_images_is_rejected_where_data_juicer_rais
     assert "two different images" in rejected[3]["reason"]
 
 
+@needs_nltk
 @pytest.mark.parametrize("k", range(len(runs("phrase_grounding_recall_filter"))))
 def test_phrase_grounding_recall_equals_data_juicers(k):
     run = runs("phrase_grounding_recall_filter")[k]
@@ -89,6 +93,7 @@ def test_phrase_grounding_recall_equals_data_juicers(k):
             record["stats"]["phrase_grounding_recall"], abs=1e-5), record["id"]
 
 
+@needs_nltk
 def test_each_chunk_is_scored_with_its_own_images_after_a_chunk_without_noun_phrases():
     """Data-Juicer pairs the chunk after one without noun phrases with the earlier chunk's image;
     djx (by default) with its own, as if the chunk stood alone."""
@@ -104,6 +109,7 @@ def test_each_chunk_is_scored_with_its_own_images_after_a_chunk_without_noun_phr
         stats["first-image"]["phrase_grounding_recall"][0], abs=1e-5)  # Data-Juicer's pairing
 
 
+@needs_nltk
 def test_unscorable_samples_are_rejected_with_their_reason(tmp_path):
     Image.new("RGB", (64, 64), "red").save(tmp_path / "ok.png")
     (tmp_path / "broken.png").write_bytes(b"not a png")
@@ -152,6 +158,7 @@ def test_without_nltk_a_recipe_fails_at_load_saying_what_to_install(tmp_path):
     assert listing.returncode == 0 and "min_recall" in listing.stdout and "iou_thr" in listing.stdout
 
 
+@needs_nltk
 def test_out_of_memory_halves_the_forwards_and_keeps_data_juicers_stats(tmp_path):
     pair_run, grounding_run = runs("image_pair_similarity_filter")[0], runs("phrase_grounding_recall_filter")[0]
     cases = [("image_pair_similarity", pair_run["records"][-8:], {"image_pair_similarity_filter": {

@@ -118,6 +118,11 @@ def build_nltk_data(out: Path, seed: int) -> None:
     tagger.train(sentences, nr_iter=8)
     folder = out / "taggers" / "averaged_perceptron_tagger_eng"
     folder.mkdir(parents=True)
+    (out / "README.md").write_text(
+        "# nltk_data\n\nNLTK data for tests, written by `tools/make_grounding_test_model.py`: Punkt parameters "
+        "with no abbreviations\n(tokenizers/punkt_tab/english) and an averaged perceptron tagger trained on a few "
+        "hand-tagged captions\n(taggers/averaged_perceptron_tagger_eng), in NLTK's pickle-free formats. "
+        "Not NLTK's English models.\n")
     weights, tagdict, classes = tagger.encode_json_obj()
     for param, name in zip((weights, tagdict, sorted(classes)), tagger.param_files("eng")):
         (folder / name).write_text(json.dumps(param, sort_keys=True))

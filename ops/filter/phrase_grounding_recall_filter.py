@@ -6,7 +6,8 @@ chunk's noun phrases (special tokens removed; see djx.ops.common.grounding) are 
 queries for each of the chunk's images; an image's recall is the share of the phrases its
 detections locate, and the chunk's is the `reduce_mode` over its images. A chunk without noun
 phrases has recall 1.0. The stat `phrase_grounding_recall` holds one value per such chunk; a
-sample without images gets [] and is kept.
+sample without images gets [] and is kept. A sample with images whose image-token count differs
+from its image count is rejected with a reason naming the token (Data-Juicer pairs what it can).
 
 Data-Juicer 1.6.1 does not move on to the next chunk's images after a chunk without noun
 phrases, so every later chunk is scored against images of the chunks before it. djx pairs each

@@ -3,6 +3,7 @@ noun phrases, the recall of one image's detections, the verdicts and their reaso
 that is missing failing at load with what to provide."""
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ from djx.ops.common.grounding import image_recall, noun_phrases
 from djx.ops.filter.image_pair_similarity_filter import ImagePairSimilarityFilter
 from djx.ops.filter.phrase_grounding_recall_filter import PhraseGroundingRecallFilter
 
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("nltk") is None,
+                                reason="nltk is not installed (pip install -e '.[test,grounding]' runs these tests)")
 NLTK_DATA = str(Path(__file__).resolve().parents[1] / "assets" / "nltk_data")
 
 
