@@ -90,7 +90,7 @@ class PhraseGroundingRecallFilter(Filter):
     def compute_stats(self, batch: Batch) -> None:
         loaded = batch.pool.get(self.spec)
         target = _image_side(loaded.processor) if self.draft_decode else 0
-        images, sizes, image_ids, phrases, phrase_ids, plan = [], [], {}, [], {}, []
+        images, sizes, image_ids, phrase_ids, plan = [], [], {}, {}, []
         for i, sample in enumerate(batch.samples):
             try:
                 chunks = self.chunks(sample, batch)
@@ -107,7 +107,6 @@ class PhraseGroundingRecallFilter(Filter):
                 batch.reject(i, str(e), e.code)
                 continue
             plan.append((i, chunks))
-        phrases = list(phrase_ids)
         if not plan:
             return
         import torch
@@ -115,8 +114,8 @@ class PhraseGroundingRecallFilter(Filter):
         with torch.inference_mode():
             seen = forward_with_backoff(lambda c: _encode_images(loaded, c), images, size, loaded.device,
                                         batch.ctx.fault, batch.counters)
-            queries = forward_with_backoff(lambda c: _encode_phrases(loaded, c), phrases, size, loaded.device,
-                                           batch.ctx.fault, batch.counters)
+            queries = forward_with_backoff(lambda c: _encode_phrases(loaded, c), list(phrase_ids), size,
+                                           loaded.device, batch.ctx.fault, batch.counters)
             for i, chunks in plan:
                 try:
                     recalls = [self._chunk_recall(loaded, p, [image_ids[r] for r in refs], seen, queries,
