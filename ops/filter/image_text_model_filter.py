@@ -122,9 +122,10 @@ class ImageTextModelFilter(Filter):
                 chunks = split_chunks(batch.text(sample), len(refs), ctx.image_special_token,
                                       ctx.eoc_special_token)
                 for ref in refs:
-                    if ref not in image_ids:
+                    if ref not in image_ids:  # decoded first: an image that fails is never given an index
+                        image = self._prepare(batch.images.rgb(ref, target))
                         image_ids[ref] = len(images)
-                        images.append(self._prepare(batch.images.rgb(ref, target)))
+                        images.append(image)
             except SampleError as e:
                 batch.reject(i, str(e), e.code)
                 plan.append(None)
