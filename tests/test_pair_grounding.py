@@ -173,3 +173,20 @@ def test_out_of_memory_halves_the_forwards_and_keeps_data_juicers_stats(tmp_path
         assert len(got) == len(records)
         for record in records:
             assert got[record["id"]] == pytest.approx(record["stats"][stat], abs=1e-5), record["id"]
+
+
+@needs_nltk
+def test_a_broken_image_named_by_two_samples_of_a_batch_rejects_both_in_every_model_filter(tmp_path):
+    from djx.ops.filter.image_text_similarity_filter import ImageTextSimilarityFilter
+    Image.new("RGB", (64, 64), "red").save(tmp_path / "ok.png")
+    (tmp_path / "broken.png").write_bytes(b"not a png")
+    ok, broken = str(tmp_path / "ok.png"), str(tmp_path / "broken.png")
+    text = f"{IMG} a red square"
+    ops = [(ImageTextSimilarityFilter(hf_clip=CLIP, min_score=-1.0), [[broken], [ok], [broken]]),
+           (grounding_op({}, min_recall=0.0), [[broken], [ok], [broken]]),
+           (ImagePairSimilarityFilter(hf_clip=CLIP, min_score=0.0), [[ok, broken], [broken, ok], [ok, broken]])]
+    for op, images in ops:
+        t = "" if isinstance(op, ImagePairSimilarityFilter) else text
+        stats, pipe = run_op(op, [{"id": f"s{k}", "text": t, "images": i} for k, i in enumerate(images)])
+        rejected = {r["record"]["id"] for r in pipe.last_counts["rejected_records"]}
+        assert (set(stats), rejected) == (({"s1"}, {"s0", "s2"}) if len(images[0]) == 1 else (set(), {"s0", "s1", "s2"})), op
