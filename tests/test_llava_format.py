@@ -296,20 +296,17 @@ def test_format_keys_are_checked_at_load(tmp_path, write_recipe):
                                      format_options={"image_broadcast": True}, **base)))
 
 
-def test_data_juicers_llava_pretrain_recipe_loads_and_names_the_ops_djx_lacks(tmp_path):
+def test_data_juicers_llava_pretrain_recipe_loads_with_every_op_known(tmp_path):
     path = tmp_path / "llava-pretrain-refine.yaml"
     shutil.copy(ASSETS / "dj_recipes" / "llava-pretrain-refine.yaml", path)
-    recipe = load_recipe(str(path), {"dataset_format": "llava", "format_options": {"only_keep_caption": True},
-                                     "skip_unknown_ops": True})
+    recipe = load_recipe(str(path), {"dataset_format": "llava", "format_options": {"only_keep_caption": True}})
     assert recipe.run_context().llava == LlavaOptions(only_keep_caption=True)
     assert recipe.image_special_token == "<image>"
-    assert [s["name"] for s in recipe.skipped_ops()] == [
-        "fix_unicode_mapper", "punctuation_normalization_mapper", "alphanumeric_filter",
-        "character_repetition_filter", "flagged_words_filter", "perplexity_filter", "special_characters_filter",
-        "word_repetition_filter"]
-    assert [op.name for op in recipe.build_ops()] == [
-        "image_aspect_ratio_filter", "image_shape_filter", "image_size_filter", "image_text_similarity_filter",
-        "image_text_matching_filter"]
+    assert recipe.skipped_ops() == []
+    # the ops whose resources Data-Juicer downloads say at load what to give (djx never downloads)
+    with pytest.raises(RecipeError) as e:
+        recipe.build_ops()
+    assert "flagged_words_filter" in str(e.value) and "perplexity_filter" in str(e.value)
 
 
 def test_ray_reads_llava_json_lines_and_writes_what_the_local_executor_writes(ray_address, tmp_path, write_recipe):
