@@ -73,7 +73,7 @@ def resolve_path_params(cls, params: dict, base_dir: str) -> dict:
     params = dict(params)
     for key in cls.path_params:
         value = params.get(key)
-        if isinstance(value, str) and not os.path.isabs(value):
+        if isinstance(value, str) and value and not os.path.isabs(value):  # "": the op's default
             candidate = os.path.normpath(os.path.join(base_dir, os.path.expanduser(value)))
             if os.path.exists(candidate):
                 params[key] = candidate
