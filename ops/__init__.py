@@ -26,3 +26,6 @@ import djx.ops.mapper.punctuation_normalization_mapper  # noqa: F401
 import djx.ops.mapper.whitespace_normalization_mapper  # noqa: F401
 import djx.ops.filter.image_pair_similarity_filter  # noqa: F401
 import djx.ops.filter.phrase_grounding_recall_filter  # noqa: F401
+import djx.ops.filter.image_face_count_filter  # noqa: F401
+import djx.ops.filter.image_face_ratio_filter  # noqa: F401
+import djx.ops.filter.image_subplot_filter  # noqa: F401

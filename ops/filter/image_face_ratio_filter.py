@@ -1,0 +1,36 @@
+from typing import Literal
+
+from djx import Batch, range_reason, register_op
+from djx.ops.common.faces import HaarFaceFilter
+from djx.ops.filter.per_image import keep_images
+
+
+@register_op("image_face_ratio_filter")
+class ImageFaceRatioFilter(HaarFaceFilter):
+    """Keep samples whose images' largest face covers between min_ratio and max_ratio of the image
+    area (0 for an image without faces; an OpenCV Haar cascade, as image_face_count_filter)."""
+
+    stats_keys = ("face_ratios",)
+    stat_shapes = {"face_ratios": "per_image"}
+    stat_ranges = {"face_ratios": (0, 1)}
+
+    def __init__(self, cv_classifier: str = "", min_ratio: float = 0.0, max_ratio: float = 0.4,
+                 any_or_all: Literal["any", "all"] = "any", scaleFactor: float = 1.1,  # noqa: N803
+                 minNeighbors: int = 3, minSize: list[int] | None = None,  # noqa: N803
+                 maxSize: list[int] | None = None, **common):  # noqa: N803
+        super().__init__(**common)
+        self.min_ratio, self.max_ratio = min_ratio, max_ratio
+        self.any_or_all = any_or_all
+        self._init_detector(cv_classifier, scaleFactor, minNeighbors, minSize, maxSize)
+
+    def compute_sample(self, sample: dict, batch: Batch) -> None:
+        batch.stats(sample)["face_ratios"] = [
+            max((w * h for _, _, w, h in boxes), default=0) / (image.width * image.height)
+            for image, boxes in self.faces_per_image(sample, batch)]
+
+    def keep(self, stats: dict) -> bool:
+        return keep_images(stats["face_ratios"], self.min_ratio, self.max_ratio, self.any_or_all)
+
+    def drop_reason(self, stats: dict) -> str:
+        return range_reason("face_ratios", stats["face_ratios"], self.min_ratio, self.max_ratio,
+                            "min_ratio", "max_ratio", self.any_or_all)
