@@ -48,19 +48,27 @@ def cascade(path: str):
 def _load(path: str):
     import cv2
     if not os.path.isfile(path):
-        raise RecipeError(f"cv_classifier: the cascade file {path} does not exist; give cv_classifier the "
-                          f"path of a Haar cascade XML, or install OpenCV 4, whose wheels ship "
-                          f"{DEFAULT_CASCADE}: {VISION_EXTRA}")
+        raise RecipeError(missing_cascade(path, given=True))
     try:
         classifier = cv2.CascadeClassifier(path)
         empty = classifier.empty()
-    except cv2.error as e:
+    except (cv2.error, SystemError) as e:  # a malformed XML: cv2.error, or SystemError wrapping it
+        cause = e.__cause__ or e.__context__ or e
         raise RecipeError(f"cv_classifier: OpenCV cannot load {path} as a cascade classifier: "
-                          f"{str(e).strip().splitlines()[-1]}") from None
+                          f"{str(cause).strip().splitlines()[-1]}") from None
     if empty:
         raise RecipeError(f"cv_classifier: OpenCV cannot load {path} as a cascade classifier "
                           f"(not a Haar or LBP cascade XML)")
     return classifier
+
+
+def missing_cascade(path: str, given: bool) -> str:
+    """Why the cascade at `path` cannot be used: the file is not there."""
+    if given:
+        return (f"cv_classifier: no cascade file at {path} (a relative path is taken from the recipe's "
+                f"folder when the file is there, else from the working directory)")
+    return (f"cv_classifier: OpenCV's {DEFAULT_CASCADE} is not at {path}; install OpenCV 4, whose wheels "
+            f"ship it ({VISION_EXTRA}), or give cv_classifier the path of a Haar cascade XML")
 
 
 def check_detector_params(scale_factor: float, min_neighbors: int, min_size, max_size) -> None:
@@ -108,7 +116,9 @@ class HaarFaceFilter(Filter):
         check_detector_params(scale_factor, min_neighbors, min_size, max_size)
         self.cv_classifier = cv_classifier
         self.cascade_path = cv_classifier or default_cascade_path()
-        cascade(self.cascade_path)  # a missing or broken cascade fails here, at load
+        if not os.path.isfile(self.cascade_path):
+            raise RecipeError(missing_cascade(self.cascade_path, given=bool(cv_classifier)))
+        cascade(self.cascade_path)  # a broken cascade fails here, at load, too
         self.detector_kwargs = {"scale_factor": scale_factor, "min_neighbors": min_neighbors,
                                 "min_size": min_size, "max_size": max_size}
 
