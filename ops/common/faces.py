@@ -15,15 +15,12 @@ import os
 import threading
 
 from djx import Batch, Filter, RecipeError, SampleError
+from djx.ops.common.vision import REQUIRES, VISION_EXTRA, opencv
 
-VISION_EXTRA = "pip install 'djx[vision]'"
-REQUIRES = {"cv2": VISION_EXTRA}
 DEFAULT_CASCADE = "haarcascade_frontalface_alt.xml"  # Data-Juicer's default
 
 _cascades: dict[str, object] = {}
 _lock = threading.Lock()
-
-
 def default_cascade_path() -> str:
     """haarcascade_frontalface_alt.xml where the installed OpenCV keeps its cascades."""
     import cv2
@@ -86,8 +83,8 @@ def check_detector_params(scale_factor: float, min_neighbors: int, min_size, max
 def detect_faces(image, classifier, scale_factor: float, min_neighbors: int,
                  min_size=None, max_size=None) -> list[tuple[int, int, int, int]]:
     """[(x, y, w, h)] of the faces in a PIL RGB image, each box clipped to the image."""
-    import cv2
     import numpy as np
+    cv2 = opencv()
     grey = cv2.cvtColor(np.asarray(image), cv2.COLOR_RGB2GRAY)
     kw = {"scaleFactor": scale_factor, "minNeighbors": min_neighbors}
     if min_size is not None:

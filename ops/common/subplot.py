@@ -39,8 +39,10 @@ class SubplotParams:
 
 def detect_subplot(image, p: SubplotParams) -> tuple[float, int, int]:
     """(confidence, horizontal line count, vertical line count) for a PIL RGB image."""
-    import cv2
     import numpy as np
+
+    from djx.ops.common.vision import opencv
+    cv2 = opencv()
     grey = cv2.cvtColor(np.asarray(image), cv2.COLOR_RGB2GRAY)
     edges = cv2.Canny(cv2.GaussianBlur(grey, (5, 5), 0), p.canny_threshold1, p.canny_threshold2)
     found = cv2.HoughLinesP(edges, 1, np.pi / 180, p.hough_threshold,
