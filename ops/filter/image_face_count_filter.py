@@ -7,8 +7,10 @@ from djx.ops.filter.per_image import keep_images
 
 @register_op("image_face_count_filter")
 class ImageFaceCountFilter(HaarFaceFilter):
-    """Keep samples whose images hold between min_face_count and max_face_count faces (an OpenCV
-    Haar cascade; the default needs the vision extra's OpenCV 4)."""
+    """Keep samples whose images hold min_face_count to max_face_count faces.
+
+    Faces are what an OpenCV Haar cascade finds (cv_classifier, by default OpenCV 4's
+    haarcascade_frontalface_alt.xml: the vision extra); any_or_all over the sample's images."""
 
     stats_keys = ("face_counts",)
     stat_shapes = {"face_counts": "per_image"}

@@ -7,8 +7,10 @@ from djx.ops.filter.per_image import keep_images
 
 @register_op("image_face_ratio_filter")
 class ImageFaceRatioFilter(HaarFaceFilter):
-    """Keep samples whose images' largest face covers between min_ratio and max_ratio of the image
-    area (0 for an image without faces; an OpenCV Haar cascade, as image_face_count_filter)."""
+    """Keep samples whose images' largest face covers min_ratio to max_ratio of the image.
+
+    The ratio is the largest face box's area over the image's (0 without a face); faces are found
+    as image_face_count_filter finds them; any_or_all over the sample's images."""
 
     stats_keys = ("face_ratios",)
     stat_shapes = {"face_ratios": "per_image"}

@@ -1,14 +1,16 @@
 from typing import Literal
 
 from djx import Batch, Filter, RecipeError, SampleError, register_op
-from djx.ops.common.faces import REQUIRES
+from djx.ops.common.vision import REQUIRES
 from djx.ops.common.subplot import SubplotParams, detect_subplot
 
 
 @register_op("image_subplot_filter")
 class ImageSubplotFilter(Filter):
-    """Drop samples whose images look like a grid of subplots (straight horizontal and vertical
-    lines from a Hough transform; Data-Juicer's detector, see djx.ops.common.subplot). An image
+    """Drop samples whose images look like a grid of subplots.
+
+    Straight horizontal and vertical lines from a Hough transform give each image a confidence
+    (Data-Juicer's detector, see djx.ops.common.subplot). An image
     counts as a subplot when its confidence is >= min_confidence and it has at least
     min_horizontal_lines and min_vertical_lines lines; `any` drops a sample when any image is one,
     `all` only when every image is."""
