@@ -92,7 +92,8 @@ def test_stats_are_data_juicers(name):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(FIXTURE["verdict"]))
-def test_default_parameters_keep_what_data_juicer_keeps(name):
+def test_the_samples_kept_are_data_juicers(name):
+    """With the default parameters, and with other thresholds and any_or_all: all."""
     verdict = FIXTURE["verdict"][name]
     kept, _ = run(build(verdict["ops"]), fixture_samples())
     assert [s["id"] for s in kept] == verdict["kept"]

@@ -11,7 +11,8 @@ samples with several images (one naming an image twice) and one without images:
   other detector parameters (another cascade, scaleFactor, minNeighbors, minSize; other Canny,
   Hough and angle settings; any_or_all: all; with strict_preflight: false, since Data-Juicer's
   preflight refuses the detector parameters its face ops take through **kwargs);
-- `verdict` runs: each op alone with its default parameters; the ids Data-Juicer keeps.
+- `verdict` runs: each op alone, with its default parameters and with other thresholds and
+  any_or_all: all; the ids Data-Juicer keeps.
 
 Writes tests/assets/dj_fixtures/faces.json; tests/test_face_filters.py compares djx with it.
 Each run's export must hold one row per sample it keeps and, for the stats runs, every sample.
@@ -49,8 +50,14 @@ STATS_RUNS = {
                                                "min_line_length": 60, "max_line_gap": 10,
                                                "angle_tolerance": 10.0, "any_or_all": "all"}}],
 }
-VERDICT_RUNS = {name: [{name: {}}] for name in
-                ("image_face_count_filter", "image_face_ratio_filter", "image_subplot_filter")}
+VERDICT_RUNS = {
+    **{name: [{name: {}}] for name in ("image_face_count_filter", "image_face_ratio_filter", "image_subplot_filter")},
+    "image_face_count_filter, all": [{"image_face_count_filter": {"min_face_count": 1, "max_face_count": 3,
+                                                                 "any_or_all": "all"}}],
+    "image_face_ratio_filter, all": [{"image_face_ratio_filter": {"min_ratio": 0.01, "max_ratio": 0.5,
+                                                                 "any_or_all": "all"}}],
+    "image_subplot_filter, all": [{"image_subplot_filter": {"min_confidence": 0.54, "any_or_all": "all"}}],
+}
 KEYS = ("face_counts", "face_ratios", "image_subplot_confidence", "horizontal_peak_count",
         "vertical_peak_count", "subplot_detected")
 
@@ -110,7 +117,7 @@ def main() -> None:
             stats = run_dj(args.dj_venv, records, with_cascade(ops, args.dj_venv), Path(tmp) / name, True)
             fixture["stats"][name] = {"ops": ops, "stats": {r["id"]: stats[r["id"]] for r in records}}
         for name, ops in VERDICT_RUNS.items():
-            kept = run_dj(args.dj_venv, records, ops, Path(tmp) / name, False)
+            kept = run_dj(args.dj_venv, records, ops, Path(tmp) / name.replace(", ", "-"), False)
             fixture["verdict"][name] = {"ops": ops, "kept": [r["id"] for r in records if r["id"] in kept],
                                         "stats": {r["id"]: kept[r["id"]] for r in records if r["id"] in kept}}
     OUT.parent.mkdir(parents=True, exist_ok=True)
