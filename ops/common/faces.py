@@ -21,6 +21,8 @@ DEFAULT_CASCADE = "haarcascade_frontalface_alt.xml"  # Data-Juicer's default
 
 _cascades: dict[str, object] = {}
 _lock = threading.Lock()
+
+
 def default_cascade_path() -> str:
     """haarcascade_frontalface_alt.xml where the installed OpenCV keeps its cascades."""
     import cv2

@@ -76,18 +76,14 @@ class ImageSubplotFilter(Filter):
             return True
         return not (any(flags) if self.any_or_all == "any" else all(flags))
 
-    def drop_reason(self, stats: dict) -> str:  # values as range_reason shows them (4 digits)
-        flags = self.subplots(stats)
+    def drop_reason(self, stats: dict) -> str:
+        """Which images are subplots, with the stats and bounds that make each one."""
         d = self.detector
-        return (f"subplots in {sum(flags)} of {len(flags)} image(s) (any_or_all: {self.any_or_all}): "
-                f"image_subplot_confidence={fmt(stats['image_subplot_confidence'])} at or above "
-                f"min_confidence {fmt(self.min_confidence)} with horizontal_peak_count="
-                f"{fmt(stats['horizontal_peak_count'])} >= min_horizontal_lines {d.min_horizontal_lines} and "
-                f"vertical_peak_count={fmt(stats['vertical_peak_count'])} >= min_vertical_lines "
-                f"{d.min_vertical_lines}")
-
-
-def fmt(value) -> str:
-    if isinstance(value, list):
-        return "[" + ", ".join(fmt(v) for v in value) + "]"
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+        flags = self.subplots(stats)
+        each = [f"image {i + 1}: image_subplot_confidence={c:.4g} >= min_confidence {self.min_confidence:g}, "
+                f"horizontal_peak_count={h} >= min_horizontal_lines {d.min_horizontal_lines}, "
+                f"vertical_peak_count={v} >= min_vertical_lines {d.min_vertical_lines}"
+                for i, (flag, c, h, v) in enumerate(zip(flags, stats["image_subplot_confidence"],
+                                                        stats["horizontal_peak_count"], stats["vertical_peak_count"]))
+                if flag]
+        return f"subplots in {len(each)} of {len(flags)} image(s) (any_or_all: {self.any_or_all}): " + "; ".join(each)
