@@ -61,7 +61,11 @@ def test_data_juicers_llava_pretrain_recipe_runs_unchanged_on_llava_data(tmp_pat
                   "--set", f"process.5.perplexity_filter.sp_model_path={sp}",
                   "--set", f"process.5.perplexity_filter.kenlm_model_path={arpa}",
                   "--set", f"process.11.image_text_similarity_filter.hf_clip={models / 'tiny-clip'}",
-                  "--set", f"process.12.image_text_matching_filter.hf_blip={models / 'tiny-blip-itm'}")
+                  "--set", f"process.12.image_text_matching_filter.hf_blip={models / 'tiny-blip-itm'}",
+                  # the tiny models' scores mean nothing on real photos: their bounds opened, so samples get
+                  # through all 13 ops to the export
+                  "--set", "process.11.image_text_similarity_filter.min_score=-1",
+                  "--set", "process.12.image_text_matching_filter.min_score=0")
     assert res.rc == 0, res.err
     summary = json.loads((tmp_path / "out" / "refined.summary.json").read_text())
     assert [op["name"] for op in summary["ops"]] == [
@@ -75,10 +79,11 @@ def test_data_juicers_llava_pretrain_recipe_runs_unchanged_on_llava_data(tmp_pat
     assert summary["check"]["ok"] is True
     # np: 42 in the recipe, mapped onto this machine's cores and said so
     assert any(note.startswith("warning: np=42") for note in summary["plan"]["notes"])
-    rejected = [json.loads(line) for line in (tmp_path / "out" / "refined.rejected.jsonl").read_text().splitlines()]
+    rejected = json.loads((tmp_path / "out" / "refined.rejected.json").read_text())
     assert [r["__dj__pos__"] for r in rejected] == [n - 1]
     assert "dataset_format llava expects LLaVA records" in rejected[0]["reason"]
     kept = json.loads((tmp_path / "out" / "refined.json").read_text())
+    assert kept and summary["ops"][-1]["in"] == n - 1  # every op saw every LLaVA record
     for rec in kept:  # LLaVA records again, each with its caption and the stats of every filter
         assert set(rec) >= {"id", "image", "conversations", "__dj__stats__"}
         assert rec["conversations"][1]["value"] in CAPTIONS
