@@ -220,7 +220,8 @@ def test_check_never_imports_the_plugins_a_summary_names(tmp_path, text_dataset,
     plugin = tmp_path / "canary_ops.py"
     plugin.write_text("import pathlib\npathlib.Path(__file__).with_name('IMPORTED').write_text('x')\n"
                       "from djx import Filter, register_op\n\n"
-                      "@register_op('canary_len_filter')\nclass Canary(Filter):\n    stats_keys = ('n',)\n"
+                      "@register_op('canary_len_filter')\nclass Canary(Filter):\n    \"\"\"Keep every sample (a canary).\"\"\"\n"
+                      "    stats_keys = ('n',)\n"
                       "    def compute_sample(self, sample, batch):\n        batch.stats(sample)['n'] = 1\n"
                       "    def keep(self, stats):\n        return True\n")
     recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(text_dataset.path), export_path="out/kept.jsonl",
