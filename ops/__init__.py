@@ -29,3 +29,7 @@ import djx.ops.filter.phrase_grounding_recall_filter  # noqa: F401
 import djx.ops.filter.image_face_count_filter  # noqa: F401
 import djx.ops.filter.image_face_ratio_filter  # noqa: F401
 import djx.ops.filter.image_subplot_filter  # noqa: F401
+import djx.ops.filter.image_aesthetics_filter  # noqa: F401
+import djx.ops.filter.image_nsfw_filter  # noqa: F401
+import djx.ops.filter.image_watermark_filter  # noqa: F401
+import djx.ops.vision_models  # noqa: F401

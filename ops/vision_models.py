@@ -1,0 +1,102 @@
+"""Model loaders for the image-only model filters: Hugging Face image classifiers (NSFW, watermark)
+and the LAION aesthetics predictors in shunk031's checkpoint layout.
+
+Both load with `from_pretrained(name_or_path)`, so a hub id and a local folder take the same path,
+and estimate their footprint from the config alone (no weights read) for the planner.
+"""
+from __future__ import annotations
+
+import os
+
+from djx import DjxError, ModelSpec, register_model_loader
+from djx.ops.models import _DTYPE_BYTES, _FALLBACK_BYTES, LoadedModel, _torch_dtype
+
+
+def _config(spec: ModelSpec, **kw):
+    import transformers
+    return transformers.AutoConfig.from_pretrained(spec.name, revision=spec.revision,
+                                                   trust_remote_code=spec.trust_remote_code, **kw)
+
+
+def _cannot_load(what: str, spec: ModelSpec, e: Exception) -> DjxError:
+    where = ("the folder exists but holds no loadable model" if os.path.isdir(spec.name) else
+             "no such local folder; as a hub id it must be reachable or in the local cache")
+    return DjxError(f"cannot load {what} from {spec.name!r} ({where}): "
+                    f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
+
+
+def _finish(model, processor, spec: ModelSpec, device: str) -> LoadedModel:
+    dtype = _torch_dtype(spec.dtype, device)
+    return LoadedModel(model.to(device=device, dtype=dtype).eval(), processor, device, dtype)
+
+
+def _estimate(build):
+    """estimate(spec): parameter bytes of `build(spec)` made on the meta device, from the config
+    only (planning never waits on the network); 2 GiB when no config is at hand."""
+    def estimate(spec: ModelSpec) -> int:
+        try:
+            import torch
+            with torch.device("meta"):
+                model = build(spec)
+            n = sum(p.numel() for p in model.parameters())
+        except Exception:  # noqa: BLE001  (no config reachable: plan conservatively)
+            return _FALLBACK_BYTES
+        return int(n * _DTYPE_BYTES[spec.dtype] * 1.1)
+    return estimate
+
+
+def _classifier_skeleton(spec: ModelSpec):
+    import transformers
+    config = _config(spec, local_files_only=True)
+    return transformers.AutoModelForImageClassification.from_config(
+        config, trust_remote_code=spec.trust_remote_code)
+
+
+@register_model_loader("hf_image_classifier", estimate=_estimate(_classifier_skeleton))
+def load_image_classifier(spec: ModelSpec, device: str) -> LoadedModel:
+    """An image-classification model and its image processor (Data-Juicer's AutoProcessor)."""
+    import transformers
+    transformers.utils.logging.disable_progress_bar()
+    kw = {"revision": spec.revision, "trust_remote_code": spec.trust_remote_code}
+    try:
+        model = transformers.AutoModelForImageClassification.from_pretrained(spec.name, **kw)
+        processor = transformers.AutoProcessor.from_pretrained(spec.name, **kw)
+    except (OSError, ValueError, KeyError) as e:
+        raise _cannot_load("an image classifier", spec, e) from None
+    if model.config.num_labels < 2:
+        raise DjxError(f"{spec.name!r} has {model.config.num_labels} label(s); the filter reads the "
+                       f"probability of label 1, so the classifier needs two or more")
+    return _finish(model, processor, spec, device)
+
+
+def _predictor_class(spec: ModelSpec, config):
+    from djx.ops.aesthetics_model import HEADS, predictor_class
+    cls = predictor_class(getattr(config, "architectures", None), spec.name)
+    if cls is None:
+        raise DjxError(f"{spec.name!r} is not an aesthetics predictor this filter knows: its config names "
+                       f"none of {', '.join(HEADS)} and its name says neither 'v1' nor 'v2' with "
+                       f"'linear' or 'relu' (as shunk031/aesthetics-predictor-* do)")
+    return cls
+
+
+def _predictor_skeleton(spec: ModelSpec):
+    import transformers
+    config = transformers.CLIPVisionConfig.from_pretrained(
+        spec.name, revision=spec.revision, trust_remote_code=spec.trust_remote_code, local_files_only=True)
+    return _predictor_class(spec, config)(config)
+
+
+@register_model_loader("aesthetics_predictor", estimate=_estimate(_predictor_skeleton))
+def load_aesthetics_predictor(spec: ModelSpec, device: str) -> LoadedModel:
+    """A LAION aesthetics predictor (shunk031's layout) and its CLIP image processor."""
+    import transformers
+    transformers.utils.logging.disable_progress_bar()
+    kw = {"revision": spec.revision, "trust_remote_code": spec.trust_remote_code}
+    try:
+        config = transformers.CLIPVisionConfig.from_pretrained(spec.name, **kw)
+        cls = _predictor_class(spec, config)
+        model = cls.from_pretrained(spec.name, config=config, **kw)
+        processor = transformers.CLIPImageProcessor.from_pretrained(spec.name, **kw)
+    except (OSError, ValueError, KeyError) as e:
+        raise _cannot_load("an aesthetics predictor", spec, e) from None
+    return _finish(model, processor, spec, device)
