@@ -11,6 +11,7 @@ from PIL import Image
 from transformers import AutoModelForImageClassification, AutoProcessor
 
 from djx import Pipeline, STATS_KEY
+from djx.core.models.pool import estimate_bytes, loader_for
 from djx.core.recipe.recipe import recipe_from_dict
 from djx.ops.filter.image_aesthetics_filter import ImageAestheticsFilter
 from djx.ops.filter.image_nsfw_filter import ImageNSFWFilter
@@ -146,3 +147,12 @@ def test_a_recipe_takes_data_juicers_names_defaults_and_a_relative_model_folder(
     assert (nsfw.hf_nsfw_model, nsfw.min_score, nsfw.max_score) == ("Falconsai/nsfw_image_detection", 0.0, 0.5)
     assert (watermark.hf_watermark_model, watermark.prob_threshold) == ("amrul-hzz/watermark_detector", 0.8)
     assert Path(local.hf_nsfw_model) == Path(NSFW)  # resolved against the recipe's folder
+
+
+def test_the_planner_sizes_each_model_from_its_config():
+    """The estimate comes from the config alone (a meta-device model), near the real weights' size,
+    not the 2 GiB a model without a readable config is planned at."""
+    for op in (wide("aesthetics"), wide("nsfw"), wide("watermark")):
+        (spec,) = op.model_specs()
+        real = sum(p.numel() * 4 for p in loader_for(spec)(spec, "cpu").parameters())
+        assert real <= estimate_bytes(spec) <= 1.2 * real
