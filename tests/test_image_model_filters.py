@@ -156,3 +156,24 @@ def test_the_planner_sizes_each_model_from_its_config():
         (spec,) = op.model_specs()
         real = sum(p.numel() * 4 for p in loader_for(spec)(spec, "cpu").parameters())
         assert real <= estimate_bytes(spec) <= 1.2 * real
+
+
+def test_workers_map_one_shared_copy_and_score_as_with_private_copies(tmp_path):
+    """np=2: the three models (the aesthetics predictor's own class included) travel through the
+    run's one shared copy, and score bit for bit as privately loaded copies do."""
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": i, "images": [str(p)]}) + "\n" for i, p in enumerate(DEMO_IMAGES[:8])))
+    process = [{"image_aesthetics_filter": {"hf_scorer_model": AESTHETICS, "min_score": 0.5, "max_score": 1.0}},
+               {"image_nsfw_filter": {"hf_nsfw_model": NSFW, "max_score": 0.9}},
+               {"image_watermark_filter": {"hf_watermark_model": WATERMARK}}]
+    runs = {}
+    for share in (True, False):
+        recipe = recipe_from_dict({"dataset_path": str(data), "export_path": str(tmp_path / str(share) / "o.jsonl"),
+                                   "np": 2, "batch_size": 2, "start_method": "fork", "share_models": share,
+                                   "process": process}, str(tmp_path))
+        runs[share] = Pipeline(recipe=recipe).run(progress=False, log=lambda *a: None)
+    outs = {share: [(tmp_path / str(share) / f).read_text() for f in ("o.jsonl", "o.dropped.jsonl")]
+            for share in runs}
+    assert outs[True] == outs[False] and runs[True]["kept"] + runs[True]["dropped"] == 8
+    assert runs[True]["memory"]["shared_weight_bytes_per_device"]["cpu"] > 0
+    assert runs[False]["memory"]["shared_weight_bytes_per_device"] == {}

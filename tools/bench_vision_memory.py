@@ -1,6 +1,6 @@
 """Peak memory of a five-model image recipe: djx at np=1 against np=4 and np=cores, and Data-Juicer.
 
-    python tools/bench_vision_memory.py --dj-venv DJ_VENV [--n 32] [--work DIR] [--no-dj]
+    python tools/bench_vision_memory.py --dj-venv DJ_VENV [--n 16] [--nps 1,4] [--work DIR] [--no-dj]
 
 The recipe: image_text_similarity_filter (CLIP ViT-B/32), image_text_matching_filter (BLIP ITM
 base), image_aesthetics_filter (shunk031's layout: CLIP ViT-L/14 vision + projection, the v2 linear
@@ -10,7 +10,9 @@ Data-Juicer's venv (its transformers, and the simple-aesthetics-predictor packag
 the aesthetics model), as a user's downloaded models would be. Thresholds are wide open, so every
 sample goes through every model. Each run is its own command (`djx process`, `dj-process`), timed,
 with the peak PSS of its whole process tree sampled (PSS charges a page shared by N processes 1/N
-to each: djx's one shared copy of the weights counts once). Goal: djx np=4 within 1.2x of np=1.
+to each: djx's one shared copy of the weights counts once): djx and Data-Juicer at np = cores, then
+djx at each of --nps (goal: np=4 within 1.2x of np=1). Each run's line is printed as it ends.
+Batches of 2 samples, so that every worker gets work.
 Heavy: about 3.4 GB of weights per copy; Data-Juicer holds one copy per process.
 """
 from __future__ import annotations
@@ -89,7 +91,7 @@ def run_djx(work: Path, data: Path, models: Path, np_: int) -> dict:
     out = work / f"djx_np{np_}"
     recipe = work / f"djx_np{np_}.yaml"
     recipe.write_text(json.dumps({"dataset_path": str(data), "export_path": str(out / "o.jsonl"), "np": np_,
-                                  "process": ops(models)}))
+                                  "batch_size": 2, "process": ops(models)}))
     wall, pss = timed([sys.executable, "-m", "djx.cli", "process", str(recipe), "--quiet"], work / f"djx_np{np_}.log")
     summary = json.loads((out / "o.summary.json").read_text())
     return {"tool": "djx", "np": np_, "wall_s": round(wall, 1), "peak_pss": pss, "kept": kept(out / "o.jsonl"),
@@ -101,7 +103,7 @@ def run_dj(work: Path, data: Path, models: Path, np_: int, dj_venv: Path) -> dic
     recipe = work / "dj.yaml"
     recipe.write_text(json.dumps({
         "project_name": "bench-vision", "dataset_path": str(data), "export_path": str(out / "dj.jsonl"), "np": np_,
-        "work_dir": str(work / "dj_work"), "use_cache": False, "open_monitor": False, "open_tracer": False,
+        "work_dir": str(work / "dj_work"), "batch_size": 2, "use_cache": False, "open_monitor": False, "open_tracer": False,
         "skip_op_error": False, "op_fusion": False, "keep_stats_in_res_ds": True, "process": ops(models)}))
     wall, pss = timed([str(dj_venv / "bin" / "dj-process"), "--config", str(recipe)], work / "dj.log")
     rows = sum(kept(p) for p in out.glob("dj*.jsonl") if "stats" not in p.name)
@@ -111,7 +113,8 @@ def run_dj(work: Path, data: Path, models: Path, np_: int, dj_venv: Path) -> dic
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dj-venv", type=Path, required=True, help="a venv with Data-Juicer (the models are written by it)")
-    parser.add_argument("--n", type=int, default=32, help="one-image samples")
+    parser.add_argument("--n", type=int, default=16, help="one-image samples")
+    parser.add_argument("--nps", default="1,4", help="djx's np values besides the number of cores")
     parser.add_argument("--work", type=Path, help="keep models and outputs here (default: a temporary folder)")
     parser.add_argument("--no-dj", action="store_true", help="djx runs only")
     args = parser.parse_args()
@@ -126,15 +129,20 @@ def main() -> None:
             subprocess.run([str(args.dj_venv / "bin" / "python"), "-c", MAKE_MODELS, str(TINY), str(models)],
                            env={**os.environ, **OFFLINE}, check=True)
         data = write_data(work / "data", args.n, n_images=min(args.n, 32))
-        results = [run_djx(work, data, models, np_) for np_ in sorted({1, 4, cores})]
-        if not args.no_dj:
-            results.append(run_dj(work, data, models, cores, args.dj_venv))
-    base = results[0]["peak_pss"]
-    for r in results:
-        print(f"{r['tool']:<18} np={r['np']:<3} {r['wall_s']:>7.1f} s  peak PSS {mb(r['peak_pss']):>10}  "
-              f"x{r['peak_pss'] / base:.2f} of djx np=1  kept {r['kept']}/{args.n}")
-    four = next(r for r in results if r["tool"] == "djx" and r["np"] == 4)
-    print(f"djx np=4 / np=1 peak PSS: x{four['peak_pss'] / base:.2f} (goal <= 1.2)")
+        runs = [("djx", cores)] + ([] if args.no_dj else [("dj", cores)])
+        runs += [("djx", int(x)) for x in args.nps.split(",") if int(x) != cores]
+        results = []
+        for tool, np_ in runs:
+            r = run_djx(work, data, models, np_) if tool == "djx" else run_dj(work, data, models, np_, args.dj_venv)
+            results.append(r)
+            print(f"{r['tool']:<18} np={r['np']:<3} {r['wall_s']:>7.1f} s  peak PSS {mb(r['peak_pss']):>10}  "
+                  f"kept {r['kept']}/{args.n}", flush=True)
+    by_np = {r["np"]: r["peak_pss"] for r in results if r["tool"] == "djx"}
+    dj = next((r["peak_pss"] for r in results if r["tool"] != "djx"), None)
+    if dj:
+        print(f"djx / Data-Juicer peak PSS at np={cores}: x{by_np[cores] / dj:.2f}")
+    if 1 in by_np and 4 in by_np:
+        print(f"djx np=4 / np=1 peak PSS: x{by_np[4] / by_np[1]:.2f} (goal <= 1.2)")
     print(json.dumps({"n": args.n, "cores": cores, "results": results}))
 
 
