@@ -116,7 +116,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=16, help="one-image samples")
     parser.add_argument("--nps", default="1,4", help="djx's np values besides the number of cores")
     parser.add_argument("--work", type=Path, help="keep models and outputs here (default: a temporary folder)")
-    parser.add_argument("--no-dj", action="store_true", help="djx runs only")
+    parser.add_argument("--no-dj", action="store_true", help="djx runs only, at --nps")
     args = parser.parse_args()
     cores = psutil.cpu_count(logical=True) or 1
     with tempfile.TemporaryDirectory() as tmp:
@@ -129,8 +129,9 @@ def main() -> None:
             subprocess.run([str(args.dj_venv / "bin" / "python"), "-c", MAKE_MODELS, str(TINY), str(models)],
                            env={**os.environ, **OFFLINE}, check=True)
         data = write_data(work / "data", args.n, n_images=min(args.n, 32))
-        runs = [("djx", cores)] + ([] if args.no_dj else [("dj", cores)])
-        runs += [("djx", int(x)) for x in args.nps.split(",") if int(x) != cores]
+        nps = [int(x) for x in args.nps.split(",")]
+        runs = [] if args.no_dj else [("djx", cores), ("dj", cores)]  # djx alone: only --nps
+        runs += [("djx", np_) for np_ in nps if args.no_dj or np_ != cores]
         results = []
         for tool, np_ in runs:
             r = run_djx(work, data, models, np_) if tool == "djx" else run_dj(work, data, models, np_, args.dj_venv)
@@ -139,7 +140,7 @@ def main() -> None:
                   f"kept {r['kept']}/{args.n}", flush=True)
     by_np = {r["np"]: r["peak_pss"] for r in results if r["tool"] == "djx"}
     dj = next((r["peak_pss"] for r in results if r["tool"] != "djx"), None)
-    if dj:
+    if dj and cores in by_np:
         print(f"djx / Data-Juicer peak PSS at np={cores}: x{by_np[cores] / dj:.2f}")
     if 1 in by_np and 4 in by_np:
         print(f"djx np=4 / np=1 peak PSS: x{by_np[4] / by_np[1]:.2f} (goal <= 1.2)")
