@@ -103,7 +103,7 @@ def run_dj(work: Path, data: Path, models: Path, np_: int, dj_venv: Path) -> dic
     recipe = work / "dj.yaml"
     recipe.write_text(json.dumps({
         "project_name": "bench-vision", "dataset_path": str(data), "export_path": str(out / "dj.jsonl"), "np": np_,
-        "work_dir": str(work / "dj_work"), "batch_size": 2, "use_cache": False, "open_monitor": False, "open_tracer": False,
+        "work_dir": str(work / "dj_work"), "use_cache": False, "open_monitor": False, "open_tracer": False,
         "skip_op_error": False, "op_fusion": False, "keep_stats_in_res_ds": True, "process": ops(models)}))
     wall, pss = timed([str(dj_venv / "bin" / "dj-process"), "--config", str(recipe)], work / "dj.log")
     rows = sum(kept(p) for p in out.glob("dj*.jsonl") if "stats" not in p.name)
