@@ -177,3 +177,15 @@ def test_workers_map_one_shared_copy_and_score_as_with_private_copies(tmp_path):
     assert outs[True] == outs[False] and runs[True]["kept"] + runs[True]["dropped"] == 8
     assert runs[True]["memory"]["shared_weight_bytes_per_device"]["cpu"] > 0
     assert runs[False]["memory"]["shared_weight_bytes_per_device"] == {}
+
+
+def test_checkpoints_the_aesthetics_package_wrote_load_with_their_own_head():
+    """v1 and v2-ReLU predictors saved by simple-aesthetics-predictor (the classes Data-Juicer loads
+    shunk031's models with; tools/dj_fixtures/aesthetics_heads.py) score as the package scored
+    them. Their folder names lack 'aesthetics-predictor', so the raw output is the score."""
+    fixture = json.loads((REPO / "tests" / "assets" / "dj_fixtures" / "aesthetics_heads.json").read_text())
+    samples = [{"images": [str(REPO / p)]} for p in fixture["images"]]
+    for folder, expected in fixture["scores"].items():
+        op = ImageAestheticsFilter(hf_scorer_model=str(REPO / folder), min_score=-1e9, max_score=1e9)
+        kept, counts = run([op], samples)
+        assert [s[STATS_KEY]["image_aesthetics_scores"][0] for s in kept] == pytest.approx(expected, abs=1e-5), folder
