@@ -27,7 +27,7 @@ CASES = [pytest.param(c, id=f"{c['op']}{c['params'] or ''}") for c in FIXTURE["c
 def mapped(case: dict, texts: list[str]) -> list[str]:
     module = NEEDS.get(case["op"])
     if module and importlib.util.find_spec(module) is None:
-        pytest.skip(f"{case['op']} needs {module} (pip install 'djx[text]')")
+        pytest.skip(f"{case['op']} needs {module} (pip install '.[text]' in djx's checkout)")
     pipe = Pipeline(ops=[build_op(case["op"], case["params"])], batch_size=len(texts))
     out = {s["i"]: s["text"] for s in pipe.process([{"i": i, "text": t} for i, t in enumerate(texts)])}
     assert pipe.last_counts["rejected"] == 0, pipe.last_counts["rejected_records"]

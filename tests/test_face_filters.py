@@ -243,10 +243,10 @@ def test_an_opencv_without_cascades_is_told_what_to_install(tmp_path, monkeypatc
     which file and what to install instead of finding no faces."""
     monkeypatch.setattr(cv2.data, "haarcascades", str(tmp_path) + os.sep)
     for cls in (ImageFaceCountFilter, ImageFaceRatioFilter):
-        with pytest.raises(RecipeError, match=r"haarcascade_frontalface_alt.xml .*pip install 'djx\[vision\]'"):
+        with pytest.raises(RecipeError, match=r"haarcascade_frontalface_alt.xml .*pip install '\.\[vision\]' in djx's checkout"):
             cls()
     monkeypatch.delattr(cv2, "data")
-    with pytest.raises(RecipeError, match=r"ships no Haar cascades.*pip install 'djx\[vision\]'"):
+    with pytest.raises(RecipeError, match=r"ships no Haar cascades.*pip install '\.\[vision\]' in djx's checkout"):
         ImageFaceCountFilter()
 
 
@@ -317,5 +317,5 @@ def test_without_opencv_the_ops_list_and_a_recipe_says_what_to_install(tmp_path,
     assert proc.returncode == 1, proc.stdout + proc.stderr
     for name in ("image_face_ratio_filter", "image_subplot_filter"):
         assert f"{name}: needs the Python package 'cv2', which is not installed: " \
-               f"pip install 'djx[vision]'" in proc.stderr
+               f"pip install '.[vision]' in djx's checkout" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()

@@ -31,6 +31,6 @@ def test_executor_ray_without_ray_installed_says_what_to_install(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "djx.cli", "process", str(recipe)], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "pip install 'djx[ray]'" in proc.stderr
+    assert "pip install '.[ray]' in djx's checkout" in proc.stderr
     assert "Traceback" not in proc.stderr and "ModuleNotFoundError" not in proc.stderr
     assert not (tmp_path / "out" / "kept.jsonl").exists()

@@ -151,7 +151,7 @@ def test_without_nltk_a_recipe_fails_at_load_saying_what_to_install(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "djx.cli", "process", "r.yaml"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "pip install 'djx[grounding]'" in proc.stderr and "Traceback" not in proc.stderr
+    assert "pip install '.[grounding]' in djx's checkout" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "out" / "kept.jsonl").exists()
     listing = subprocess.run([sys.executable, "-m", "djx.cli", "ops", "phrase_grounding_recall_filter"],
                              env=env, capture_output=True, text=True, timeout=300)

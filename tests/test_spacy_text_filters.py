@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.models]
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory):
-    spacy = pytest.importorskip("spacy", reason="pip install 'djx[spacy]'")
+    spacy = pytest.importorskip("spacy", reason="pip install '.[spacy]' in djx's checkout")
     path = R.train_spacy_pipeline(tmp_path_factory.mktemp("spacy") / "pipeline")
     nlp = spacy.load(path)
     # the pipeline Data-Juicer ran: it annotates every text alike

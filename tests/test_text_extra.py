@@ -34,7 +34,7 @@ def test_a_mapper_whose_package_is_missing_fails_at_load_naming_the_extra(tmp_pa
     proc = subprocess.run([sys.executable, "-m", "djx.cli", "process", str(recipe)], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert f"{op}: needs the Python package {module!r}" in proc.stderr and "pip install 'djx[text]'" in proc.stderr
+    assert f"{op}: needs the Python package {module!r}" in proc.stderr and "pip install '.[text]' in djx's checkout" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "out" / "kept.jsonl").exists()
 

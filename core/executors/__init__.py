@@ -49,5 +49,5 @@ def require_ray() -> None:
     except (ImportError, ValueError):  # a broken or half-removed install: as good as missing
         found = False
     if not found:
-        raise DjxError("executor: ray needs Ray, which is not installed: pip install 'djx[ray]' "
+        raise DjxError("executor: ray needs Ray, which is not installed: pip install '.[ray]' in djx's checkout "
                        "(or use executor: local)")

@@ -73,7 +73,7 @@ class Op:
     the recipe's folder when it exists there, and stays as given (a hub id) when not."""
     requires: ClassVar[Mapping[str, str]] = MappingProxyType({})
     """Optional packages the op imports (lazily, never at module import): import name -> what to
-    install, e.g. {"cv2": "pip install 'djx[vision]'"}. Building the op from a recipe fails with that
+    install, e.g. {"cv2": "pip install '.[vision]' in djx's checkout"}. Building the op from a recipe fails with that
     line when one is missing: at load, before any worker starts, never mid-run."""
 
     def __new__(cls, *args, **params):

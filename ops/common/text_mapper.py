@@ -4,7 +4,7 @@ from __future__ import annotations
 from djx import Batch, Mapper
 from djx.ops.common.special_tokens import TokenMade, map_keeping_tokens, special_tokens
 
-TEXT_EXTRA = "pip install 'djx[text]'"
+TEXT_EXTRA = "pip install '.[text]' in djx's checkout"
 
 
 class TextMapper(Mapper):

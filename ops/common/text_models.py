@@ -14,9 +14,9 @@ import os
 
 from djx import ModelSpec, RecipeError, SampleError, register_model_loader
 
-LANGID_INSTALL = "pip install 'djx[langid]'"
-PERPLEXITY_INSTALL = "pip install 'djx[perplexity]'"
-SPACY_INSTALL = "pip install 'djx[spacy]'"
+LANGID_INSTALL = "pip install '.[langid]' in djx's checkout"
+PERPLEXITY_INSTALL = "pip install '.[perplexity]' in djx's checkout"
+SPACY_INSTALL = "pip install '.[spacy]' in djx's checkout"
 
 
 def dj_model_dirs() -> list[str]:

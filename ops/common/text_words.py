@@ -22,7 +22,7 @@ from functools import lru_cache
 
 from djx import RecipeError
 
-TEXT_EXTRA = "pip install 'djx[text]'"
+TEXT_EXTRA = "pip install '.[text]' in djx's checkout"
 
 _OTHER_SPECIAL = (
     "\u0092\u2009\u0093\u0097\u200a\u009d\u0099\u202f\u0096\u2005\u0095\u0091\u009c\u3000\u2002 "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-VISION_EXTRA = "pip install 'djx[vision]'"
+VISION_EXTRA = "pip install '.[vision]' in djx's checkout"
 REQUIRES = {"cv2": VISION_EXTRA}  # an op's `requires`
 
 _pinned = False

@@ -25,7 +25,7 @@ from djx.ops.common.grounding import image_recall, nltk_folder, noun_phrases
 from djx.ops.filter.image_text_model_filter import _image_side, default_forward_batch, split_chunks
 from djx.ops.filter.per_image import keep_images
 
-NLTK_EXTRA = "pip install 'djx[grounding]'"
+NLTK_EXTRA = "pip install '.[grounding]' in djx's checkout"
 
 
 @register_op("phrase_grounding_recall_filter")

@@ -7,7 +7,7 @@ class CleanHtmlMapper(TextMapper):
     """Turn HTML into its text (selectolax's Lexbor parser), as Data-Juicer does.
 
     `<li>` and `<ol>` become a new line starting with `*`; entities are decoded and tags removed
-    (the text of scripts and styles stays, as the parser gives it). Needs `pip install 'djx[text]'`."""
+    (the text of scripts and styles stays, as the parser gives it). Needs the text extra (`pip install '.[text]'` in djx's checkout)."""
 
     requires = {"selectolax": TEXT_EXTRA}
 

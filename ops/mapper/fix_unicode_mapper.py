@@ -9,7 +9,7 @@ class FixUnicodeMapper(TextMapper):
     """Fix mojibake and other Unicode errors (ftfy), then normalize to `normalization`.
 
     `ftfy.fix_text(text, normalization=...)`, as Data-Juicer; `normalization` is NFC, NFKC, NFD or
-    NFKD, any case; empty or unset: NFC. Needs `pip install 'djx[text]'`."""
+    NFKD, any case; empty or unset: NFC. Needs the text extra (`pip install '.[text]'` in djx's checkout)."""
 
     requires = {"ftfy": TEXT_EXTRA}
 

@@ -162,7 +162,7 @@ class NeedsAbsentPackageFilter(Filter):
     """An op whose optional package is not installed here."""
 
     name = "needs_absent_package_filter"
-    requires = {"djx_no_such_package_xyz": "pip install 'djx[nothing]'", "json": "(always there)"}
+    requires = {"djx_no_such_package_xyz": "pip install '.[nothing]' in djx's checkout", "json": "(always there)"}
 
     def compute_sample(self, sample, batch):
         batch.stats(sample)["x"] = 1
@@ -176,7 +176,7 @@ def test_an_op_whose_package_is_missing_fails_when_made_naming_what_to_install()
     with pytest.raises(RecipeError) as e:
         NeedsAbsentPackageFilter()
     assert str(e.value) == ("needs_absent_package_filter: needs the Python package 'djx_no_such_package_xyz', "
-                            "which is not installed: pip install 'djx[nothing]'")
+                            "which is not installed: pip install '.[nothing]' in djx's checkout")
 
 
 def test_a_present_requirement_lets_the_op_be_made():

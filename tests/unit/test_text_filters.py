@@ -118,13 +118,13 @@ def test_a_bad_word_list_file_is_named(tmp_path):
 def test_a_missing_package_names_the_text_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "emoji", None)  # as if not installed: find_spec fails
     for name in ("special_characters_filter", "words_num_filter", "stopwords_filter"):
-        with pytest.raises(RecipeError, match=r"needs the Python package 'emoji'.*pip install 'djx\[text\]'"):
+        with pytest.raises(RecipeError, match=r"needs the Python package 'emoji'.*pip install '\.\[text\]' in djx's checkout"):
             build_op(name, {})
     monkeypatch.undo()
     monkeypatch.setitem(sys.modules, "sentencepiece", None)
-    with pytest.raises(RecipeError, match=r"'sentencepiece', which is not installed: pip install 'djx\[text\]'"):
+    with pytest.raises(RecipeError, match=r"'sentencepiece', which is not installed: pip install '\.\[text\]' in djx's checkout"):
         build_op("words_num_filter", {"tokenization": True, "tokenizer_model": "x.model"})
-    assert TEXT_EXTRA == "pip install 'djx[text]'"
+    assert TEXT_EXTRA == "pip install '.[text]' in djx's checkout"
 
 
 def test_stopwords_default_to_the_stopwordsiso_lists():
