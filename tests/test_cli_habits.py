@@ -130,3 +130,28 @@ def test_the_check_and_the_summary_read_as_sentences(tmp_path, write_jsonl, writ
     wrong = djx_cli("check", tmp_path / "out" / "k.jsonl", "--recipe", recipe, "--input-count", "5")
     assert wrong.rc == 1 and "count mismatch: input 5 != kept 2 + dropped 1 + rejected 0 = 3" in wrong.out
     assert "positions -1" not in wrong.out
+
+
+@pytest.mark.slow
+@pytest.mark.models
+def test_a_run_that_keeps_nothing_of_many_says_the_model_may_not_fit_the_data(tmp_path, write_recipe, djx_cli):
+    """The demo's tiny CLIP on real photos with the demo's bound keeps nothing: the table says so."""
+    import json
+    import shutil
+    from pathlib import Path
+    assets = Path(__file__).parent / "assets"
+    photos = sorted((assets / "faces").glob("*.jpg"))
+    for p in photos:
+        shutil.copy(p, tmp_path / p.name)
+    captions = ["an astronaut in front of a flag", "a cup of coffee on a saucer", "a cat on a blanket"]
+    rows = [{"text": f"<__dj__image> {captions[i % 3]}", "images": [photos[i % len(photos)].name]} for i in range(24)]
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path="d.jsonl", export_path="out/k.jsonl", np=1,
+                          process=[{"image_text_similarity_filter": {"hf_clip": str(assets / "models" / "tiny-clip"),
+                                                                     "min_score": 0.2}}])
+    res = djx_cli("process", recipe)
+    assert res.rc == 0, res.err
+    summary = json.loads((tmp_path / "out" / "k.summary.json").read_text())
+    assert summary["kept"] == 0 and summary["dropped"] == 24
+    assert ("warning: the run kept none of its 24 samples; image_text_similarity_filter dropped 24 of the 24 it saw: "
+            "check its model and bounds (the demo's tiny models mean nothing on real photos)") in res.out + res.err

@@ -127,8 +127,22 @@ def _reused_and_skipped(s: dict) -> list[str]:
         if o.get("uses_model") and o["in"] and o.get("reused_stats") == o["in"]:
             lines.append(f"  warning: {o['name']} ran no model: it reused the stats all {o['in']} samples carried "
                          f"(recompute_stats: true recomputes them)")
+    lines += _nothing_kept(s)
     foreign = (s.get("events") or {}).get("foreign_stats_dropped")
     if foreign:
         lines.append(f"  note: {foreign} stat value(s) in the input that djx did not write were dropped, not reused "
                      f"(trust_input_stats: true reuses and keeps them, e.g. for a Data-Juicer export)")
     return lines
+
+
+def _nothing_kept(s: dict, many: int = 20) -> list[str]:
+    """A warning when a run of many samples kept none and a model filter dropped some: most often a
+    model whose scores mean nothing on this data (the demo's tiny models on real photos), or a bound
+    on another scale than the model's."""
+    dropping = [o for o in s.get("ops") or [] if o.get("uses_model") and o.get("dropped")]
+    if s.get("kept") != 0 or (s.get("input") or 0) < many or not dropping:
+        return []
+    worst = max(dropping, key=lambda o: o["dropped"])
+    return [f"  warning: the run kept none of its {s['input']} samples; {worst['name']} dropped {worst['dropped']} "
+            f"of the {worst['in']} it saw: check its model and bounds (the demo's tiny models mean nothing on "
+            f"real photos); `djx analyze` shows the scores against the bounds"]
