@@ -81,8 +81,10 @@ class Pipeline:
 
     def describe(self, plan: Plan) -> str:
         """The plan, the recipe's notes and the warnings a run or a dry run starts with."""
-        lines = [plan.describe()] + [f"  note: {note}" for note in self.recipe.notes()]
-        return "\n".join(lines + slow_dtype_warnings(self.chain().model_specs(), plan.devices))
+        from djx.core.plan.preflight import hub_notes
+        specs = self.chain().model_specs()
+        lines = [plan.describe()] + [f"  note: {note}" for note in self.recipe.notes()] + hub_notes(specs)
+        return "\n".join(lines + slow_dtype_warnings(specs, plan.devices))
 
     # -- in memory --------------------------------------------------------------------------
     def process(self, samples: Iterable[dict]) -> Iterator[dict]:

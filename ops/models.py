@@ -51,7 +51,9 @@ def _load(model_cls_name: str, spec: ModelSpec, device: str) -> LoadedModel:
         model = model_cls.from_pretrained(spec.name, **kw)
     except (OSError, ValueError) as e:
         where = ("the folder exists but holds no loadable model" if os.path.isdir(spec.name) else
-                 "no such local folder; as a hub id it must be reachable or in the local cache")
+                 "no such local folder; as a hub id it must be in the local Hugging Face cache or reachable: "
+                 "give a local folder saved with save_pretrained, or set HF_HUB_OFFLINE=1 to fail at once "
+                 "where the hub cannot be reached")
         raise DjxError(f"cannot load {model_cls_name} from {spec.name!r} ({where}): "
                        f"{type(e).__name__}: {str(e).splitlines()[0][:300]}") from None
     dtype = _torch_dtype(spec.dtype, device)

@@ -20,7 +20,9 @@ def _config(spec: ModelSpec, **kw):
 
 def _cannot_load(what: str, spec: ModelSpec, e: Exception) -> DjxError:
     where = ("the folder exists but holds no loadable model" if os.path.isdir(spec.name) else
-             "no such local folder; as a hub id it must be reachable or in the local cache")
+             "no such local folder; as a hub id it must be in the local Hugging Face cache or reachable: "
+                 "give a local folder saved with save_pretrained, or set HF_HUB_OFFLINE=1 to fail at once "
+                 "where the hub cannot be reached")
     return DjxError(f"cannot load {what} from {spec.name!r} ({where}): "
                     f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
 

@@ -183,13 +183,26 @@ def model_report(specs) -> tuple[list[str], list[str]]:
                             f"are relative to the recipe's folder)")
         else:
             lines.append(f"model {spec.label()}: hub id {spec.name}, {_hub_cache_state(spec)}")
-            if not os.environ.get("HF_HUB_OFFLINE") and not _cached(spec):
-                lines.append("  note: HF_HUB_OFFLINE is not set: without internet access the run waits on the hub's "
-                             "retries; set HF_HUB_OFFLINE=1 to fail at once")
-            elif os.environ.get("HF_HUB_OFFLINE") and not _cached(spec):
+            if os.environ.get("HF_HUB_OFFLINE") and not _cached(spec):  # (not offline: the plan's note)
                 problems.append(f"model {spec.name}: not a local folder and not in the local Hugging Face cache, "
                                 f"and HF_HUB_OFFLINE is set: download it first or give a local folder")
     return lines, problems
+
+
+def hub_notes(specs) -> list[str]:
+    """The notes a run starts with for models it will fetch from the hub: a hub id that is not in
+    the local cache while HF_HUB_OFFLINE is unset (without network access each worker would wait on
+    the hub's retries before failing)."""
+    if os.environ.get("HF_HUB_OFFLINE"):
+        return []
+    return [f"  note: model {spec.name} is not in the local Hugging Face cache: the workers fetch it from the hub "
+            f"(without network access they wait on its retries; set HF_HUB_OFFLINE=1 to fail at once, or give "
+            f"a local folder)"
+            for spec in dict.fromkeys(specs) if _is_hub_id(spec.name) and not _cached(spec)]
+
+
+def _is_hub_id(name: str) -> bool:
+    return not (os.path.isdir(name) or name.startswith((".", "/", "~")) or name.count("/") > 1)
 
 
 def _folder_problem(folder: str) -> str | None:
