@@ -9,42 +9,28 @@ from __future__ import annotations
 
 from typing import Literal
 
-from djx import Batch, DjxError, Filter, ModelSpec, RecipeError, SampleError, range_reason
+from djx import Batch, DjxError, Filter, SampleError, range_reason
 from djx.core.models.oom import forward_with_backoff
 from djx.ops.filter.image_text_model_filter import default_forward_batch
+from djx.ops.common.model_op import OneModelOp, check_forward_batch
 from djx.ops.filter.per_image import keep_images
 
 OOM_IMAGE_REASON = "CUDA out of memory even for a single image (batch halved down to 1)"
 
 
-class ImageModelFilter(Filter):
+class ImageModelFilter(OneModelOp, Filter):
     """Base: `score(loaded, pixels)` gives one float per image; the stat is their list."""
 
     uses_text = False
     uses_images = True
-    model_kind = ""
 
     def __init__(self, trust_remote_code: bool = False, any_or_all: Literal["any", "all"] = "any",
                  dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32",
                  forward_batch_size: int | None = None, **common):
         super().__init__(**common)
-        if forward_batch_size is not None and forward_batch_size < 1:
-            raise RecipeError(f"forward_batch_size: must be >= 1, got {forward_batch_size}")
+        check_forward_batch(self.name, forward_batch_size)
         self.trust_remote_code, self.any_or_all = trust_remote_code, any_or_all
         self.dtype, self.forward_batch_size = dtype, forward_batch_size
-
-    @property
-    def model_name(self) -> str:
-        """The hub id or folder of the model (the subclass's own parameter)."""
-        raise NotImplementedError
-
-    @property
-    def spec(self) -> ModelSpec:
-        return ModelSpec(self.model_kind, self.model_name, dtype=self.dtype,
-                         trust_remote_code=self.trust_remote_code)
-
-    def model_specs(self) -> list[ModelSpec]:
-        return [self.spec]
 
     @property
     def stat(self) -> str:

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from djx import Batch, Filter, ModelSpec, RecipeError, SampleError, range_reason, register_op
+from djx import Batch, Filter, RecipeError, SampleError, range_reason, register_op
 from djx.core.models.oom import OOM_REASON, forward_with_backoff
 from djx.ops.filter.image_text_model_filter import _image_side, default_forward_batch
+from djx.ops.common.model_op import OneModelOp, check_forward_batch
 from djx.ops.filter.per_image import keep_images
 
 IMAGE_COUNT = "image_count"  # rejection code: a sample without exactly two distinct images
 
 
 @register_op("image_pair_similarity_filter")
-class ImagePairSimilarityFilter(Filter):
+class ImagePairSimilarityFilter(OneModelOp, Filter):
     """Keep samples whose two images' CLIP cosine similarity is within [min_score, max_score].
 
     Each sample must hold exactly two images with different paths (else it is rejected with the
@@ -32,6 +33,7 @@ class ImagePairSimilarityFilter(Filter):
     uses_text = False
     uses_images = True
     path_params = ("hf_clip",)
+    model_kind = "hf_clip"
 
     def __init__(self, hf_clip: str = "openai/clip-vit-base-patch32", trust_remote_code: bool = False,
                  min_score: float = 0.1, max_score: float = 1.0, any_or_all: Literal["any", "all"] = "any",
@@ -41,18 +43,14 @@ class ImagePairSimilarityFilter(Filter):
         for name, value in (("min_score", min_score), ("max_score", max_score)):
             if not 0 <= value <= 1:  # Data-Juicer's ClosedUnitInterval
                 raise RecipeError(f"{self.name}.{name}: must be within [0, 1], got {value}")
-        if forward_batch_size is not None and forward_batch_size < 1:
-            raise RecipeError(f"{self.name}.forward_batch_size: must be >= 1, got {forward_batch_size}")
+        check_forward_batch(self.name, forward_batch_size)
         self.hf_clip, self.trust_remote_code, self.dtype = hf_clip, trust_remote_code, dtype
         self.min_score, self.max_score, self.any_or_all = min_score, max_score, any_or_all
         self.forward_batch_size, self.draft_decode = forward_batch_size, draft_decode
 
     @property
-    def spec(self) -> ModelSpec:
-        return ModelSpec("hf_clip", self.hf_clip, dtype=self.dtype, trust_remote_code=self.trust_remote_code)
-
-    def model_specs(self) -> list[ModelSpec]:
-        return [self.spec]
+    def model_name(self) -> str:
+        return self.hf_clip
 
     def compute_stats(self, batch: Batch) -> None:
         loaded = batch.pool.get(self.spec)

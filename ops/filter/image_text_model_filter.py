@@ -13,9 +13,10 @@ from typing import Literal
 
 from PIL import ImageOps
 
-from djx import Batch, Filter, ModelSpec, RecipeError, SampleError, range_reason
+from djx import Batch, Filter, SampleError, range_reason
 from djx.core.models.oom import OOM_REASON, forward_with_backoff
 from djx.core.recipe.context import TOKEN_MISMATCH
+from djx.ops.common.model_op import OneModelOp, check_forward_batch
 from djx.ops.filter.per_image import keep_images
 
 
@@ -48,11 +49,10 @@ def default_forward_batch(device: str) -> int:
     return CPU_FORWARD_BATCH if device == "cpu" else GPU_FORWARD_BATCH
 
 
-class ImageTextModelFilter(Filter):
+class ImageTextModelFilter(OneModelOp, Filter):
     """Base of the filters that score (chunk text, image) pairs with a model."""
 
     uses_images = True
-    model_kind = ""
 
     def __init__(self, min_score: float, max_score: float = 1.0,
                  trust_remote_code: bool = False, horizontal_flip: bool = False,
@@ -61,27 +61,13 @@ class ImageTextModelFilter(Filter):
                  dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32",
                  forward_batch_size: int | None = None, draft_decode: bool = False, **common):
         super().__init__(**common)
-        if forward_batch_size is not None and forward_batch_size < 1:
-            raise RecipeError(f"forward_batch_size: must be >= 1, got {forward_batch_size}")
+        check_forward_batch(self.name, forward_batch_size)
         self.dtype, self.trust_remote_code = dtype, trust_remote_code
         self.min_score, self.max_score = min_score, max_score
         self.horizontal_flip, self.vertical_flip = horizontal_flip, vertical_flip
         self.any_or_all, self.reduce_mode = any_or_all, reduce_mode
         self.forward_batch_size = forward_batch_size
         self.draft_decode = draft_decode
-
-    @property
-    def model_name(self) -> str:
-        """The hub id or folder of the model (the subclass's own parameter, e.g. hf_clip)."""
-        raise NotImplementedError
-
-    @property
-    def spec(self) -> ModelSpec:
-        return ModelSpec(self.model_kind, self.model_name, dtype=self.dtype,
-                         trust_remote_code=self.trust_remote_code)
-
-    def model_specs(self) -> list[ModelSpec]:
-        return [self.spec]
 
     @property
     def stat_shapes(self) -> dict[str, str]:

@@ -19,17 +19,18 @@ from typing import Literal
 
 from PIL import ImageOps
 
-from djx import Batch, Filter, ModelSpec, RecipeError, SampleError, range_reason, register_op
+from djx import Batch, Filter, SampleError, range_reason, register_op
 from djx.core.models.oom import OOM_REASON, forward_with_backoff
 from djx.ops.common.grounding import image_recall, nltk_folder, noun_phrases
 from djx.ops.filter.image_text_model_filter import _image_side, default_forward_batch, split_chunks
+from djx.ops.common.model_op import OneModelOp, check_forward_batch
 from djx.ops.filter.per_image import keep_images
 
 NLTK_EXTRA = "pip install '.[grounding]' in djx's checkout"
 
 
 @register_op("phrase_grounding_recall_filter")
-class PhraseGroundingRecallFilter(Filter):
+class PhraseGroundingRecallFilter(OneModelOp, Filter):
     """Keep samples whose chunks' phrase grounding recall (OWL-ViT) is within [min_recall, max_recall].
 
     `nltk_data`: a folder holding NLTK's punkt_tab and averaged_perceptron_tagger_eng (default:
@@ -42,6 +43,7 @@ class PhraseGroundingRecallFilter(Filter):
     stat_ranges = {"phrase_grounding_recall": (0.0, 1.0)}
     uses_images = True
     path_params = ("hf_owlvit", "nltk_data")
+    model_kind = "hf_owlvit"
     requires = {"nltk": NLTK_EXTRA}
 
     def __init__(self, hf_owlvit: str = "google/owlvit-base-patch32", trust_remote_code: bool = False,
@@ -53,8 +55,7 @@ class PhraseGroundingRecallFilter(Filter):
                  forward_batch_size: int | None = None, draft_decode: bool = False,
                  data_juicer_image_offset: bool = False, **common):
         super().__init__(**common)
-        if forward_batch_size is not None and forward_batch_size < 1:
-            raise RecipeError(f"{self.name}.forward_batch_size: must be >= 1, got {forward_batch_size}")
+        check_forward_batch(self.name, forward_batch_size)
         self.hf_owlvit, self.trust_remote_code, self.dtype = hf_owlvit, trust_remote_code, dtype
         self.min_recall, self.max_recall, self.any_or_all = min_recall, max_recall, any_or_all
         self.horizontal_flip, self.vertical_flip, self.reduce_mode = horizontal_flip, vertical_flip, reduce_mode
@@ -64,11 +65,8 @@ class PhraseGroundingRecallFilter(Filter):
         self.nltk_folder = nltk_folder(nltk_data, self.name)  # at load: a missing one fails the recipe
 
     @property
-    def spec(self) -> ModelSpec:
-        return ModelSpec("hf_owlvit", self.hf_owlvit, dtype=self.dtype, trust_remote_code=self.trust_remote_code)
-
-    def model_specs(self) -> list[ModelSpec]:
-        return [self.spec]
+    def model_name(self) -> str:
+        return self.hf_owlvit
 
     def chunks(self, sample: dict, batch: Batch) -> list[tuple[list[str], list[str]]]:
         """[(noun phrases, image refs)] per chunk with images; SampleError for a sample that cannot
