@@ -102,6 +102,38 @@ def test_a_run_that_stops_on_an_error_keeps_its_finished_batches_for_the_resume(
     assert read_jsonl_file(tmp_path / "out/o.rejected.jsonl")[0]["line"] == 53
 
 
+def test_a_batch_cut_off_half_written_is_left_out_of_the_save_and_read_again(tmp_path, monkeypatch):
+    """The disk fails after a batch's kept lines are written and before its dropped ones: the save
+    covers the batches written whole, the resumed run cuts the half batch from the parts and
+    reads it again, and the outputs equal an uninterrupted run's."""
+    from djx import Pipeline
+    from djx.core.errors import DjxError
+    from djx.core.io.outputs import OutputWriter
+    lines = [json.dumps({"id": i, "text": "x" * (i % 9)}) for i in range(80)]
+    (tmp_path / "data.jsonl").write_text("\n".join(lines) + "\n")
+    keys = {"dataset_path": str(tmp_path / "data.jsonl"), "batch_size": 8, "np": 1, "start_method": "fork",
+            "checkpoint_every": 100, "export_dropped": True, "process": [{"text_length_filter": {"min_len": 5}}]}
+    quiet = {"progress": False, "log": lambda *a: None}
+    Pipeline(**keys).run(export_path=str(tmp_path / "ref/out/o.jsonl"), **quiet)
+    real_write, calls = OutputWriter.write, []
+
+    def failing_write(self, kind, records):
+        calls.append(kind)
+        if len(calls) == 6 * 3 + 2:  # batch 7: its kept lines are written, its dropped ones fail
+            raise OSError(5, "Input/output error")
+        real_write(self, kind, records)
+
+    monkeypatch.setattr(OutputWriter, "write", failing_write)
+    log = []
+    with pytest.raises(DjxError, match="Input/output error"):
+        Pipeline(**keys).run(export_path=str(tmp_path / "out/o.jsonl"), progress=False, log=log.append)
+    assert manifest_records(tmp_path) == 48 and any("stopped after 48 samples" in line for line in log)
+    monkeypatch.setattr(OutputWriter, "write", real_write)
+    summary = Pipeline(**keys).run(export_path=str(tmp_path / "out/o.jsonl"), progress=False, log=log.append)
+    assert summary["resumed"] and summary["check"]["ok"] and summary["input"] == 80
+    assert outputs(tmp_path) == outputs(tmp_path / "ref")
+
+
 @pytest.mark.slow
 def test_ctrl_c_saves_the_finished_batches_and_the_same_command_resumes(tmp_path):
     # records longer than the writer's buffer, so each batch is on disk once the run has taken it
@@ -129,3 +161,14 @@ def test_ctrl_c_saves_the_finished_batches_and_the_same_command_resumes(tmp_path
     assert final.returncode == 0, err
     assert "resuming: 56 samples already done" in out + err
     assert outputs(tmp_path) == outputs(ref_dir)
+
+
+def test_a_ctrl_c_inside_a_batch_write_acts_once_the_batch_is_recorded():
+    from djx.core.run.stop import ctrl_c_after
+    before, done = signal.getsignal(signal.SIGINT), []
+    with pytest.raises(KeyboardInterrupt):
+        with ctrl_c_after():
+            os.kill(os.getpid(), signal.SIGINT)
+            done.append("the rest of the batch")
+    assert done == ["the rest of the batch"]
+    assert signal.getsignal(signal.SIGINT) is before

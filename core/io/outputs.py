@@ -113,11 +113,17 @@ class OutputWriter:
         if records:  # lines a worker encoded (bytes, newline included), or dicts
             self._files[kind].write(b"".join(r if isinstance(r, bytes) else encode_line(r) for r in records))
 
-    def checkpoint(self, manifest: dict) -> None:
+    def lengths(self) -> dict[str, int]:
+        """Each part's length as written so far (buffered bytes included)."""
+        return {k: f.tell() for k, f in self._files.items()}
+
+    def checkpoint(self, manifest: dict, lengths: dict[str, int] | None = None) -> None:
+        """Make the parts durable and record the manifest with their lengths (now, or `lengths`:
+        an earlier point, when the parts hold a batch cut off half written)."""
         for f in self._files.values():
             f.flush()
             os.fsync(f.fileno())
-        manifest = dict(manifest, lengths={k: f.tell() for k, f in self._files.items()})
+        manifest = dict(manifest, lengths=self.lengths() if lengths is None else dict(lengths))
         _write_durable(self.manifest_path, manifest)
 
     def close(self) -> None:

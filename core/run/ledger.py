@@ -17,7 +17,8 @@ from djx.core.run.progress import Progress
 from djx.core.io.readers import ReadState
 from djx.core.recipe.recipe import Recipe
 from djx.core.records import BatchResult
-from djx.core.run.resume import ResumePoint
+from djx.core.run.resume import ResumePoint, RunCounts
+from djx.core.run.stop import ctrl_c_after
 from djx.core.run.summary import build_summary, format_summary
 
 
@@ -53,7 +54,9 @@ class RunLedger:
         self.bar: Progress | None = None
         self.read_at: dict | None = None   # reader position after the last batch written
         self.batches = self.saved = 0      # batches written; ... as of the last checkpoint
-        self.between_batches = True        # False while a batch is half written
+        # the last batch written whole: (batches, reader position, counts, part lengths), set in one
+        # assignment, so an interrupt anywhere in `add` saves exactly the batches finished before it
+        self.done: tuple | None = None
         # a run's first samples show a systematic failure (a resumed run has passed that point)
         self.early = None if start.resumed or not recipe.stop_on_systematic_failure else EarlyCheck(
             [op.name for op in chain.ops], recipe.image_special_token,
@@ -70,17 +73,18 @@ class RunLedger:
         return self
 
     def add(self, res: BatchResult) -> None:
-        self.between_batches = False
         if self.early is not None:
             self._stop_if(self.early.add(res))
-        try:
-            self._write(res)
-        except OSError as e:
-            raise DjxError(self._write_failed(e)) from None
-        self.counts.add(res)
-        self.session_samples += res.samples
-        self.read_at = res.read_at
-        self.batches += 1
+        with ctrl_c_after():  # a Ctrl-C never cuts a batch: it comes once the batch is recorded
+            try:
+                self._write(res)
+            except OSError as e:
+                raise DjxError(self._write_failed(e)) from None
+            self.counts.add(res)
+            self.session_samples += res.samples
+            self.read_at = res.read_at
+            self.batches += 1
+            self.done = (self.batches, self.read_at, self.counts.to_dict(), self.writer.lengths())
         if self.clock is not None:
             self.clock.batch_done()
         self.bar.processing(self.clock.processing_at if self.clock else self.t0)
@@ -91,7 +95,6 @@ class RunLedger:
             except OSError as e:
                 raise DjxError(self._write_failed(e)) from None
             self.saved = self.batches
-        self.between_batches = True
 
     def _write(self, res: BatchResult) -> None:
         names = self.chain.ctx.input_files
@@ -108,7 +111,7 @@ class RunLedger:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
-            if exc_type is not None and self.between_batches and self.batches > self.saved:
+            if exc_type is not None and self.done is not None and self.done[0] > self.saved:
                 self._save_progress()
         finally:
             self.bar.close()
@@ -187,12 +190,18 @@ class RunLedger:
                        f"max_rejected_fraction: 1.0 to accept such a run")
 
     def _save_progress(self) -> None:
+        """Checkpoint the last batch written whole (a batch cut off half written is cut from the parts
+        by the next run, which reads it again)."""
+        _, read_at, counts, lengths = self.done
+        counts = RunCounts.from_dict(counts)
+        counts.seconds = self.before[0] + time.monotonic() - self.t0
+        counts.restarts = self.before[1] + self.executor.restarts
         try:
-            self.writer.checkpoint(self._checkpoint(self.read_at))
+            self.writer.checkpoint(self.start.checkpoint(read_at, counts), lengths=lengths)
         except OSError as e:  # never hide the error that stopped the run behind this one
             self.log(f"[djx] could not save progress ({e}); the next run resumes from the last checkpoint")
             return
-        self.log(f"[djx] stopped after {self.read_at['records']} samples; they are saved and the same "
+        self.log(f"[djx] stopped after {read_at['records']} samples; they are saved and the same "
                  f"command resumes from there")
 
     def _stop_if(self, why: str | None) -> None:

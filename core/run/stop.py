@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from contextlib import contextmanager
 
 # what a run stopped between batches has saved (the checkpoint its ledger takes on the way out)
 RUN_SAVED = "the work done so far is saved: run the same command again to resume"
@@ -94,3 +95,22 @@ class Stop:
         os.write(2, f"djx: {signal.Signals(signum).name} again while stopping: stopped at once (a run "
                     f"resumes from its last checkpoint: run the same command again)\n".encode())
         os._exit(128 + signum)
+
+
+@contextmanager
+def ctrl_c_after():
+    """Hold a Ctrl-C that comes inside the block until the block is done, then act on it as the
+    handler in place would (the run's ledger writes and records each batch whole or not at all).
+    Only in the main thread, and only where Ctrl-C has a Python handler (not where it is ignored)."""
+    handler = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(handler):
+        yield
+        return
+    held = []
+    signal.signal(signal.SIGINT, lambda signum, frame: held.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
+        if held:
+            handler(signal.SIGINT, held[0])
