@@ -1,0 +1,254 @@
+"""Throughput of a model filter against the machine's limit, measured in one run.
+
+    python tools/bench_throughput.py [--n 600] [--work DIR] [--full-clip] [--dtype float32|bfloat16]
+
+1. The per-core prepare limit: djx's own decode (Data-Juicer's pixels) of 640-px photo-like JPEGs
+   plus the model's own processor (CLIP's 224-px resize, crop, normalise) and tokenizer, one thread,
+   in batches of the forward size: L images/s.
+2. djx end to end (image_text_similarity_filter, each sample its own image) with `np` unset (the
+   planner's choice) and with np = cores: steady samples/s (the summary's, start-up excluded), as a
+   ratio to cores x L. With a near-free model (a CLIP whose towers are tiny but whose processor is
+   the real 224-px one) only reading, decoding and preprocessing cost anything, so the ratio says how
+   much of the machine the execution shape uses. Target: >= 0.85 with np unset and with np = cores.
+3. `--full-clip`: the same runs with full-size CLIP ViT-B/32 (random weights), plus the raw batched
+   forward on pre-prepared tensors (all cores' threads): where the model, not the host, is the limit.
+4. On a GPU (when torch sees one): the raw forward on pre-decoded tensors on the device, djx end to
+   end on `cuda`, where one sample's time goes (read, decode, preprocess, transfer, forward), and the
+   GPU's busy share during the djx run (nvidia-smi utilization, sampled).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "tests" / "assets" / "models"
+FORWARD = 8
+
+
+def write_photos(folder: Path, n: int, width: int = 640, height: int = 480) -> Path:
+    """n distinct photo-like JPEGs (smooth colour fields, edges and sensor-like noise: a camera
+    JPEG's decode cost, not a flat synthetic one's) and a dataset naming each once."""
+    import numpy as np
+    from PIL import Image
+    rng = np.random.default_rng(0)
+    img_dir = folder / "images"
+    img_dir.mkdir(parents=True, exist_ok=True)
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+    path = folder / "data.jsonl"
+    with open(path, "w") as f:
+        for i in range(n):
+            a, b, c = rng.uniform(0.002, 0.03, 3)
+            base = np.stack([np.sin(xx * a + i) * 80, np.cos(yy * b - i) * 80, np.sin((xx + yy) * c) * 80], -1) + 128
+            base[(xx // 40 + yy // 40 + i) % 5 == 0] *= 0.6  # edges
+            pixels = np.clip(base + rng.normal(0, 12, base.shape), 0, 255).astype(np.uint8)
+            Image.fromarray(pixels).save(img_dir / f"{i}.jpg", quality=90)
+            f.write(json.dumps({"id": i, "text": f"<__dj__image> photo number {i}", "images": [f"images/{i}.jpg"]}) + "\n")
+    return path
+
+
+def save_clip(folder: Path, full: bool) -> Path:
+    """A CLIP with the real 224-px image processor: full-size ViT-B/32 towers, or near-free ones."""
+    import torch
+    from transformers import AutoProcessor, CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor
+    torch.manual_seed(0)
+    out = folder / ("clip-b32" if full else "clip-near-free")
+    if full:
+        config = CLIPConfig()
+    else:
+        tiny = dict(hidden_size=8, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2)
+        config = CLIPConfig(text_config=dict(tiny, vocab_size=49408, max_position_embeddings=77),
+                            vision_config=dict(tiny, image_size=224, patch_size=32), projection_dim=8)
+    CLIPModel(config).save_pretrained(out)
+    tok = AutoProcessor.from_pretrained(TINY / "tiny-clip").tokenizer  # its ids fit the full vocabulary
+    CLIPProcessor(image_processor=CLIPImageProcessor(), tokenizer=tok).save_pretrained(out)
+    return out
+
+
+def prepare_limit(model: Path, data: Path, n: int) -> float:
+    """Images/s of one thread doing djx's decode + the model's processor and tokenizer."""
+    import torch
+    from transformers import AutoProcessor
+
+    from djx.core.op.images import BatchImages
+    torch.set_num_threads(1)
+    proc = AutoProcessor.from_pretrained(model)
+    samples = [json.loads(line) for line in open(data)][:n]
+    images = BatchImages(str(data.parent), max_pixels=178956970)
+    t0 = time.perf_counter()
+    for i in range(0, len(samples), FORWARD):
+        part = samples[i:i + FORWARD]
+        rgb = [images.rgb(s["images"][0]) for s in part]
+        proc.image_processor(rgb, return_tensors="pt")
+        proc.tokenizer([s["text"] for s in part], padding=True, truncation=True, return_tensors="pt")
+        images.close()
+    return len(samples) / (time.perf_counter() - t0)
+
+
+def djx_run(model: Path, data: Path, out: Path, np_: int | None, dtype: str = "float32",
+            devices: list[str] | None = None) -> dict:
+    """A `djx process` run in its own process (as a user runs it); its summary."""
+    recipe = {"dataset_path": str(data), "export_path": str(out / "o.jsonl"), "batch_size": 32,
+              "process": [{"image_text_similarity_filter": {"hf_clip": str(model), "min_score": -1e9,
+                                                            "dtype": dtype}}]}
+    if devices is not None:
+        recipe["devices"] = devices
+    if np_ is not None:
+        recipe["np"] = np_
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "recipe.json").write_text(json.dumps(recipe))
+    cmd = [sys.executable, "-m", "djx.cli", "process", str(out / "recipe.json"), "--quiet"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"djx run failed ({done.returncode}): {done.stderr[-2000:]}")
+    return json.loads((out / "o.summary.json").read_text())
+
+
+def raw_forward(model: Path, data: Path, n: int, device: str, dtype: str, batch: int) -> float:
+    """Pairs/s of the bare batched forward on tensors prepared beforehand (all threads)."""
+    import torch
+    from transformers import AutoProcessor, CLIPModel
+
+    from djx.core.op.images import BatchImages
+    torch.set_num_threads(os.cpu_count() or 1)
+    tdtype = getattr(torch, dtype)
+    net = CLIPModel.from_pretrained(model).to(device, tdtype).eval()
+    proc = AutoProcessor.from_pretrained(model)
+    samples = [json.loads(line) for line in open(data)][:n]
+    images = BatchImages(str(data.parent), max_pixels=178956970)
+    inputs = []
+    for i in range(0, len(samples), batch):
+        part = samples[i:i + batch]
+        x = proc(text=[s["text"] for s in part], images=[images.rgb(s["images"][0]) for s in part],
+                 return_tensors="pt", padding=True, truncation=True)
+        inputs.append({k: (v.to(device, tdtype) if k == "pixel_values" else v.to(device)) for k, v in x.items()})
+        images.close()
+    with torch.inference_mode():
+        net(**inputs[0])  # warm-up
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for x in inputs:
+            net(**x)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+    return len(samples) / (time.perf_counter() - t0)
+
+
+def row(label: str, summary: dict, limit: float, cores: int) -> str:
+    t = summary.get("timing") or {}
+    rate = t.get("steady_samples_per_second") or summary["samples_per_second"]
+    plan = summary.get("plan") or {}
+    return (f"| {label} | {summary.get('workers')} workers x {plan.get('threads_per_worker')} threads | {rate:,.1f} samples/s | "
+            f"{rate / (cores * limit):.2f} x cores x L |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=600)
+    ap.add_argument("--work", type=Path)
+    ap.add_argument("--full-clip", action="store_true")
+    ap.add_argument("--dtype", default="float32")
+    args = ap.parse_args()
+    work = args.work or Path(tempfile.mkdtemp(prefix="bench-throughput-"))
+    cores = len(os.sched_getaffinity(0))
+    data = write_photos(work / "photos", args.n)
+    print(f"# bench_throughput: {args.n} distinct 640x480 JPEGs, {cores} cores")
+    models = [save_clip(work / "models", full=False)] + ([save_clip(work / "models", full=True)] if args.full_clip else [])
+    for model in models:
+        limit = prepare_limit(model, data, min(args.n, 240))
+        print(f"\n## {model.name}: per-core prepare limit L = {limit:,.1f} images/s (decode + processor, one thread)")
+        print("| run | plan | steady | ratio |\n|---|---|---|---|")
+        for label, np_ in (("np unset", None), (f"np = {cores}", cores)):
+            s = djx_run(model, data, work / f"out-{model.name}-{np_}", np_, args.dtype, ["cpu"])
+            print(row(label, s, limit, cores), flush=True)
+        if model.name == "clip-b32":
+            raw = raw_forward(model, data, min(args.n, 128), "cpu", args.dtype, FORWARD)
+            print(f"raw batched forward on prepared tensors, {cores} threads: {raw:,.1f} pairs/s")
+    try:
+        import torch
+        gpu = torch.cuda.is_available()
+    except ImportError:
+        gpu = False
+    if gpu:
+        gpu_section(work, data, args.n)
+
+
+def gpu_section(work: Path, data: Path, n: int) -> None:
+    """Full-size CLIP B/32 in bfloat16 on the first GPU: the bare forward, djx end to end with the
+    GPU's busy share, and where one batch's time goes."""
+    import threading
+    model = save_clip(work / "models", full=True)
+    raw = raw_forward(model, data, min(n, 1024), "cuda", "bfloat16", 256)
+    print(f"\n## GPU ({_gpu_name()}), CLIP ViT-B/32 bf16\nraw forward on pre-decoded tensors, batch 256: {raw:,.0f} pairs/s")
+    util, stop = [], threading.Event()
+
+    def sample():
+        while not stop.wait(0.2):
+            out = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
+                                  "-i", "0"], capture_output=True, text=True).stdout.strip()
+            if out.isdigit():
+                util.append(int(out))
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    s = djx_run(model, data, work / "out-gpu", None, "bfloat16")
+    stop.set()
+    t.join()
+    rate = (s.get("timing") or {}).get("steady_samples_per_second") or s["samples_per_second"]
+    busy = sum(util) / len(util) if util else float("nan")
+    print(f"djx end to end (np unset: {s.get('workers')} workers, devices {s['plan']['devices']}): "
+          f"{rate:,.1f} samples/s, GPU busy {busy:.0f}% (mean of {len(util)} samples)")
+    breakdown(model, data, min(n, 256))
+
+
+def breakdown(model: Path, data: Path, n: int) -> None:
+    """Milliseconds per sample of each step, one thread on the host, batch 64 on the device."""
+    import io
+
+    import torch
+    from PIL import Image
+    from transformers import AutoProcessor, CLIPModel
+    torch.set_num_threads(1)
+    net = CLIPModel.from_pretrained(model).to("cuda", torch.bfloat16).eval()
+    proc = AutoProcessor.from_pretrained(model)
+    samples = [json.loads(line) for line in open(data)][:n]
+    took = dict.fromkeys(("read", "decode", "preprocess", "transfer", "forward"), 0.0)
+
+    def timed(step, fn):
+        t0 = time.perf_counter()
+        out = fn()
+        took[step] += time.perf_counter() - t0
+        return out
+    with torch.inference_mode():
+        for i in range(0, n, 64):
+            part = samples[i:i + 64]
+            raw = timed("read", lambda: [(data.parent / s["images"][0]).read_bytes() for s in part])
+            rgb = timed("decode", lambda: [Image.open(io.BytesIO(b)).convert("RGB") for b in raw])
+            x = timed("preprocess", lambda: proc(text=[s["text"] for s in part], images=rgb, return_tensors="pt",
+                                                 padding=True, truncation=True))
+            x = timed("transfer", lambda: _to_cuda(x))
+            timed("forward", lambda: (net(**x), torch.cuda.synchronize()))
+    print("per sample: " + ", ".join(f"{k} {v * 1000 / n:.2f} ms" for k, v in took.items()))
+
+
+def _to_cuda(x):
+    import torch
+    out = {k: (v.to("cuda", torch.bfloat16) if k == "pixel_values" else v.to("cuda")) for k, v in x.items()}
+    torch.cuda.synchronize()
+    return out
+
+
+def _gpu_name() -> str:
+    import torch
+    return torch.cuda.get_device_name(0)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO.parent))
+    main()
