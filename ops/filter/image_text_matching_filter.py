@@ -1,5 +1,5 @@
 from djx import register_op
-from djx.ops.filter.image_text_model_filter import ImageTextModelFilter, max_text_len
+from djx.ops.filter.image_text_model_filter import ImageTextModelFilter
 
 
 @register_op("image_text_matching_filter", aliases=("image_text_match_filter",))
@@ -25,19 +25,17 @@ class ImageTextMatchingFilter(ImageTextModelFilter):
     def model_name(self) -> str:
         return self.hf_blip
 
-    def score_pairs(self, loaded, batch, texts, images, pairs):
+    def score(self, loaded, prepared, fault=(), counters=None):
         import torch
+        model, device = loaded.model, loaded.device
 
-        model, proc, device = loaded.model, loaded.processor, loaded.device
+        def encode_images(rows):
+            return list(model.vision_model(pixel_values=self.pixel_rows(loaded, prepared, rows)).last_hidden_state)
 
-        def encode_images(chunk):
-            return list(model.vision_model(pixel_values=self.pixels(loaded, chunk)).last_hidden_state)
-
-        vision = self.forward(encode_images, images, loaded, batch)
+        vision = self.forward(encode_images, list(range(prepared.n_images)), loaded, fault, counters)
 
         def match(chunk):
-            tok = proc.tokenizer([texts[t] for t, _ in chunk], padding=True, truncation=True,
-                                 max_length=max_text_len(model), return_tensors="pt").to(device)
+            tok = self.token_rows(loaded, prepared, [t for t, _ in chunk])
             embeds = torch.stack([vision[i] for _, i in chunk])
             atts = torch.ones(embeds.shape[:-1], dtype=torch.long, device=device)
             hidden = model.text_encoder(input_ids=tok["input_ids"], attention_mask=tok["attention_mask"],
@@ -46,6 +44,6 @@ class ImageTextMatchingFilter(ImageTextModelFilter):
             probs = torch.softmax(model.itm_head(hidden[:, 0, :]).float(), dim=-1)[:, 1]
             return probs.tolist()
 
-        usable = [p for p in pairs if vision[p[1]] is not None]
-        scored = dict(zip(usable, self.forward(match, usable, loaded, batch)))
-        return [scored.get(p) for p in pairs]
+        usable = [p for p in prepared.pairs if vision[p[1]] is not None]
+        scored = dict(zip(usable, self.forward(match, usable, loaded, fault, counters)))
+        return [scored.get(p) for p in prepared.pairs]

@@ -17,6 +17,7 @@ from djx import Batch, Filter, SampleError, range_reason
 from djx.core.models.oom import OOM_REASON, forward_with_backoff
 from djx.core.recipe.context import TOKEN_MISMATCH
 from djx.ops.common.model_op import OneModelOp, check_forward_batch
+from djx.ops.common.prepared import PreparedPairs
 from djx.ops.filter.per_image import keep_images
 
 
@@ -78,30 +79,37 @@ class ImageTextModelFilter(OneModelOp, Filter):
         return self.stats_keys[0]
 
     # -- for subclasses ---------------------------------------------------------------------
-    def forward(self, fn, items: list, loaded, batch: Batch) -> list:
+    def forward(self, fn, items: list, loaded, fault=(), counters: dict | None = None) -> list:
         """`fn` over `items` in `forward_batch_size` chunks, halved on CUDA OOM; one output per
         item (None where even a single item ran out of memory)."""
         size = self.forward_batch_size or default_forward_batch(loaded.device)
-        return forward_with_backoff(fn, items, size, loaded.device, batch.ctx.fault, batch.counters)
+        return forward_with_backoff(fn, items, size, loaded.device, fault, counters)
 
     @staticmethod
-    def pixels(loaded, images: list):
-        """The processor's pixel tensor for `images`, on the model's device and dtype."""
-        pixels = loaded.processor.image_processor(images, return_tensors="pt")["pixel_values"]
-        return pixels.to(loaded.device, loaded.dtype)
+    def pixel_rows(loaded, prepared: PreparedPairs, rows: list[int]):
+        """The prepared pixel rows `rows` (consecutive), on the model's device and dtype."""
+        return prepared.pixels[rows[0]:rows[-1] + 1].to(loaded.device, loaded.dtype)
 
-    def score_pairs(self, loaded, batch: Batch, texts: list[str], images: list, pairs: list) -> list:
-        """Scores for (text index, image index) pairs; None where a forward failed even alone."""
+    @staticmethod
+    def token_rows(loaded, prepared: PreparedPairs, rows: list[int]) -> dict:
+        """input_ids and attention_mask of the texts `rows`, padded as the tokenizer pads a list."""
+        padded = loaded.processor.tokenizer.pad({"input_ids": [prepared.tokens[t] for t in rows]},
+                                                padding=True, return_tensors="pt")
+        return {k: padded[k].to(loaded.device) for k in ("input_ids", "attention_mask")}
+
+    def score(self, loaded, prepared: PreparedPairs, fault=(), counters: dict | None = None) -> list:
+        """Scores of the prepared pairs, from the prepared tensors alone; None where a forward
+        failed even alone."""
         raise NotImplementedError
 
-    # -- the filter -------------------------------------------------------------------------
-    def compute_stats(self, batch: Batch) -> None:
+    # -- the filter: prepare (host), score (model), finish (batch) -------------------------------
+    def prepare(self, batch: Batch, processor, text_len: int) -> tuple[PreparedPairs, list]:
+        """Chunk the texts, decode each distinct image once, run the processor and the tokenizer
+        (truncating at `text_len`, the model's text length). Returns the prepared pairs and, per sample, its chunks' pair indices (None: rejected)."""
         ctx = batch.ctx
-        loaded = batch.pool.get(self.spec)
-        target = _image_side(loaded.processor) if self.draft_decode else 0
+        target = _image_side(processor) if self.draft_decode else 0
         texts, text_ids, images, image_ids = [], {}, [], {}
-        plan = []  # per sample: [(pair indices of chunk)] or None when rejected
-        pairs = []
+        plan, pairs = [], []
         for i, sample in enumerate(batch.samples):
             refs = batch.image_refs(sample)
             try:
@@ -109,7 +117,7 @@ class ImageTextModelFilter(OneModelOp, Filter):
                                       ctx.eoc_special_token)
                 for ref in refs:
                     if ref not in image_ids:  # decoded first: an image that fails is never given an index
-                        image = self._prepare(batch.images.rgb(ref, target))
+                        image = self._flip(batch.images.rgb(ref, target))
                         image_ids[ref] = len(images)
                         images.append(image)
             except SampleError as e:
@@ -121,17 +129,15 @@ class ImageTextModelFilter(OneModelOp, Filter):
                 t = text_ids.setdefault(text, len(texts))
                 if t == len(texts):
                     texts.append(text)
-                idx = []
-                for ref in refs[first:first + count]:
-                    idx.append(len(pairs))
-                    pairs.append((t, image_ids[ref]))
-                sample_chunks.append(idx)
+                sample_chunks.append(list(range(len(pairs), len(pairs) + count)))
+                pairs.extend((t, image_ids[ref]) for ref in refs[first:first + count])
             plan.append(sample_chunks)
-        scores = []
-        if pairs:
-            import torch
-            with torch.inference_mode():
-                scores = self.score_pairs(loaded, batch, texts, images, pairs)
+        pixels = processor.image_processor(images, return_tensors="pt")["pixel_values"] if images else None
+        tokens = processor.tokenizer(texts, truncation=True, max_length=text_len)["input_ids"] if texts else []
+        return PreparedPairs(pixels, tokens, pairs), plan
+
+    def finish(self, batch: Batch, plan: list, scores: list) -> None:
+        """Each sample's chunk scores, reduced per chunk, as its stat (an OOM even alone rejects it)."""
         for i, sample_chunks in enumerate(plan):
             if sample_chunks is None:
                 continue
@@ -145,6 +151,16 @@ class ImageTextModelFilter(OneModelOp, Filter):
             else:
                 batch.stats(batch.samples[i])[self.stat] = values
 
+    def compute_stats(self, batch: Batch) -> None:
+        loaded = batch.pool.get(self.spec)
+        prepared, plan = self.prepare(batch, loaded.processor, max_text_len(loaded.model))
+        scores = []
+        if prepared.pairs:
+            import torch
+            with torch.inference_mode():
+                scores = self.score(loaded, prepared, batch.ctx.fault, batch.counters)
+        self.finish(batch, plan, scores)
+
     def keep(self, stats: dict) -> bool:
         return keep_images(stats[self.stat], self.min_score, self.max_score, self.any_or_all)
 
@@ -152,7 +168,7 @@ class ImageTextModelFilter(OneModelOp, Filter):
         return range_reason(self.stat, stats[self.stat], self.min_score, self.max_score, "min_score", "max_score",
                             self.any_or_all)
 
-    def _prepare(self, image):
+    def _flip(self, image):
         if self.horizontal_flip:
             image = ImageOps.mirror(image)
         if self.vertical_flip:

@@ -1,5 +1,5 @@
 from djx import register_op
-from djx.ops.filter.image_text_model_filter import ImageTextModelFilter, max_text_len
+from djx.ops.filter.image_text_model_filter import ImageTextModelFilter
 
 
 @register_op("image_text_similarity_filter")
@@ -25,24 +25,22 @@ class ImageTextSimilarityFilter(ImageTextModelFilter):
     def model_name(self) -> str:
         return self.hf_clip
 
-    def score_pairs(self, loaded, batch, texts, images, pairs):
-        model, proc, device = loaded.model, loaded.processor, loaded.device
+    def score(self, loaded, prepared, fault=(), counters=None):
+        model = loaded.model
 
-        def encode_images(chunk):
-            out = model.vision_model(pixel_values=self.pixels(loaded, chunk))
+        def encode_images(rows):
+            out = model.vision_model(pixel_values=self.pixel_rows(loaded, prepared, rows))
             feats = model.visual_projection(out.pooler_output).float()
             return list((feats / feats.norm(dim=-1, keepdim=True)).cpu())  # one copy per chunk
 
-        def encode_texts(chunk):
-            tok = proc.tokenizer(chunk, padding=True, truncation=True, max_length=max_text_len(model),
-                                 return_tensors="pt").to(device)
-            out = model.text_model(input_ids=tok["input_ids"], attention_mask=tok["attention_mask"])
+        def encode_texts(rows):
+            out = model.text_model(**self.token_rows(loaded, prepared, rows))
             feats = model.text_projection(out.pooler_output).float()
             return list((feats / feats.norm(dim=-1, keepdim=True)).cpu())  # one copy per chunk
 
-        img = self.forward(encode_images, images, loaded, batch)
-        txt = self.forward(encode_texts, texts, loaded, batch)
+        img = self.forward(encode_images, list(range(prepared.n_images)), loaded, fault, counters)
+        txt = self.forward(encode_texts, list(range(len(prepared.tokens))), loaded, fault, counters)
         scale = float(model.logit_scale.exp()) / 100.0
         # per-pair dot products on the host: no device sync per pair
         return [None if img[i] is None or txt[t] is None else float(txt[t] @ img[i]) * scale
-                for t, i in pairs]
+                for t, i in prepared.pairs]

@@ -1,0 +1,81 @@
+"""The image-text model filters in three steps: prepare (host: chunks, decode, processor,
+tokenizer), score (the model, from the prepared tensors alone) and finish (the batch's stats).
+What prepare hands over is plain data that pickles without images or batch, and batches prepared
+apart (as different workers prepare them) scored together give each sample the scores it gets
+in its own batch: what a scoring process that batches across workers relies on."""
+import pickle
+import random
+
+import pytest
+import torch
+
+from djx.core.models.pool import ModelPool
+from djx.core.op.base import Batch
+from djx.core.op.images import BatchImages
+from djx.core.recipe.context import RunContext
+from djx.ops.common.prepared import join, split
+from djx.ops.filter.image_text_matching_filter import ImageTextMatchingFilter
+from djx.ops.filter.image_text_model_filter import max_text_len
+from djx.ops.filter.image_text_similarity_filter import ImageTextSimilarityFilter
+from djx.tools import synth
+
+from test_multimodal import BLIP, CLIP, EOC, IMG, multi_chunk_samples
+
+pytestmark = [pytest.mark.slow, pytest.mark.models]
+
+OPS = {"clip": lambda: ImageTextSimilarityFilter(hf_clip=CLIP, min_score=-1.0, forward_batch_size=4),
+       "blip": lambda: ImageTextMatchingFilter(hf_blip=BLIP, min_score=0.0, forward_batch_size=3)}
+
+
+def batch_of(samples, folder, pool):
+    ctx = RunContext()
+    return Batch([dict(s) for s in samples], ctx, BatchImages(str(folder), ctx.max_image_pixels), pool,
+                 ctx.text_key, ctx.image_key)
+
+
+def stat_values(op, batch):
+    return [batch.stats(s).get(op.stat) for s in batch.samples]
+
+
+@pytest.mark.parametrize("kind", OPS)
+def test_batches_prepared_apart_and_scored_together_get_their_own_scores(tmp_path, kind):
+    op, pool = OPS[kind](), ModelPool("cpu")
+    samples = multi_chunk_samples(tmp_path)
+    samples[3] = {"text": f"{IMG} a sample whose image is missing {EOC}", "images": ["nowhere.png"]}
+    halves = [samples[:7], samples[7:]]
+    alone = []  # each half as one worker's batch, the whole op in that worker
+    for part in halves:
+        batch = batch_of(part, tmp_path, pool)
+        op.compute_stats(batch)
+        alone.append((stat_values(op, batch), dict(batch.rejected)))
+
+    loaded = pool.get(op.spec)
+    batches = [batch_of(part, tmp_path, pool) for part in halves]
+    prepared = [op.prepare(b, loaded.processor, max_text_len(loaded.model)) for b in batches]
+    # what crosses to a scoring process: tensors and lists, no image, no batch, no model
+    payloads = [pickle.loads(pickle.dumps(p)) for p, _ in prepared]
+    assert all(isinstance(p.pixels, torch.Tensor) and p.pixels.dtype == torch.float32 for p in payloads)
+    with torch.inference_mode():
+        scores = op.score(loaded, join(payloads))
+    for b, (_, plan), own, (want, rejected) in zip(batches, prepared, split(scores, payloads), alone):
+        op.finish(b, plan, own)
+        assert b.rejected == rejected
+        for got, ref in zip(stat_values(op, b), want):
+            assert (got is None) == (ref is None)
+            if got is not None:
+                assert got == pytest.approx(ref, abs=1e-6)
+    assert 3 in batches[0].rejected and "nowhere.png" in batches[0].rejected[3]
+
+
+def test_prepare_decodes_each_distinct_image_once_and_tokenizes_each_distinct_text_once(tmp_path):
+    rng = random.Random(3)
+    image, cap, _ = synth.random_pair(rng, size=64)
+    image.save(tmp_path / "a.png")
+    samples = [{"text": f"{IMG} {cap}", "images": ["a.png"]} for _ in range(5)]
+    samples.append({"text": f"{IMG} {IMG} {cap} {EOC}", "images": ["a.png", "a.png"]})
+    op, pool = OPS["clip"](), ModelPool("cpu")
+    loaded = pool.get(op.spec)
+    batch = batch_of(samples, tmp_path, pool)
+    prepared, plan = op.prepare(batch, loaded.processor, max_text_len(loaded.model))
+    assert prepared.n_images == 1 and len(prepared.tokens) == 1
+    assert prepared.pairs == [(0, 0)] * 7 and plan[-1] == [[5, 6]]
