@@ -86,3 +86,17 @@ def load_clip(spec: ModelSpec, device: str) -> LoadedModel:
 @register_model_loader("hf_blip_itm", estimate=_estimate("BlipForImageTextRetrieval"))
 def load_blip_itm(spec: ModelSpec, device: str) -> LoadedModel:
     return _load("BlipForImageTextRetrieval", spec, device)
+
+
+def load_host_side(spec: ModelSpec) -> tuple:
+    """A CLIP or BLIP model's processor and text length, without its weights: what a worker that
+    prepares for a scorer elsewhere needs."""
+    import transformers
+    kw = {"revision": spec.revision, "trust_remote_code": spec.trust_remote_code}
+    try:
+        processor = transformers.AutoProcessor.from_pretrained(spec.name, **kw)
+        config = transformers.AutoConfig.from_pretrained(spec.name, **kw)
+    except (OSError, ValueError) as e:
+        raise DjxError(f"cannot load the processor of {spec.name!r}: {type(e).__name__}: "
+                       f"{str(e).splitlines()[0][:300]}") from None
+    return processor, int(config.text_config.max_position_embeddings)

@@ -38,7 +38,8 @@ def make_executor(chain: OpChain, plan: Plan, recipe: Recipe, replan=None, log=p
             "in its first forward); using spawn")
         method = "spawn"
     return LocalExecutor(chain, plan, method, tuple(recipe.custom_ops), recipe.base_dir, recipe.max_in_flight,
-                         replan=replan, log=log, sample_timeout=recipe.sample_timeout, share_models=recipe.share_models)
+                         replan=replan, log=log, sample_timeout=recipe.sample_timeout, share_models=recipe.share_models,
+                         scoring=recipe.scoring)
 
 
 def require_ray() -> None:

@@ -50,6 +50,7 @@ class WorkerSetup:
     mem_fraction: float = 0.0     # a cap on this process's share of its GPU (0: no cap)
     share: object = None          # a WeightShare: where the pool maps each model from (None: private)
     warmup: bool = True           # load the chain's models before the first batch
+    scoring: str = "workers"      # "device": ops that can score through their device's scorer
 
 
 def bind_process(setup: WorkerSetup) -> tuple[OpChain, ModelPool]:
@@ -66,8 +67,14 @@ def bind_process(setup: WorkerSetup) -> tuple[OpChain, ModelPool]:
             torch.cuda.set_device(setup.device)
             if setup.mem_fraction > 0:
                 torch.cuda.set_per_process_memory_fraction(min(setup.mem_fraction, 1.0), setup.device)
-    pool = process_pool(setup.device, setup.share)
+    pool = process_pool(setup.device, setup.share, setup.scoring)
     if setup.warmup and not getattr(chain, "lazy_models", False):  # lazy: stats reused, maybe no model needed
-        for spec in chain.model_specs():
-            pool.get(spec)
+        scorer = pool.scorer()  # scoring: device: the device's scorer holds the models of the ops it scores
+        for op in chain.ops:
+            if scorer is not None and hasattr(op, "score_parts"):
+                scorer.warm(op)
+                op.host_side(pool)
+            else:
+                for spec in op.model_specs():
+                    pool.get(spec)
     return chain, pool

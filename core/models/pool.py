@@ -60,9 +60,12 @@ class ModelPool:
     """Per-process cache of loaded models, keyed by (spec, device). With a `share`, the weights
     are mapped from the run's one shared copy of the device instead of loaded into this process."""
 
-    def __init__(self, device: str = "cpu", share=None):
+    def __init__(self, device: str = "cpu", share=None, scoring: str = "workers"):
         self.device = device
         self.share = share  # a share.weight_share.WeightShare, or None: load privately
+        self.scoring = scoring  # "device": the ops that can, score through the device's scorer
+        self._scorer = None
+        self._host: dict = {}  # what this process prepares with (a model's processor), made once
         self.pid = os.getpid()
         self._models: dict[tuple[ModelSpec, str], Any] = {}
         self.loads: dict[str, int] = {}          # spec label -> loads in this process
@@ -87,6 +90,22 @@ class ModelPool:
                 self.shared_bytes[label] = self.measured_bytes[label]
             self._models[key] = model
         return model
+
+    def scorer(self):
+        """The device's scorer (a ScoreClient) when the run scores in one place per device and
+        this device has one; None: the ops score in this process."""
+        if self.scoring != "device" or self.share is None or self.device not in self.share.owners:
+            return None
+        if self._scorer is None:
+            from djx.core.models.share.score_client import ScoreClient
+            self._scorer = ScoreClient(self.share.owners[self.device], self.device)
+        return self._scorer
+
+    def host(self, key, make):
+        """`make()`, made once per process (e.g. a model's processor, for preparing without the model)."""
+        if key not in self._host:
+            self._host[key] = make()
+        return self._host[key]
 
     def report(self, mem=None) -> WorkerReport:
         """This process's report: its device, model loads and footprints, and memory (`mem`: the
@@ -125,15 +144,16 @@ def _device_allocated(device: str) -> int:
 _PROCESS_POOL: ModelPool | None = None
 
 
-def process_pool(device: str | None = None, share=None) -> ModelPool:
+def process_pool(device: str | None = None, share=None, scoring: str = "workers") -> ModelPool:
     """The pool of this process, created on first use (bound to `device`, default cpu; `share`:
     where its weights are mapped from, see ModelPool)."""
     global _PROCESS_POOL
     # a forked worker starts its own pool: models loaded by the parent are not its loads, and a
     # torch model used across fork can hang
     if _PROCESS_POOL is None or _PROCESS_POOL.pid != os.getpid():
-        _PROCESS_POOL = ModelPool(device or "cpu", share)
+        _PROCESS_POOL = ModelPool(device or "cpu", share, scoring)
     else:
+        _PROCESS_POOL.scoring = scoring
         if device is not None and device != _PROCESS_POOL.device:
             _PROCESS_POOL.device = device
         if share is not None:

@@ -1,8 +1,6 @@
-"""Recipe: the YAML a user writes, loaded with yaml.safe_load into a frozen, validated object.
-
-Global keys follow Data-Juicer's names; djx adds its own (executor, batch_size, ...). Relative
-paths resolve against the recipe's folder. Errors name the key path and what was expected.
-"""
+"""Recipe: the YAML a user writes, loaded with yaml.safe_load into a frozen, validated object. Global
+keys follow Data-Juicer's names; djx adds its own (executor, batch_size, ...). Relative paths resolve
+against the recipe's folder. Errors name the key path and what was expected."""
 from __future__ import annotations
 
 import copy
@@ -56,6 +54,7 @@ class Recipe:
     report: bool = False                      # write the analysis (djx analyze) next to the export
     sample_timeout: float = 600.0             # seconds one op call may make no progress (then killed)
     share_models: bool = True                 # CPU workers map one shared copy of each model's weights
+    scoring: Literal["workers", "device"] = "workers"  # device: workers prepare, one scorer per device scores
     ray_address: str | None = None
     image_root: str | None = None             # relative image paths resolve here (default: the dataset's folder)
     dataset_format: Literal["djx", "llava"] = "djx"  # llava: LLaVA's records, read and written as they are
@@ -221,6 +220,8 @@ def _check_values(values: dict, base_dir: str) -> None:
             raise RecipeError(f"inject_faults: unknown fault {f!r}; known: 'oom_always', 'oom_above:N'")
     if isinstance(values.get("text_keys"), list) and not values["text_keys"]:
         raise RecipeError("text_keys: must name at least one key")
+    if values.get("scoring") == "device" and values.get("executor") == "ray":
+        raise RecipeError("scoring: device runs on the local executor (executor: local); on Ray each actor scores")
     check_format(values)
     _check_tokens(values.get("image_special_token", Recipe.image_special_token),
                   values.get("eoc_special_token", Recipe.eoc_special_token))

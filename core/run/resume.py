@@ -17,7 +17,7 @@ from djx.core.records import OpCounts, add_counters
 RESUMABLE_KEYS = {"np", "start_method", "devices", "gpu_mem_fraction", "max_in_flight", "checkpoint_every",
                   "on_error", "executor", "ray_address", "export_path", "dataset_path", "batch_size",
                   "project_name", "max_rejected_fraction",
-                  "sample_timeout", "max_batch_bytes", "share_models", "report"}
+                  "sample_timeout", "max_batch_bytes", "share_models", "report", "scoring"}
 
 
 @dataclass

@@ -17,7 +17,8 @@ from djx import Batch, Filter, SampleError, range_reason
 from djx.core.models.oom import OOM_REASON, forward_with_backoff
 from djx.core.recipe.context import TOKEN_MISMATCH
 from djx.ops.common.model_op import OneModelOp, check_forward_batch
-from djx.ops.common.prepared import PreparedPairs
+from djx.ops.common.prepared import PreparedPairs, join, split
+from djx.ops.models import load_host_side
 from djx.ops.filter.per_image import keep_images
 
 
@@ -102,10 +103,19 @@ class ImageTextModelFilter(OneModelOp, Filter):
         failed even alone."""
         raise NotImplementedError
 
+    def host_side(self, pool) -> tuple:
+        """(processor, text length) of the model, without its weights: what preparing needs."""
+        return pool.host(("prepare", self.spec), lambda: load_host_side(self.spec))
+
+    def score_parts(self, loaded, parts: list[PreparedPairs], fault=(), counters: dict | None = None) -> list:
+        """Several batches' prepared pairs scored together; their scores, batch by batch."""
+        return split(self.score(loaded, join(parts), fault, counters), parts)
+
     # -- the filter: prepare (host), score (model), finish (batch) -------------------------------
     def prepare(self, batch: Batch, processor, text_len: int) -> tuple[PreparedPairs, list]:
         """Chunk the texts, decode each distinct image once, run the processor and the tokenizer
-        (truncating at `text_len`, the model's text length). Returns the prepared pairs and, per sample, its chunks' pair indices (None: rejected)."""
+        (truncating at `text_len`, the model's text length). Returns the prepared pairs and, per
+        sample, its chunks' pair indices (None: rejected)."""
         ctx = batch.ctx
         target = _image_side(processor) if self.draft_decode else 0
         texts, text_ids, images, image_ids = [], {}, [], {}
@@ -152,6 +162,13 @@ class ImageTextModelFilter(OneModelOp, Filter):
                 batch.stats(batch.samples[i])[self.stat] = values
 
     def compute_stats(self, batch: Batch) -> None:
+        scorer = batch.pool.scorer() if hasattr(batch.pool, "scorer") else None
+        if scorer is not None:  # scoring: device: prepare here, the device's scorer scores
+            processor, text_len = self.host_side(batch.pool)
+            prepared, plan = self.prepare(batch, processor, text_len)
+            scores = scorer.score(self, prepared, batch.ctx.fault, batch.counters) if prepared.pairs else []
+            self.finish(batch, plan, scores)
+            return
         loaded = batch.pool.get(self.spec)
         prepared, plan = self.prepare(batch, loaded.processor, max_text_len(loaded.model))
         scores = []

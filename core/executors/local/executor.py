@@ -7,8 +7,8 @@ sample is left, which is rejected; the run never hangs on a dead worker.
 
 With `share_models`, the workers map one copy of each model per device: on CPU from the run
 folder (models/share/folder.py), on a GPU from that device's weight owner process (share/gpu_owner.py),
-which this executor starts before the workers, restarts when it dies and stops after them.
-"""
+which this executor starts before the workers, restarts when it dies and stops after them. With
+`scoring: device` that owner also scores for every worker of its device (share/scoring.py)."""
 from __future__ import annotations
 
 import contextlib
@@ -73,7 +73,7 @@ class LocalExecutor:
     def __init__(self, chain: OpChain, plan: Plan, start_method: str = "spawn",
                  custom_ops: tuple = (), base_dir: str = ".", max_in_flight: int | None = None,
                  replan=None, log=print, sample_timeout: float = 600.0, share_models: bool = True,
-                 owner_on_cpu: bool = False):
+                 owner_on_cpu: bool = False, scoring: str = "workers"):
         self.chain = chain
         self.plan = plan
         self.replan = replan  # measured model bytes -> Plan (GPU runs revise the plan after rank 0)
@@ -92,11 +92,12 @@ class LocalExecutor:
         self.restarts = 0
         self._chain_bytes = dill.dumps(chain)
         self._ids = itertools.count()
-        self.share_models = share_models and bool(chain.model_specs())
+        self.scoring = scoring if any(hasattr(op, "score_parts") for op in chain.ops) else "workers"
+        self.share_models = (share_models or self.scoring == "device") and bool(chain.model_specs())
         self._share = None  # WeightShare of the run's folder and owners, while it runs
-        # devices whose weights a weight owner serves: the GPUs (and, for tests, CPU: owner_on_cpu)
-        self._owned = tuple(d for d in dict.fromkeys(plan.devices) if owner_on_cpu or d.startswith("cuda"))
-        self._owners = WeightOwners(self.custom_ops, self.base_dir, log, _main_importable)
+        self._owned = tuple(d for d in dict.fromkeys(plan.devices)  # owners serve (and score on): GPUs; tests: CPU
+                            if owner_on_cpu or self.scoring == "device" or d.startswith("cuda"))
+        self._owners = WeightOwners(self.custom_ops, self.base_dir, log, _main_importable, plan.threads_per_worker)
         self._halt: list = []  # the run's Stop, while it runs: waits wake for it
 
     def run(self, source: Iterable[InputBatch], stop=None) -> Iterator[BatchResult]:
@@ -120,8 +121,8 @@ class LocalExecutor:
         parent, child = self.mp.Pipe()
         status = self.mp.Value(Status, -1, -1, 0.0, lock=False)
         setup = WorkerSetup(self._chain_bytes, self.plan.devices[rank], self.plan.threads_per_worker,
-                            self.custom_ops, self.base_dir,
-                            self.plan.mem_fraction[rank] if self.plan.mem_fraction else 0.0, self._share, warmup)
+                            self.custom_ops, self.base_dir, self.plan.mem_fraction[rank] if self.plan.mem_fraction
+                            else 0.0, self._share, warmup, self.scoring)
         proc = self.mp.Process(target=worker_main, name=f"djx-worker-{rank}", daemon=True,
                                args=(setup, rank, child, status, None if self._forkserver else os.getpid()))
         with _main_importable():

@@ -1,4 +1,5 @@
-"""One copy of each model per GPU: a weight owner process per device.
+"""One copy of each model per GPU: a weight owner process per device (with `scoring: device`, also
+the device's scorer: scoring.py).
 
 GPU memory cannot be shared through files. The owner of a device loads each model there once and
 hands every worker bound to the same device CUDA IPC handles of its tensors (torch's own tensor
@@ -35,8 +36,9 @@ class WeightOwners:
 
     MAX_RESTARTS = 10
 
-    def __init__(self, custom_ops: tuple, base_dir: str, log, main_importable):
+    def __init__(self, custom_ops: tuple, base_dir: str, log, main_importable, threads: int = 1):
         self.custom_ops, self.base_dir, self.log = custom_ops, base_dir, log
+        self.threads = threads  # torch threads of an owner (its scoring: more would fight the workers)
         self._main_importable = main_importable  # the executor's guard for spawning from a script
         self.addresses: dict = {}  # device -> OwnerAddress
         self.procs: dict = {}      # device -> its owner process
@@ -55,7 +57,8 @@ class WeightOwners:
         import multiprocess as mp
         ctx = mp.get_context("spawn")  # a clean process: CUDA cannot be used in a forked one
         proc = ctx.Process(target=owner_main, name=f"djx-weights-{device}", daemon=True,
-                           args=(device, self.addresses[device], self.custom_ops, self.base_dir, os.getpid()))
+                           args=(device, self.addresses[device], self.custom_ops, self.base_dir, os.getpid(),
+                                 self.threads))
         with self._main_importable():
             proc.start()
         self.procs[device] = proc
@@ -109,16 +112,19 @@ def _dumps(obj) -> bytes:
     return buf.getvalue()
 
 
-def owner_main(device: str, address: OwnerAddress, custom_ops: tuple, base_dir: str, parent: int) -> None:
+def owner_main(device: str, address: OwnerAddress, custom_ops: tuple, base_dir: str, parent: int,
+               threads: int = 1) -> None:
     """The owner's process: bind the device, load the plug-ins (their model loaders), listen, then
     answer each worker's (spec) with (skeleton, tensors) of one copy loaded here once."""
     from multiprocessing.connection import Listener
 
-    from djx.core.executors.process import die_with_parent
+    from djx.core.executors.process import die_with_parent, set_thread_env
     from djx.core.op.registry import load_builtin_ops, load_custom_ops, load_entry_point_ops
     die_with_parent(parent)
     _name_process(b"djx-weights")  # what ps, top and nvidia-smi users look for
+    set_thread_env(threads)
     import torch
+    torch.set_num_threads(threads)
     if device.startswith("cuda"):
         torch.cuda.set_device(device)
     load_builtin_ops()
@@ -129,11 +135,20 @@ def owner_main(device: str, address: OwnerAddress, custom_ops: tuple, base_dir: 
     listener = Listener(address.path, "AF_UNIX", backlog=64, authkey=address.authkey)  # workers retry until it listens
     models: dict = {}
     lock = threading.Lock()
+    scorers: list = []  # its scoring thread, started by the first scoring request
 
     def serve(conn) -> None:
+        from djx.core.models.share.score_client import ScoreRequest
+        from djx.core.models.share.scoring import Scorer
         try:
             while True:
                 spec = pickle.loads(conn.recv_bytes())
+                if isinstance(spec, ScoreRequest):  # scoring: device (scoring.py)
+                    with lock:
+                        if not scorers:
+                            scorers.append(Scorer(device))
+                    conn.send_bytes(pickle.dumps(scorers[0].submit(spec), protocol=pickle.HIGHEST_PROTOCOL))
+                    continue
                 with lock:
                     if spec not in models:
                         models[spec] = _load(spec, device, f"{address.path}.{os.getpid()}.{len(models)}.pt")

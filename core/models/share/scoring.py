@@ -1,0 +1,101 @@
+"""Scoring in one place per device (recipe key `scoring: device`): the owner's side.
+
+The workers prepare (read, decode, the model's processor and tokenizer: on every core) and send
+the prepared tensors of each batch to the weight owner of their device, which holds the one copy
+of the model there and scores. An op takes part by having `host_side(pool)` (what it prepares
+with, made at the worker's start), `prepare` (in the worker, its own signature) and
+`score_parts(loaded, parts, fault, counters)`: one list of scores per prepared part, scored
+together. The owner's scoring thread takes every request waiting for the same op at that moment,
+joins them up to a forward budget, scores them in one set of forwards and hands each worker its
+own scores: batches from different workers share forwards, and the device has one process (on a
+GPU, one CUDA context) using it.
+
+A worker whose request meets a dead owner (killed, crashed) retries until the executor has
+restarted it at the same address; scoring has no side effect, so a retried request gives the same
+scores, and the run's ledger, not the scorer, decides what is written (exactly once).
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass, field
+
+from djx.core.models.share.score_client import ScoreRequest
+
+JOIN_PAIRS = {"cpu": 64, "cuda": 512}  # pairs scored together at most (each op halves on OOM)
+
+
+@dataclass
+class _Pending:
+    request: ScoreRequest
+    done: threading.Event = field(default_factory=threading.Event)
+    answer: tuple = ()
+
+
+class Scorer:
+    """The owner's scoring thread: one op's waiting requests joined into one set of forwards."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self._queue: queue.Queue = queue.Queue()
+        self._ops: dict = {}     # key -> the op, unpickled once
+        self._models: dict = {}  # spec -> the loaded model, loaded here once
+        threading.Thread(target=self._run, name="djx-scorer", daemon=True).start()
+
+    def submit(self, request: ScoreRequest) -> tuple:
+        """("scores", list, counters) or ("error", message, user_error), once the thread has scored it."""
+        pending = _Pending(request)
+        self._queue.put(pending)
+        pending.done.wait()
+        return pending.answer
+
+    def _run(self) -> None:
+        budget = JOIN_PAIRS["cpu" if self.device == "cpu" else "cuda"]
+        held: list = []  # requests taken while joining that belong to another op
+        while True:
+            first = held.pop(0) if held else self._queue.get()
+            if first.request.prepared is None:  # a worker's warm-up: load the op's model now
+                self._answer([first], lambda op, loaded, parts: [[]])
+                continue
+            group, pairs = [first], len(first.request.prepared.pairs)
+            while pairs < budget:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more.request.key == first.request.key and more.request.prepared is not None:
+                    group.append(more)
+                    pairs += len(more.request.prepared.pairs)
+                else:
+                    held.append(more)
+            counters: dict = {}  # forwards and OOM retries, reported once: with the first request
+            self._answer(group, lambda op, loaded, parts: op.score_parts(loaded, parts, first.request.fault, counters),
+                         counters)
+
+    def _answer(self, group: list, score, counters: dict | None = None) -> None:
+        """Answer each request of `group` with its part of `score(op, loaded, parts)`, or the error."""
+        try:
+            op = self._op(group[0].request)
+            loaded = self._model(op.spec)
+            import torch
+            with torch.inference_mode():
+                scores = score(op, loaded, [p.request.prepared for p in group])
+            answers = [("scores", s, (counters or {}) if i == 0 else {}) for i, s in enumerate(scores)]
+        except Exception as e:  # noqa: BLE001  (each waiting worker gets the error to raise)
+            from djx.core.errors import DjxError
+            answers = [("error", f"{type(e).__name__}: {e}", isinstance(e, DjxError))] * len(group)
+        for pending, answer in zip(group, answers):
+            pending.answer = answer
+            pending.done.set()
+
+    def _op(self, request: ScoreRequest):
+        if request.key not in self._ops:
+            import dill
+            self._ops[request.key] = dill.loads(request.op_bytes)
+        return self._ops[request.key]
+
+    def _model(self, spec):
+        if spec not in self._models:
+            from djx.core.models.pool import loader_for
+            self._models[spec] = loader_for(spec)(spec, self.device)
+        return self._models[spec]
