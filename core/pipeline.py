@@ -77,7 +77,14 @@ class Pipeline:
         want = estimate or bool(self._inventory) or self.recipe.executor == "ray"
         estimated = {s.label(): estimate_bytes(s) if want else 0 for s in specs}
         return plan_workers(np or self.recipe.np, {**estimated, **(model_bytes or {})}, self._inventory,
-                            self.recipe.gpu_mem_fraction, cpu_count(), listed, self.recipe.share_models)
+                            self.recipe.gpu_mem_fraction, cpu_count(), listed, self.recipe.share_models,
+                            self._scorer_only())
+
+    def _scorer_only(self) -> bool:
+        """scoring: device on the local engine, and every model op of the chain scores in the scorer."""
+        models = [op for op in self.chain().ops if op.model_specs()]
+        return (self.recipe.scoring == "device" and self.recipe.executor == "local" and bool(models)
+                and all(hasattr(op, "score_parts") for op in models))
 
     def describe(self, plan: Plan) -> str:
         """The plan, the recipe's notes and the warnings a run or a dry run starts with."""

@@ -60,21 +60,22 @@ def bind_process(setup: WorkerSetup) -> tuple[OpChain, ModelPool]:
     load_custom_ops(setup.custom_ops, setup.base_dir)
     load_entry_point_ops()
     chain = dill.loads(setup.chain_bytes)
+    pool = process_pool(setup.device, setup.share, setup.scoring)
+    scorer = pool.scorer()  # scoring: device: the device's scorer holds the models of the ops it scores
+    here = [op for op in chain.ops if op.model_specs() and not (scorer is not None and hasattr(op, "score_parts"))]
     if "torch" in sys.modules or chain.model_specs():
         import torch
         torch.set_num_threads(setup.threads)
-        if setup.device.startswith("cuda"):
+        if setup.device.startswith("cuda") and here:  # a worker that only prepares makes no CUDA context
             torch.cuda.set_device(setup.device)
             if setup.mem_fraction > 0:
                 torch.cuda.set_per_process_memory_fraction(min(setup.mem_fraction, 1.0), setup.device)
-    pool = process_pool(setup.device, setup.share, setup.scoring)
     if setup.warmup and not getattr(chain, "lazy_models", False):  # lazy: stats reused, maybe no model needed
-        scorer = pool.scorer()  # scoring: device: the device's scorer holds the models of the ops it scores
         for op in chain.ops:
-            if scorer is not None and hasattr(op, "score_parts"):
-                scorer.warm(op)
-                op.host_side(pool)
-            else:
+            if any(op is h for h in here):
                 for spec in op.model_specs():
                     pool.get(spec)
+            elif op.model_specs():
+                scorer.warm(op)
+                op.host_side(pool)
     return chain, pool

@@ -90,7 +90,8 @@ def _plan_cpu(np: int | None, model_bytes: dict[str, int], devices: list[str], c
 
 def plan_workers(np: int | None, model_bytes: dict[str, int], inventory: list[DeviceInfo],
                  gpu_mem_fraction: float = 0.9, cpu_count: int = 1,
-                 listed_devices: tuple[str, ...] = (), share_models: bool = False) -> Plan:
+                 listed_devices: tuple[str, ...] = (), share_models: bool = False,
+                 scorer_only: bool = False) -> Plan:
     """Workers and devices for a run.
 
     With GPUs and models: each worker holds one copy of every model of the chain, so a device
@@ -99,7 +100,9 @@ def plan_workers(np: int | None, model_bytes: dict[str, int], inventory: list[De
     floor((free x fraction - models - context) / overhead) workers; `np` caps the total. Rank r goes
     to the r-th device in round-robin order among those with room left. Without GPUs, workers run
     on CPU with torch threads split so that workers x threads <= cores; with `share_models` the
-    workers of a CPU device map one copy of the weights.
+    workers of a CPU device map one copy of the weights. `scorer_only` (scoring: device, and every
+    model op scores in its device's scorer): the GPUs hold one copy and one context each, and the
+    workers, which only prepare, are planned as on a CPU (one per core) and spread over the GPUs.
     """
     cpu_count = max(1, cpu_count)
     per_worker = sum(model_bytes.values())
@@ -109,6 +112,8 @@ def plan_workers(np: int | None, model_bytes: dict[str, int], inventory: list[De
     if not model_bytes or not gpus:
         return _plan_cpu(np, model_bytes, devices, cpu_count, share_models)
     info = {d.name: d for d in inventory}
+    if scorer_only:
+        return _plan_scorers(np, model_bytes, gpus, info, gpu_mem_fraction, cpu_count)
     need = WORKER_OVERHEAD if share_models else per_worker + WORKER_OVERHEAD
     fixed = per_worker + CUDA_CONTEXT if share_models else 0  # the owner's copy and its context
     budgets, capacity = _gpu_budgets(gpus, info, gpu_mem_fraction, fixed, need, model_bytes, share_models)
@@ -132,6 +137,22 @@ def plan_workers(np: int | None, model_bytes: dict[str, int], inventory: list[De
                       for d in ranks)
     return Plan(workers, tuple(ranks), max(1, cpu_count // workers), dict(model_bytes),
                 per_device, tuple(notes), fractions)
+
+
+def _plan_scorers(np: int | None, model_bytes: dict[str, int], gpus: list[str], info: dict, fraction: float,
+                  cpu_count: int) -> Plan:
+    """Preparing workers on the cores, ranks spread over the GPUs (each asks its GPU's scorer),
+    no CUDA context and no memory cap in them; each GPU's budget holds one copy and a context."""
+    fixed = sum(model_bytes.values()) + CUDA_CONTEXT
+    budgets, _ = _gpu_budgets(gpus, info, fraction, fixed, 1, model_bytes, True)
+    host = _plan_cpu(np, {}, ["cpu"], cpu_count)
+    ranks = tuple(gpus[r % len(gpus)] for r in range(host.workers))
+    per_device = {d: {"workers": ranks.count(d), "models": sorted(model_bytes), "shared": True,
+                      "weight_bytes": fixed - CUDA_CONTEXT, "worker_bytes": 0, "expected_bytes": fixed,
+                      "budget_bytes": budgets[d]} for d in gpus if ranks.count(d)}
+    notes = host.notes + (f"scoring: device: the {host.workers} workers prepare on the cores; one scorer "
+                          f"per GPU holds the models and scores",)
+    return Plan(host.workers, ranks, 1, dict(model_bytes), per_device, notes)
 
 
 def _gpu_budgets(gpus: list[str], info: dict, fraction: float, fixed: int, need: int,

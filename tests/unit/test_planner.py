@@ -135,3 +135,15 @@ def test_the_plan_counts_one_weight_copy_per_cpu_device_when_shared():
     assert private.per_device["cpu"]["expected_bytes"] == 2 * 600 * MiB
     assert "weights 600.0 MiB (one shared copy) + about" in shared.describe()
     assert "weights 1.17 GiB (2 private copies)" in private.describe()
+
+
+def test_scoring_on_the_device_plans_preparing_workers_per_core_spread_over_the_gpus():
+    plan = plan_workers(None, {"clip": 1 * GiB}, gpus(40, 40), cpu_count=16, scorer_only=True)
+    assert plan.workers == 16 and plan.threads_per_worker == 1 and not plan.mem_fraction
+    assert plan.devices.count("cuda:0") == plan.devices.count("cuda:1") == 8
+    assert all(info["expected_bytes"] == 1 * GiB + CUDA_CONTEXT for info in plan.per_device.values())
+    assert "one scorer per GPU" in plan.describe()
+    capped = plan_workers(40, {"clip": 1 * GiB}, gpus(40), cpu_count=16, scorer_only=True)
+    assert capped.workers == 16 and "warning: np=40" in capped.describe()
+    with pytest.raises(RecipeError, match="the models need"):
+        plan_workers(None, {"huge": 100 * GiB}, gpus(40), cpu_count=16, scorer_only=True)
