@@ -92,11 +92,11 @@ def prepare_limit(model: Path, data: Path, n: int) -> float:
 
 
 def djx_run(model: Path, data: Path, out: Path, np_: int | None, dtype: str = "float32",
-            devices: list[str] | None = None) -> dict:
+            devices: list[str] | None = None, scoring: str = "workers") -> dict:
     """A `djx process` run in its own process (as a user runs it); its summary."""
     recipe = {"dataset_path": str(data), "export_path": str(out / "o.jsonl"), "batch_size": 32,
               "process": [{"image_text_similarity_filter": {"hf_clip": str(model), "min_score": -1e9,
-                                                            "dtype": dtype}}]}
+                                                            "dtype": dtype}}], "scoring": scoring}
     if devices is not None:
         recipe["devices"] = devices
     if np_ is not None:
@@ -165,8 +165,9 @@ def main() -> None:
         limit = prepare_limit(model, data, min(args.n, 240))
         print(f"\n## {model.name}: per-core prepare limit L = {limit:,.1f} images/s (decode + processor, one thread)")
         print("| run | plan | steady | ratio |\n|---|---|---|---|")
-        for label, np_ in (("np unset", None), (f"np = {cores}", cores)):
-            s = djx_run(model, data, work / f"out-{model.name}-{np_}", np_, args.dtype, ["cpu"])
+        for label, np_, scoring in (("np unset", None, "workers"), (f"np = {cores}", cores, "workers"),
+                                    ("np unset, scoring: device", None, "device")):
+            s = djx_run(model, data, work / f"out-{model.name}-{np_}-{scoring}", np_, args.dtype, ["cpu"], scoring)
             print(row(label, s, limit, cores), flush=True)
         if model.name == "clip-b32":
             raw = raw_forward(model, data, min(args.n, 128), "cpu", args.dtype, FORWARD)
@@ -183,10 +184,17 @@ def main() -> None:
 def gpu_section(work: Path, data: Path, n: int) -> None:
     """Full-size CLIP B/32 in bfloat16 on the first GPU: the bare forward, djx end to end with the
     GPU's busy share, and where one batch's time goes."""
-    import threading
     model = save_clip(work / "models", full=True)
     raw = raw_forward(model, data, min(n, 1024), "cuda", "bfloat16", 256)
     print(f"\n## GPU ({_gpu_name()}), CLIP ViT-B/32 bf16\nraw forward on pre-decoded tensors, batch 256: {raw:,.0f} pairs/s")
+    for scoring in ("workers", "device"):
+        gpu_run(work, data, model, scoring)
+    breakdown(model, data, min(n, 256))
+
+
+def gpu_run(work: Path, data: Path, model: Path, scoring: str) -> None:
+    """djx end to end on the GPU(s), np unset, with the GPU's busy share sampled meanwhile."""
+    import threading
     util, stop = [], threading.Event()
 
     def sample():
@@ -197,14 +205,13 @@ def gpu_section(work: Path, data: Path, n: int) -> None:
                 util.append(int(out))
     t = threading.Thread(target=sample, daemon=True)
     t.start()
-    s = djx_run(model, data, work / "out-gpu", None, "bfloat16")
+    s = djx_run(model, data, work / f"out-gpu-{scoring}", None, "bfloat16", scoring=scoring)
     stop.set()
     t.join()
     rate = (s.get("timing") or {}).get("steady_samples_per_second") or s["samples_per_second"]
     busy = sum(util) / len(util) if util else float("nan")
-    print(f"djx end to end (np unset: {s.get('workers')} workers, devices {s['plan']['devices']}): "
-          f"{rate:,.1f} samples/s, GPU busy {busy:.0f}% (mean of {len(util)} samples)")
-    breakdown(model, data, min(n, 256))
+    print(f"djx end to end, scoring: {scoring} (np unset: {s.get('workers')} workers, devices "
+          f"{s['plan']['devices']}): {rate:,.1f} samples/s, GPU busy {busy:.0f}% (mean of {len(util)} samples)")
 
 
 def breakdown(model: Path, data: Path, n: int) -> None:
