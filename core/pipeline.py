@@ -25,6 +25,7 @@ from djx.core.io.outputs import OutputPaths, OutputWriter
 from djx.core.plan.planner import Plan, cuda_inventory, plan_workers
 from djx.core.plan.preflight import refuse_short_host_memory, refuse_unguarded_main
 from djx.core.io.dataset import dataset_files, dataset_root
+from djx.core.io.export_input import stats_beside
 from djx.core.recipe.recipe import Recipe, load_recipe, recipe_from_dict
 from djx.core.records import Item
 from djx.core.plan.resources import cpu_count
@@ -137,7 +138,10 @@ class Pipeline:
         chain = OpChain(self.ops, recipe.run_context(
             input_files=tuple(os.path.relpath(f, root) for f in files) if len(files) > 1 else (),
             export_dir=os.path.dirname(paths.export)))
-        chain.lazy_models = models_unneeded(chain, files)  # a re-filter of an export loads no model
+        side_stats, warning = stats_beside(recipe.dataset_path, files)  # an export's stats file
+        if warning:
+            log(warning)
+        chain.lazy_models = models_unneeded(chain, files, side_stats)  # a re-filter of an export loads no model
         writer = OutputWriter(paths, recipe.export_dropped, recipe.keep_stats_in_res_ds, recipe.export_shard_size)
         start = resume_point(None if restart else writer.load_manifest(),
                              {**fingerprint(recipe, self.ops, files, root), **({"limit": limit} if limit else {})},
@@ -156,7 +160,7 @@ class Pipeline:
         executor = make_executor(chain, plan, recipe, replan=lambda measured: self.plan(recipe.np, measured), log=log)
         clock = RunClock(measure_input(files), limit, t0)
         source = DatasetSource(files, start.read, recipe.batch_size, recipe.max_batch_bytes, limit, clock.processing,
-                               recipe.max_record_bytes)
+                               recipe.max_record_bytes, side_stats)
         with RunLedger(writer, start, chain, recipe, executor, progress, log, t0, clock) as ledger:
             for result in executor.run(source, stop):
                 ledger.add(result)

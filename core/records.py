@@ -24,6 +24,7 @@ class Item:
     pending: bool = False
     file: int = 0  # index into RunContext.input_files
     size: int = 0  # bytes it took as read (a JSON line, a parquet row decoded): what max_batch_bytes counts
+    stats_row: Any = None  # its row of the stats file beside the export it was read from (export_input.py)
 
 
 def parse_pending(items: list[Item]) -> None:

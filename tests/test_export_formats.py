@@ -42,7 +42,9 @@ def test_parquet_export_in_shards_with_a_stats_file_passes_djx_check(tmp_path, t
     assert [r["id"] for r in rows] == text_dataset.kept_ids(4)
     assert all(STATS not in r for r in rows)  # Data-Juicer's keep_stats_in_res_ds: false
     stats = read_jsonl(out / "kept_stats.jsonl")
-    assert [s[POS] for s in stats] == [r[POS] for r in rows]
+    # the export is training-ready (the input's keys only): djx's keys are in the stats rows, in export order
+    assert all(not k.startswith("__dj") for r in rows for k in r)
+    assert len(stats) == len(rows) and [s[POS] for s in stats] == sorted(s[POS] for s in stats)
     assert all(s[STATS]["text_len"] == len(r["text"]) for s, r in zip(stats, rows))
     assert (out / "kept.dropped.parquet").exists() and (out / "kept.rejected.parquet").exists()
     summary = json.loads((out / "kept.summary.json").read_text())

@@ -7,6 +7,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Protocol
 
+from djx.core.io.export_input import with_stats_rows
 from djx.core.io.readers import ReadState, read_files
 from djx.core.io.record_limits import MAX_RECORD_BYTES
 from djx.core.records import BatchResult, Item, WorkerReport
@@ -32,12 +33,15 @@ class DatasetSource:
     limit: int | None = None          # read no sample past the first `limit` (a trial run)
     on_first_read: Callable[[], None] | None = None  # called once reading starts (start-up is over)
     max_record_bytes: int = MAX_RECORD_BYTES  # a record over this is rejected unread (recipe max_record_bytes)
+    stats_file: str | None = None  # the stats file beside the export read (export_input.stats_beside)
 
     def __iter__(self) -> Iterator[InputBatch]:
         if self.on_first_read is not None:
             self.on_first_read()
         items = read_files(self.files, self.state, parse=False,  # workers parse the lines
                            max_read_bytes=self.max_batch_bytes, max_record_bytes=self.max_record_bytes)
+        if self.stats_file:
+            items = with_stats_rows(items, self.stats_file, self.state.records)
         if self.limit is not None:  # the first `limit` samples (blank lines are not samples)
             items = itertools.islice(items, max(self.limit - self.state.records, 0))
         block, size = [], 0

@@ -7,6 +7,7 @@ import glob
 import os
 
 from djx.core.errors import DjxError
+from djx.core.io.export_input import export_shards
 
 
 SUFFIXES = (".jsonl", ".json", ".parquet")
@@ -18,8 +19,9 @@ def _is_glob(path: str) -> bool:
 
 
 def dataset_files(path: str) -> list[str]:
-    """The files of a dataset_path, sorted: the file itself; a folder's .jsonl/.json/.parquet files
-    (recursively, hidden names skipped); or the files a glob pattern (`**` included) matches."""
+    """The files of a dataset_path, sorted: the file itself; the shards of a djx export named as its
+    run printed it; a folder's .jsonl/.json/.parquet files (recursively, hidden names skipped); or
+    the files a glob pattern (`**` included) matches."""
     if _is_glob(path):
         files = sorted(p for p in glob.glob(path, recursive=True) if os.path.isfile(p))
         if not files:
@@ -35,6 +37,8 @@ def dataset_files(path: str) -> list[str]:
             raise DjxError(f"dataset_path: the folder {path} holds no .jsonl, .json or .parquet file")
     elif os.path.isfile(path):
         files = [path]
+    elif shards := export_shards(path):  # a sharded djx export, by the name its run printed
+        files = shards
     elif os.path.exists(path):
         raise DjxError(f"dataset_path {path} is not a regular file (a FIFO, a device or a socket?); djx reads "
                        f"files it can read again on resume: write the data to a file first")

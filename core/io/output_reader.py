@@ -8,16 +8,21 @@ import json
 import os
 from typing import Iterator
 
-from djx.core.recipe.context import POSITION_KEY, STATS_KEY
-from djx.core.errors import CheckError
-from djx.core.io.writers import FORMATS, decode_json_columns, existing_shards, json_columns
+from djx.core.recipe.context import STATS_KEY
+from djx.core.errors import CheckError, DjxError
+from djx.core.io.export_input import export_shards
+from djx.core.io.stats_rows import put_back
+from djx.core.io.writers import FORMATS, decode_json_columns, json_columns
 
 
 def export_files(export: str) -> list[str]:
     """The files holding an export: the file itself, or its shards (Data-Juicer's naming)."""
     if os.path.exists(export):
         return [export]
-    return existing_shards(export) if export.lower().endswith(FORMATS) else []
+    try:
+        return export_shards(export) or []
+    except DjxError as e:
+        raise CheckError(str(e)) from None
 
 
 def stats_file(export: str) -> str | None:
@@ -44,11 +49,10 @@ def iter_output(path: str) -> Iterator[tuple[int, dict]]:
     for n, rec in enumerate(records):
         extra = next(side, None)
         if STATS_KEY not in rec and extra is not None:
-            if extra.get(POSITION_KEY) != rec.get(POSITION_KEY):
-                raise CheckError(f"{stats}: record {n + 1} holds the stats of sample {extra.get(POSITION_KEY)}, "
-                                 f"but the export's record {n + 1} is sample {rec.get(POSITION_KEY)}: the stats "
-                                 f"file does not belong to this export")
-            rec = {**rec, STATS_KEY: extra.get(STATS_KEY)}
+            rec, matched = put_back(rec, extra)
+            if not matched:
+                raise CheckError(f"{stats}: row {n + 1} holds the stats of another record than the export's record "
+                                 f"{n + 1}: the stats file does not belong to this export")
         yield n, rec
 
 
@@ -75,7 +79,6 @@ def _iter_jsonl(path: str) -> Iterator[dict]:
 
 
 def _iter_json_array(path: str) -> Iterator[dict]:
-    from djx.core.errors import DjxError
     from djx.core.io.readers import ReadState, read_files
     try:
         for item in read_files([path], ReadState(), parse=True):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from djx.core.recipe.context import DROP_KEY, ORIGIN_POS_KEY, POSITION_KEY, STATS_KEY
 from djx.core.records import Item
+from djx.core.io.stats_rows import put_back
 
 _REJECTED_FIELDS = {"file", "line", "op", "reason", "code", "record", "raw", "text_seen"}  # besides __dj__ keys
 
@@ -20,12 +21,18 @@ def is_rejected_record(record) -> bool:
             and {k for k in record if not str(k).startswith("__dj__")} <= _REJECTED_FIELDS)
 
 
-def unwrap_rejected(item: Item) -> None:
+def unwrap_rejected(item: Item) -> bool:
     """An item read from a rejected file becomes the record that was rejected (in place); one whose
-    line never parsed is rejected again, with its text and the earlier reason."""
+    line never parsed is rejected again, with its text and the earlier reason. An item read from an
+    export with a stats file beside it gets its stats row back (True when the row is not its own:
+    then it gets none, and its stats are computed again)."""
+    if item.stats_row is not None:
+        item.record, matched = put_back(item.record, item.stats_row)
+        item.stats_row = None
+        return not matched and item.error is None
     rec = item.record
     if not is_rejected_record(rec):
-        return
+        return False
     if "record" in rec:
         item.record = rec["record"]
         if isinstance(item.record, dict) and not {ORIGIN_POS_KEY, POSITION_KEY} & set(item.record):
@@ -33,6 +40,7 @@ def unwrap_rejected(item: Item) -> None:
     else:
         item.record, item.raw = None, rec.get("raw")
         item.error = f"read from a rejected file, where it was rejected as: {rec.get('reason')}"
+    return False
 
 
 def input_sample(record: dict, pos: int, from_input: bool = True) -> dict:

@@ -12,7 +12,6 @@ import json
 import os
 from typing import Callable, Iterable, Iterator
 
-from djx.core.recipe.context import POSITION_KEY, STATS_KEY
 from djx.core.errors import DjxError
 
 FORMATS = (".jsonl", ".json", ".parquet")
@@ -58,17 +57,15 @@ def write_records(records: Callable[[], Iterable[dict]], dest: str, fmt: str) ->
 
 def write_part(part: str, files: list[str], fmt: str, stats_path: str | None = None) -> None:
     """Write a part file (JSON Lines) as `files` in `fmt`: one file, or contiguous shards as even
-    as the count allows. With `stats_path`, the stats leave the records for that JSON Lines file
-    (`{"__dj__pos__": ..., "__dj__stats__": {...}}` per kept sample, in export order)."""
-    if stats_path:
-        write_records(lambda: ({POSITION_KEY: r.get(POSITION_KEY), STATS_KEY: r.get(STATS_KEY, {})}
-                               for r in read_part(part)), stats_path, ".jsonl")
+    as the count allows. With `stats_path`, the stats and djx's other keys leave the records for
+    that JSON Lines file (one row per kept sample, in export order: export_input.split_record)."""
+    if stats_path:  # djx's keys leave the records for the stats file (export_input.py)
+        from djx.core.io.stats_rows import split_record
+        write_records(lambda: (split_record(r)[1] for r in read_part(part)), stats_path, ".jsonl")
 
     def rows(start=0, end=None):
         for r in read_part(part, start, end):
-            if stats_path:
-                r.pop(STATS_KEY, None)
-            yield r
+            yield split_record(r)[0] if stats_path else r
     size, extra = divmod(count_records(part), len(files))
     start = 0
     for i, name in enumerate(files):

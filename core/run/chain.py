@@ -38,8 +38,7 @@ class OpChain:
             keys = set(getattr(op, "stats_keys", ()))
             self.may_reuse.append(isinstance(op, Filter) and not keys & written)
             written |= keys
-        # False for a Ray stage: its records are samples the read step made, not input records
-        self.reads_input = reads_input
+        self.reads_input = reads_input  # False for a Ray stage: its records are samples the read step made
         # False for a stage that hands its kept samples to the next (Ray): their paths stay as read
         self.export_kept = export_kept
         self.lazy_models = lazy_models  # True: workers load models when a sample first needs one (stat reuse)
@@ -60,7 +59,8 @@ class OpChain:
         books = StatBooks(self.ctx, self.ops)
         parse_pending(items)
         for item in items:
-            unwrap_rejected(item)  # a line of a rejected file read back: the record it holds
+            if unwrap_rejected(item):  # a rejected file's line: the record it holds; an export's: its stats row
+                result.counters["stats_rows_unmatched"] = result.counters.get("stats_rows_unmatched", 0) + 1
             record, reason = sample_of(item, self.ctx, self.reads_input)  # dataset_format: llava is mapped
             if reason:
                 result.rejected.append(self.reject(item, None, reason, "bad_input"))

@@ -13,6 +13,7 @@ import math
 
 from djx.core.recipe.context import STATS_KEY, RunContext
 from djx.core.op.base import Filter
+from djx.core.io.export_input import with_stats_rows
 from djx.core.io.reinput import input_sample, unwrap_rejected
 from djx.core.run.provenance import StatBooks
 
@@ -68,7 +69,7 @@ def _expected_length(shape: str, op, sample: dict, ctx: RunContext) -> int | Non
     return sum(1 for chunk in text.split(ctx.eoc_special_token) if ctx.image_special_token in chunk)
 
 
-def models_unneeded(chain, files: list[str]) -> bool:
+def models_unneeded(chain, files: list[str], stats_file: str | None = None) -> bool:
     """True when the dataset's first record carries every stat of every filter that needs a model:
     its workers then load models only when a sample lacks them (a re-filter loads none)."""
     from djx.core.io.readers import ReadState, read_files
@@ -85,6 +86,8 @@ def models_unneeded(chain, files: list[str]) -> bool:
         reader.close()
     if item is None:
         return False
+    if stats_file:
+        item = next(with_stats_rows(iter([item]), stats_file, 0))
     parse_pending([item])
     unwrap_rejected(item)
     if not isinstance(item.record, dict) or not isinstance(item.record.get(STATS_KEY, {}), dict):

@@ -110,8 +110,9 @@ def format_summary(s: dict) -> str:
     outs = s.get("outputs") or {}
     shards = outs.get("export_files") or []
     for k in ("export", "stats", "dropped", "rejected", "summary"):
-        if k == "export" and len(shards) > 1:
-            lines.append(f"  export: {len(shards)} shards, {shards[0]} ... {shards[-1]}")
+        if k == "export" and shards and shards != [outs.get("export")]:  # the name reads them all back
+            lines.append(f"  export: {outs['export']} = {len(shards)} shard{'s' if len(shards) > 1 else ''} "
+                         f"{shards[0]}" + (f" ... {shards[-1]}" if len(shards) > 1 else ""))
         elif outs.get(k):
             lines.append(f"  {k}: {outs[k]}")
     return "\n".join(lines)
@@ -128,6 +129,10 @@ def _reused_and_skipped(s: dict) -> list[str]:
             lines.append(f"  warning: {o['name']} ran no model: it reused the stats all {o['in']} samples carried "
                          f"(recompute_stats: true recomputes them)")
     lines += _nothing_kept(s)
+    unmatched = (s.get("events") or {}).get("stats_rows_unmatched")
+    if unmatched:
+        lines.append(f"  warning: {unmatched} row(s) of the stats file beside the input are not its records' "
+                     f"(edited or reordered since djx wrote them): not used, those stats were computed again")
     foreign = (s.get("events") or {}).get("foreign_stats_dropped")
     if foreign:
         lines.append(f"  note: {foreign} stat value(s) in the input that djx did not write were dropped, not reused "
