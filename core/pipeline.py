@@ -16,6 +16,7 @@ from djx.core.run.chain import OpChain
 from djx.core.models.dtypes import slow_dtype_warnings
 from djx.core.errors import DjxError
 from djx.core.run.estimate import RunClock
+from djx.core.run.formats import writes_llava
 from djx.core.executors import DatasetSource, make_executor
 from djx.core.io.input_size import has_more, measure_input
 from djx.core.run.ledger import RunLedger
@@ -142,7 +143,8 @@ class Pipeline:
         if warning:
             log(warning)
         chain.lazy_models = models_unneeded(chain, files, side_stats)  # a re-filter of an export loads no model
-        writer = OutputWriter(paths, recipe.export_dropped, recipe.keep_stats_in_res_ds, recipe.export_shard_size)
+        writer = OutputWriter(paths, recipe.export_dropped, recipe.keep_stats_in_res_ds, recipe.export_shard_size,
+                              training_ready=writes_llava(chain.ctx))
         start = resume_point(None if restart else writer.load_manifest(),
                              {**fingerprint(recipe, self.ops, files, root), **({"limit": limit} if limit else {})},
                              len(self.ops), paths.state_dir)

@@ -47,8 +47,16 @@ KINDS = {"kept": "kept.jsonl", "dropped": "kept.dropped.jsonl", "rejected": "kep
 
 
 def outputs_by_position(folder: Path) -> dict:
-    """{kind: {position: record}} of the outputs of an export named kept.jsonl in `folder`."""
-    return {kind: {r[POSITION_KEY]: r for r in read_jsonl_file(Path(folder) / f)} for kind, f in KINDS.items()}
+    """{kind: {position: record}} of the outputs of an export named kept.jsonl in `folder`; kept
+    records whose djx keys are in the stats file beside (a training-ready export) get them back."""
+    out = {kind: [r for r in read_jsonl_file(Path(folder) / f)] for kind, f in KINDS.items()}
+    beside = Path(folder) / "kept_stats.jsonl"
+    if beside.exists():
+        rows = read_jsonl_file(beside)
+        assert len(rows) == len(out["kept"])
+        out["kept"] = [{**r, **{k: v for k, v in row.items() if k != "__djx__record__"}}
+                       for r, row in zip(out["kept"], rows)]
+    return {kind: {r[POSITION_KEY]: r for r in records} for kind, records in out.items()}
 
 
 def assert_close(a, b, where: str = "") -> None:

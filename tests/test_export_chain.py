@@ -182,3 +182,30 @@ def test_refiltering_an_export_with_its_stats_beside_loads_no_model(tmp_path, wr
     assert read_jsonl(tmp_path / "two" / "out" / "o.jsonl") == \
         [{k: v for k, v in r.items() if not k.startswith("__dj")} for r in read_jsonl(tmp_path / "fresh" / "out" / "o.jsonl")]
     assert fresh["kept"] == again["kept"]
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_a_llava_export_is_training_ready_and_the_next_runs_input_by_its_printed_name(
+        tmp_path, suffix, write_recipe, djx_cli):
+    records = [{"id": f"demo-{i:03d}", "image": f"demo-{i:03d}-0.jpg", "conversations": [
+        {"from": "human", "value": "<image>\nDescribe the image."},
+        {"from": "gpt", "value": "a shape" + " on a plain background" * (i % 3)}]} for i in range(8)]
+    data = tmp_path / "llava.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in records))
+    process = [{"text_length_filter": {"min_len": 10}}, {"image_shape_filter": {"min_width": 10}}]
+    keys = dict(dataset_format="llava", image_root=str(DEMO / "images"), np=1, process=process)
+    first, table = _run(djx_cli, write_recipe(tmp_path / "one" / "r.yaml", dataset_path=str(data),
+                                              export_path="out/o" + suffix, **keys))
+    name = _printed(table)
+    exported = _raw(name)
+    assert len(exported) == first["kept"] > 0
+    # LLaVA records with their stats, nothing else of djx's
+    assert all(set(r) == {"id", "image", "conversations", STATS} for r in exported), exported[0]
+    again, table2 = _run(djx_cli, write_recipe(tmp_path / "two" / "r.yaml", dataset_path=name,
+                                               export_path="out/o" + suffix, **keys))
+    assert again["input"] == again["kept"] == first["kept"] and again["rejected"] == 0
+    assert [op["reused_stats"] for op in again["ops"]] == [first["kept"]] * 2  # stats and provenance came back
+    back = _raw(_printed(table2))
+    assert [(r["id"], r["conversations"], r[STATS]) for r in back] == \
+        [(r["id"], r["conversations"], r[STATS]) for r in exported]
+    assert [Path(r["image"]).name for r in back] == [Path(r["image"]).name for r in exported]

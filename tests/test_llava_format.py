@@ -225,7 +225,11 @@ def test_a_llava_export_read_again_reuses_its_stats(tmp_path, write_recipe):
     first, again = read_jsonl_file(tmp_path / "a" / "kept.jsonl"), read_jsonl_file(tmp_path / "b" / "kept.jsonl")
     same = ("id", "image", "conversations", "__dj__stats__")
     assert [{k: r[k] for k in same} for r in again] == [{k: r[k] for k in same} for r in first]
-    assert [r["__dj__orig_pos__"] for r in again] == [r["__dj__pos__"] for r in first]
+    # a LLaVA export is training-ready: its records hold the LLaVA keys and the stats, djx's other keys
+    # (positions, the stats' provenance) are in the stats file beside it
+    assert all(set(r) == {"id", "image", "conversations", "__dj__stats__"} for r in first + again)
+    rows = {run: read_jsonl_file(tmp_path / run / "kept_stats.jsonl") for run in ("a", "b")}
+    assert [r["__dj__orig_pos__"] for r in rows["b"]] == [r["__dj__pos__"] for r in rows["a"]]
 
 
 def test_format_options_export_djx_writes_djx_records(tmp_path, write_recipe):

@@ -8,7 +8,7 @@ import json
 import os
 from typing import Iterator
 
-from djx.core.recipe.context import STATS_KEY
+from djx.core.recipe.context import POSITION_KEY
 from djx.core.errors import CheckError, DjxError
 from djx.core.io.export_input import export_shards
 from djx.core.io.stats_rows import put_back
@@ -36,9 +36,10 @@ def stats_file(export: str) -> str | None:
 
 
 def iter_output(path: str) -> Iterator[tuple[int, dict]]:
-    """(index, record) of every record of an output (its shards in order); records without stats
-    get theirs from the stats file beside the export, matched by position. Damage is a CheckError
-    naming the file."""
+    """(index, record) of every record of an output (its shards in order); a training-ready record
+    (no position: keep_stats_in_res_ds false, a LLaVA export) gets djx's keys back from its row of
+    the stats file beside the export, which must be its own (stats_rows.put_back). Damage is a
+    CheckError naming the file."""
     files = export_files(path)
     stats = stats_file(path)
     records = (rec for f in files for rec in _iter_file(f))
@@ -48,7 +49,7 @@ def iter_output(path: str) -> Iterator[tuple[int, dict]]:
     side = _iter_file(stats)
     for n, rec in enumerate(records):
         extra = next(side, None)
-        if STATS_KEY not in rec and extra is not None:
+        if POSITION_KEY not in rec and extra is not None:  # a training-ready record: djx's keys are beside
             rec, matched = put_back(rec, extra)
             if not matched:
                 raise CheckError(f"{stats}: row {n + 1} holds the stats of another record than the export's record "

@@ -45,10 +45,13 @@ class OutputWriter:
     KINDS = ("kept", "dropped", "rejected")
 
     def __init__(self, paths: OutputPaths, export_dropped: bool = True, keep_stats: bool = True,
-                 shard_size: int = 0):
+                 shard_size: int = 0, training_ready: bool = False):
         self.paths = paths
         self.export_dropped = export_dropped
         self.keep_stats, self.shard_size = keep_stats, shard_size  # of the kept samples' export
+        # djx's keys leave the exported records for the stats file (`__dj__stats__` stays when kept):
+        # without stats, or an export meant for training as it is (a LLaVA export)
+        self.split_keys = training_ready or not keep_stats
         self._files = {}
 
     def part(self, kind: str) -> str:
@@ -173,7 +176,7 @@ class OutputWriter:
 
     def _remove_stale_exports(self) -> None:
         stale = existing_shards(self.paths.export) + [self.paths.export]
-        if self.keep_stats:
+        if not self.split_keys:
             stale.append(self.paths.stats)
         for path in stale:
             if os.path.exists(path):
@@ -183,12 +186,12 @@ class OutputWriter:
         """Write one part file as its final output(s), then remove it. Plain JSON Lines with
         stats is a rename; any other format, a stats file or shards are written from the part."""
         part = self.part(kind)
-        split_stats, shards = kind == "kept" and not self.keep_stats, kind == "kept" and self.shard_size > 0
+        split_stats, shards = kind == "kept" and self.split_keys, kind == "kept" and self.shard_size > 0
         if self.paths.fmt == ".jsonl" and not split_stats and not shards:
             os.replace(part, dest)
             return
         files = self.export_files(count_records(part)) if shards else [dest]
-        write_part(part, files, self.paths.fmt, self.paths.stats if split_stats else None)
+        write_part(part, files, self.paths.fmt, self.paths.stats if split_stats else None, self.keep_stats)
         os.remove(part)
 
     def complete_interrupted(self, log=print) -> dict:

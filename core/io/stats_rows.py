@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from djx.core.recipe.context import STATS_KEY
+
 DIGEST_KEY = "__djx__record__"  # in a stats row: the digest of the exported record it belongs to
 
 
@@ -22,9 +24,10 @@ def record_digest(record: dict) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def split_record(record: dict) -> tuple[dict, dict]:
-    """(the record as exported: input keys only, its stats row: djx's keys and the digest)."""
-    clean = {k: v for k, v in record.items() if not is_internal(k)}
+def split_record(record: dict, keep_stats: bool = False) -> tuple[dict, dict]:
+    """(the record as exported: input keys only, and its stats with `keep_stats`; its stats row:
+    djx's keys and the digest)."""
+    clean = {k: v for k, v in record.items() if not is_internal(k) or (keep_stats and k == STATS_KEY)}
     row = {k: v for k, v in record.items() if is_internal(k)}
     row[DIGEST_KEY] = record_digest(clean)
     return clean, row

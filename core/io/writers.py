@@ -55,17 +55,19 @@ def write_records(records: Callable[[], Iterable[dict]], dest: str, fmt: str) ->
     os.replace(tmp, dest)
 
 
-def write_part(part: str, files: list[str], fmt: str, stats_path: str | None = None) -> None:
+def write_part(part: str, files: list[str], fmt: str, stats_path: str | None = None,
+               keep_stats: bool = False) -> None:
     """Write a part file (JSON Lines) as `files` in `fmt`: one file, or contiguous shards as even
     as the count allows. With `stats_path`, the stats and djx's other keys leave the records for
-    that JSON Lines file (one row per kept sample, in export order: export_input.split_record)."""
+    that JSON Lines file (one row per kept sample, in export order: stats_rows.split_record), the
+    stats staying in the records too with `keep_stats`."""
     if stats_path:  # djx's keys leave the records for the stats file (export_input.py)
         from djx.core.io.stats_rows import split_record
         write_records(lambda: (split_record(r)[1] for r in read_part(part)), stats_path, ".jsonl")
 
     def rows(start=0, end=None):
         for r in read_part(part, start, end):
-            yield split_record(r)[0] if stats_path else r
+            yield split_record(r, keep_stats)[0] if stats_path else r
     size, extra = divmod(count_records(part), len(files))
     start = 0
     for i, name in enumerate(files):

@@ -157,7 +157,7 @@ class RunLedger:
         if self.clock is not None:
             summary.update(self.clock.summary_fields(summary, self.start.resumed))
         summary["outputs"].update(export_files=writer.export_files(self.counts.kept),
-                                  stats=None if recipe.keep_stats_in_res_ds else writer.paths.stats)
+                                  stats=writer.paths.stats if writer.split_keys else None)
         try:
             writer.finish(summary)
         except OSError as e:
