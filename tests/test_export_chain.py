@@ -92,7 +92,7 @@ def test_a_sharded_export_is_read_back_by_its_printed_name(tmp_path, text_datase
                               export_path="out/o.jsonl", np=1, process=[{"text_length_filter": {"min_len": 4}}], **keys)
         return _run(djx_cli, recipe)
     _, plain = run("plain")
-    summary, table = run("sharded", export_shard_size=400)
+    summary, table = run("sharded", export_shard_size=400, keep_stats_in_res_ds=False)  # stats beside, too
     shards = summary["outputs"]["export_files"]
     assert len(shards) > 1 and not Path(summary["outputs"]["export"]).exists()
     name = _printed(table)  # the logical name, with the shards it stands for
@@ -101,7 +101,8 @@ def test_a_sharded_export_is_read_back_by_its_printed_name(tmp_path, text_datase
     for folder, export in (("again_plain", _printed(plain)), ("again_sharded", name)):
         recipe = write_recipe(tmp_path / folder / "r.yaml", dataset_path=export, export_path="out/o.jsonl", np=1,
                               process=[{"text_length_filter": {"min_len": 4}}])
-        _run(djx_cli, recipe)
+        again, _ = _run(djx_cli, recipe)
+        assert again["input"] == summary["kept"] and again["ops"][0]["reused_stats"] == summary["kept"]
     texts = {f: [r["text"] for r in _samples(tmp_path / f / "out" / "o.jsonl")] for f in ("again_plain", "again_sharded")}
     assert texts["again_sharded"] == texts["again_plain"] == [r["text"] for r in _samples(_printed(plain))]
     # a missing shard is an error naming it
