@@ -54,6 +54,9 @@ def _process(args, stop=None) -> int:
         from djx.core.plan.preflight import dry_run
         return dry_run(pipe)
     pipe.run(restart=args.restart, progress=not args.quiet, limit=args.limit, stop=stop)
+    if pipe.recipe.report:  # the report's path, last: the line to open
+        from djx.analyze.analysis import default_out_dir
+        print(os.path.join(default_out_dir(pipe.recipe.export_path), "report.html"), flush=True)
     return 0
 
 
@@ -146,8 +149,23 @@ def _check_recipe(args, summary: dict | None, summary_path: str):
 def _analyze(args, stop=None) -> int:
     from djx.analyze import analyze
     recipe = _analyze_recipe(args)
-    analyze(args.export, out_dir=args.out, ops=recipe.build_ops() if recipe else None, recipe=recipe, stop=stop)
+    result = analyze(args.export, out_dir=args.out, ops=recipe.build_ops() if recipe else None, recipe=recipe, stop=stop)
+    if args.open:
+        _open_report(result.report)
     return 0
+
+
+def _open_report(path: str) -> None:
+    """Open report.html in the user's browser; with none (or one that fails), say where it is."""
+    import pathlib
+    import webbrowser
+    url = pathlib.Path(path).resolve().as_uri()
+    try:
+        opened = webbrowser.open(url)
+    except Exception:  # noqa: BLE001 - no browser is no failure of the analysis
+        opened = False
+    if not opened:
+        print(f"no browser to open it here: open {path} ({url})")
 
 
 def _analyze_recipe(args):
@@ -228,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recipe", help="the run's recipe: draws its thresholds, fills the galleries "
                                     "(default: the effective one its summary recorded)")
     p.add_argument("--out", help="folder for the analysis (default: <stem>.analysis/ next to the export)")
+    p.add_argument("--open", action="store_true", help="open report.html in the browser when written")
     p.add_argument("--custom-ops", action="append", metavar="PATH_OR_MODULE", help="load plug-in ops")
     p.set_defaults(fn=_analyze, stoppable=True)
 

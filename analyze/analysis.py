@@ -60,7 +60,7 @@ def analyze(export: str, out_dir: str | None = None, ops=None, recipe=None, log=
         step()
         col.add_rejected(rec)
     _read_late_stats(col, paths)
-    col.finish()
+    col.finish(summary)
     try:
         return _write(col, filters, summary, paths, recipe, ops is not None, ensure_dir(out_dir), log, step)
     except OSError as e:
@@ -179,7 +179,8 @@ def _histograms(col: Collector, filters: list[FilterInfo], out_dir: str, files: 
             continue
         step()
         name = files.png("hist", stat)
-        histogram_png(stat, sketches, bounds.get(stat, []), owner.get(stat), os.path.join(out_dir, name))
+        histogram_png(stat, sketches, bounds.get(stat, []), owner.get(stat), os.path.join(out_dir, name),
+                      stat in col.byte_stats)
         out[stat] = name
     return out
 
@@ -197,7 +198,8 @@ def _curves(col: Collector, filters: list[FilterInfo], out_dir: str, files: File
         bounds = [t for t in by_index[op_index].thresholds if t.stat == stat]
         name = files.png(f"keep_rate_{op_index}", curve.op, stat)
         read = readouts(curve, bounds, passing)
-        curve_png(curve, bounds, [rate for _, _, rate in read["at_bounds"]], os.path.join(out_dir, name))
+        curve_png(curve, bounds, [rate for _, _, rate in read["at_bounds"]], os.path.join(out_dir, name),
+                  stat in col.byte_stats)
         out.append({"op_index": op_index, "op": curve.op, "stat": stat, "file": name, "reached": curve.reached,
                     "readouts": read, "curve": curve, "bounds": bounds})
     write_keep_rate_csv(out, os.path.join(out_dir, "keep_rate.csv"))

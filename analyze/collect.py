@@ -17,8 +17,10 @@ from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
 from djx.analyze.sketch import ValueSketch
 from djx.analyze.stat_names import StatNames
 from djx.analyze.thresholds import FilterInfo, Threshold, reduce_for
+from djx.analyze.units import byte_stats
 
 GALLERY_SIZE = 6        # samples per side of each bound
+FIRST_SCREEN = 4        # kept and dropped samples shown at the top of the report
 REJECTION_EXAMPLES = 3  # examples per rejection code
 _TEXT_CHARS = 300
 _NUMBER = (int, float)  # exact types: a bool or a string stat is no number to summarise
@@ -33,8 +35,9 @@ class Curve:
     stat: str
     any_or_all: str
     sides: dict = field(default_factory=dict)   # side -> ValueSketch of each sample's deciding value
-    reached: int = 0
+    reached: int = 0     # as the summary's funnel counts them: with those rejected there or later
     free: int = 0        # samples without values (no images): kept whatever the bound
+    rejected: int = 0    # reached it, then rejected (there or later): kept at no bound
 
 
 class Gallery:
@@ -88,6 +91,8 @@ class Collector:
         self.rejection_examples: dict[str, list] = {}
         self.curves: dict[tuple, Curve] = {}
         self.galleries: list[Gallery] = []
+        self.byte_stats = byte_stats(filters)
+        self.first: dict[str, list] = {"kept": [], "dropped": []}  # the first samples with images, per kind
         self._plan = []  # per filter: (info, [(stat, curve, [(reduce, sketch, [galleries])])])
         for f in filters:
             per_stat = []
@@ -114,6 +119,8 @@ class Collector:
         self.names.count(stats)
         self._summarise(stats, kind, drop_at, None)
         self._reach(rec, stats, drop, drop_at)
+        if len(self.first[kind]) < FIRST_SCREEN and isinstance(rec.get(self.image_key), list) and rec[self.image_key]:
+            self.first[kind].append(self._item(rec, stats, drop, None))
 
     def late_names(self) -> set[str]:
         """The names to plot that got no sketch in the pass (a bare export's frequent names first seen
@@ -191,8 +198,10 @@ class Collector:
                 "reason": drop.get("reason", "") if isinstance(drop, dict) else "",
                 "dropped_by": drop.get("op", "") if isinstance(drop, dict) else ""}
 
-    def finish(self) -> None:
-        """Every record is in: keep the stats to plot only and bring their sketches up to date."""
+    def finish(self, summary: dict | None = None) -> None:
+        """Every record is in: keep the stats to plot only and bring their sketches up to date; count
+        on each curve the samples that reached its filter and were rejected (the `summary`'s funnel)."""
+        self._rejected_reaching(summary)
         plotted = set(self.names.plotted())
         self.stats = {name: sk for name, sk in self.stats.items() if name in plotted}
         for sketches in self.stats.values():
@@ -201,6 +210,21 @@ class Collector:
         for curve in self.curves.values():
             for s in curve.sides.values():
                 s.flush()
+
+    def _rejected_reaching(self, summary: dict | None) -> None:
+        """Rejected samples carry no stats; a filter reached them all the same: those its op or a later
+        one rejected, per the summary's funnel (else the rejected records naming a filter once)."""
+        ops = (summary or {}).get("ops")
+        ops = ops if isinstance(ops, list) and all(isinstance(o, dict) for o in ops) else None
+        order = [f.name for f in self.filters]
+        for (index, _), curve in self.curves.items():
+            if ops is not None and index < len(ops) and ops[index].get("name") == curve.op:
+                n = sum(o.get("rejected") for o in ops[index:] if type(o.get("rejected")) is int)
+            else:
+                later = {f.name for f in self.filters if f.op_index >= index}
+                n = sum(c for op, c in self.rejected_by_op.items() if op in later and order.count(op) == 1)
+            curve.rejected = n
+            curve.reached += n
 
     def add_rejected(self, rec: dict) -> None:
         self.rejected += 1
@@ -223,8 +247,6 @@ def _parts(rec: dict, kind: str) -> tuple[dict, dict | None, int | None]:
 
 
 def _short(value):
-    if isinstance(value, float):
-        return round(value, 4)
     if isinstance(value, list):
         return [_short(v) for v in value[:6]] + (["…"] if len(value) > 6 else [])
     return value

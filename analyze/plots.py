@@ -9,8 +9,10 @@ import numpy as np
 from djx.analyze.collect import Curve
 from djx.analyze.sketch import ValueSketch
 from djx.analyze.thresholds import Threshold
+from djx.analyze.units import byte_axis
 
 CURVE_POINTS = 101
+_LABEL_BOX = {"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.85}  # a bound's label, legible over a curve
 
 
 def _pyplot():
@@ -37,7 +39,7 @@ def _span(lo: float, hi: float, bounds: list[float]) -> tuple[float, float]:
 
 
 def histogram_png(stat: str, sketches: dict[str, ValueSketch], bounds: list[Threshold], owner: str | None,
-                  path: str) -> None:
+                  path: str | None, is_bytes: bool = False):
     """Kept and dropped values of one stat, stacked (dropped by the stat's own filter, `owner`, apart
     from those another op dropped), with the recipe's bounds as vertical lines."""
     plt = _pyplot()
@@ -56,15 +58,13 @@ def histogram_png(stat: str, sketches: dict[str, ValueSketch], bounds: list[Thre
     for t in bounds:
         if lo <= t.value <= hi:
             ax.axvline(t.value, color="#222", linestyle="--", linewidth=1)
-            ax.annotate(f"{t.param}={t.value:g}", (t.value, 1), xycoords=("data", "axes fraction"),
-                        rotation=90, va="top", ha="right", fontsize=7)
+            ax.annotate(f"{t.param}={t.shown()}", (t.value, 1), xycoords=("data", "axes fraction"),
+                        xytext=(0, 0), textcoords="offset points", rotation=90, va="top", ha="right", fontsize=7, bbox=_LABEL_BOX)
+    ax.set_xlim(lo, hi)
     ax.set_title(_literal(stat), fontsize=10)
-    ax.set_xlabel("value (per image or chunk for list stats)", fontsize=8)
+    ax.set_xlabel("value (per image or chunk for list stats)" + (" in bytes" if is_bytes else ""), fontsize=8)
     ax.set_ylabel("values", fontsize=8)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    return _finish(fig, ax, is_bytes, path)
 
 
 def keep_rates(curve: Curve, side: str, ts: np.ndarray) -> np.ndarray:
@@ -91,7 +91,7 @@ def curve_points(curve: Curve, bounds: list[Threshold]) -> list[tuple[str, np.nd
     return out
 
 
-def curve_png(curve: Curve, bounds: list[Threshold], rates: list[float], path: str) -> None:
+def curve_png(curve: Curve, bounds: list[Threshold], rates: list[float], path: str | None, is_bytes: bool = False):
     """The keep-rate curve of one filter's stat, with the recipe's bounds and their (exact) keep rates."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.2), dpi=90)
@@ -104,17 +104,46 @@ def curve_png(curve: Curve, bounds: list[Threshold], rates: list[float], path: s
         if not lo <= t.value <= hi:  # far from the data (e.g. max_len 1000 for texts under 200): in the table only
             continue
         ax.axvline(t.value, color="#222", linestyle="--", linewidth=1)
-        ax.annotate(f"{t.param}={t.value:g}: {rate:.1%}", (t.value, rate * 100), fontsize=7,
-                    xytext=(4, -12 if t.side == "min" else 4), textcoords="offset points")
+        ax.annotate(f"{t.param}={t.shown()}: {rate:.1%}", (t.value, rate * 100), fontsize=7,
+                    xytext=(4, -12 if t.side == "min" else 4), textcoords="offset points", bbox=_LABEL_BOX)
+    ax.set_xlim(lo, hi)
     ax.set_ylim(0, 102)
     ax.set_title(f"{_literal(curve.op)}: keep rate of the {curve.reached} samples reaching it", fontsize=9)
     per = "" if curve.any_or_all == "any" else " (all of a sample's values)"
     ax.set_xlabel(f"threshold t on {_literal(curve.stat)}{per}", fontsize=8)
     ax.set_ylabel("% kept", fontsize=8)
-    ax.legend(fontsize=7)
+    return _finish(fig, ax, is_bytes, path)
+
+
+def _finish(fig, ax, is_bytes: bool, path: str | None):
+    """Byte ticks, the legend under the plot (never over a curve, a bound's label or the title), the
+    bound labels apart, and the picture written (`path` None: left open, for a test to measure)."""
+    if is_bytes:
+        byte_axis(ax.xaxis, *ax.get_xlim())
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
     fig.tight_layout()
+    fig.canvas.draw()  # places the axis labels and ticks where they will be drawn
+    _separate(fig, list(ax.texts))
+    if path is None:
+        return fig
     fig.savefig(path)
+    import matplotlib.pyplot as plt
     plt.close(fig)
+    return None
+
+
+def _separate(fig, texts) -> None:
+    """Move the bounds' labels that overlap an earlier one down (or, rotated, left) until none do."""
+    renderer = fig.canvas.get_renderer()
+    placed = []
+    for t in texts:
+        for _ in range(20):
+            box = t.get_window_extent(renderer)
+            if not any(box.overlaps(p) for p in placed):
+                break
+            off = t.xyann
+            t.xyann = (off[0] - 10, off[1]) if t.get_rotation() else (off[0], off[1] - 10)
+        placed.append(t.get_window_extent(renderer))
 
 
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-.")

@@ -6,6 +6,9 @@ import os
 
 from djx.analyze.collect import Collector
 from djx.analyze.thumbs import make_thumbs
+from djx.analyze.units import fmt
+
+TOP = 5  # drop reasons and rejection codes on the first screen
 
 _TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 
@@ -19,15 +22,47 @@ def _funnel(summary: dict | None, col: Collector) -> list[dict]:
 def _galleries(col: Collector, thumbs: dict) -> list[dict]:
     out = []
     for g in col.galleries:
-        sides = {}
-        for side in ("dropped", "kept"):
-            items = []
-            for item in g.items(side):
-                items.append({**item, "thumbs": [(ref, thumbs.get(ref)) for ref in item["images"]]})
-            sides[side] = items
+        sides = {side: [_with_thumbs(item, thumbs) for item in g.items(side)] for side in ("dropped", "kept")}
         if sides["dropped"]:  # a bound that dropped nothing (e.g. max_score 1.0) has nothing to show
-            out.append({"threshold": g.threshold, "reduce": g.reduce, "sides": sides})
+            t = g.threshold
+            values = [item["value"] for side in sides.values() for item in side]
+            out.append({"threshold": t, "reduce": g.reduce, "sides": sides,
+                        "label": f"{t.op}.{t.param} = {t.shown(values)}"})
     return out
+
+
+def _with_thumbs(item: dict, thumbs: dict) -> dict:
+    return {**item, "thumbs": [(ref, thumbs.get(ref)) for ref in item["images"]]}
+
+
+def _first_screen(col: Collector, summary: dict | None, thumbs: dict) -> dict:
+    """The top of the page: the counts (the summary's where it has them), the top drop reasons per
+    filter, the top rejection codes with an example each, and the first kept and dropped samples."""
+    s = summary or {}
+    counts = {k: s[k] if type(s.get(k)) is int else getattr(col, k) for k in ("kept", "dropped", "rejected")}
+    ops = s.get("ops") if isinstance(s.get("ops"), list) else []
+    names = {f.op_index: f.name for f in col.filters}
+    names.update({i: o.get("name") for i, o in enumerate(ops) if isinstance(o, dict) and o.get("name")})
+    drops = [(i, names.get(i, f"op {i}"), n) for i, n in col.dropped_by.most_common(TOP)]
+    codes = [(code, n, (col.rejection_examples.get(code) or [{}])[0].get("reason", ""))
+             for code, n in col.rejected_by_code.most_common(TOP)]
+    samples = {kind: [_with_thumbs(item, thumbs) for item in items] for kind, items in col.first.items()}
+    return {"counts": counts, "drops": drops, "codes": codes, "samples": samples}
+
+
+def _shower(col: Collector, filters):
+    """The template's `val` filter: a stat's value (or a list of them) as the report prints it,
+    sizes for byte stats, digits enough to differ from the stat's bounds and from `near`."""
+    bounds: dict[str, list[float]] = {}
+    for f in filters:
+        for t in f.thresholds:
+            bounds.setdefault(t.stat, []).append(t.value)
+
+    def show(value, stat: str = "", near=()):
+        if isinstance(value, list):
+            return "[" + ", ".join(show(v, stat, near) for v in value) + "]"
+        return fmt(value, stat in col.byte_stats, list(near) + bounds.get(stat, []))
+    return show
 
 
 def write_report(out_dir: str, col: Collector, summary: dict | None, rows: list[dict], histograms: dict,
@@ -37,16 +72,18 @@ def write_report(out_dir: str, col: Collector, summary: dict | None, rows: list[
     `other_stats`: (name, records carrying it) of stat names listed, not plotted."""
     import jinja2
     refs = [ref for g in col.galleries for side in ("dropped", "kept") for item in g.items(side)
-            for ref in item["images"]]
+            for ref in item["images"]] + [ref for items in col.first.values() for item in items for ref in item["images"]]
     thumbs = make_thumbs(refs, image_folders, out_dir)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(_TEMPLATES),
                              autoescape=jinja2.select_autoescape(["html"]), undefined=jinja2.StrictUndefined)
-    env.filters["num"] = lambda v: f"{v:.5g}" if isinstance(v, float) else str(v)
+    env.filters["num"] = lambda v: fmt(v)
+    env.filters["val"] = _shower(col, filters)
     env.filters["pct"] = lambda v: "–" if v is None or v != v else f"{v:.1%}"
     page = env.get_template("report.html").render(
         summary=summary or {}, col=col, funnel=_funnel(summary, col), rows=rows,
         columns=("count", "mean", "std", "min", "25%", "50%", "75%", "max"),
         histograms=histograms, curves=curves, galleries=_galleries(col, thumbs),
+        first=_first_screen(col, summary, thumbs),
         rejections=col.rejected_by_code.most_common(), examples=col.rejection_examples,
         has_recipe=has_recipe, filters=filters, notes=list(notes), other_stats=list(other_stats))
     path = os.path.join(out_dir, "report.html")

@@ -20,10 +20,16 @@ class Threshold:
     param: str        # the attribute it came from, e.g. min_score
     side: str         # "min": values below are dropped; "max": values above
     value: float
+    is_bytes: bool = False  # a size in bytes (a `*_bytes` attribute): printed as "5 MB"
 
     @property
     def label(self) -> str:
-        return f"{self.op}.{self.param} = {self.value:g}"
+        return f"{self.op}.{self.param} = {self.shown()}"
+
+    def shown(self, near=()) -> str:
+        """The bound's value as the report prints it (digits enough to differ from each of `near`)."""
+        from djx.analyze.units import fmt
+        return fmt(self.value, self.is_bytes, near)
 
 
 @dataclass(frozen=True)
@@ -74,7 +80,19 @@ def _thresholds(index: int, op, stats: tuple[str, ...]):
         matches = [s for s in stats if suffix and suffix in s]
         stat = stats[0] if len(stats) == 1 else (matches[0] if len(matches) == 1 else None)
         if stat is not None:
-            yield Threshold(index, op.name, stat, attr, side, float(value))
+            is_bytes = suffix == "bytes"
+            yield Threshold(index, op.name, stat, _param_name(op, attr, side) if is_bytes else attr, side,
+                            float(value), is_bytes)
+
+
+def _param_name(op, attr: str, side: str) -> str:
+    """The recipe's name of a parsed size bound: image_size_filter's min_bytes comes from min_size."""
+    import inspect
+    try:
+        params = inspect.signature(type(op).__init__).parameters
+    except (TypeError, ValueError):
+        return attr
+    return f"{side}_size" if f"{side}_size" in params else attr
 
 
 def reduce_for(side: str, any_or_all: str) -> str:

@@ -57,8 +57,10 @@ def _stats(rng, n: int):
     return text_len, n_images, ratios, n_chunks, scores
 
 
-def write_outputs(export: str, samples: int, seed: int = 0, block: int = 100_000, assets: str = ASSETS) -> dict:
-    """Write the four outputs of a run over `samples` inputs next to `export`; return the summary."""
+def write_outputs(export: str, samples: int, seed: int = 0, block: int = 100_000, assets: str = ASSETS,
+                  reject_at: int | None = None) -> dict:
+    """Write the four outputs of a run over `samples` inputs next to `export`; return the summary.
+    The bad samples are rejected as they are read, or by op `reject_at` (those that reach it)."""
     from djx.core.io.outputs import OutputPaths
     paths = OutputPaths.for_export(export)
     os.makedirs(os.path.dirname(paths.export), exist_ok=True)
@@ -77,7 +79,7 @@ def write_outputs(export: str, samples: int, seed: int = 0, block: int = 100_000
                 pos = start + i
                 refs = [f"images/{images[(pos + k) % len(images)]}" for k in range(n_images[i])]
                 rec = {"id": f"s{pos}", "text": "x" * int(text_len[i]), "images": refs}
-                if bad[i]:
+                if bad[i] and reject_at is None:
                     rej.write(json.dumps({POSITION_KEY: pos, "line": pos + 1, "op": None, "code": "bad_image",
                                           "reason": f"cannot read {refs[0]}", "record": rec}) + "\n")
                     counts["rejected"] += 1
@@ -87,14 +89,23 @@ def write_outputs(export: str, samples: int, seed: int = 0, block: int = 100_000
                           {"image_text_similarity": scores[s_at[i]:s_at[i + 1]].tolist()}]
                 stats, where = {}, None
                 for k, (op, new) in enumerate(zip(ops, values)):
-                    stats.update(new)
                     tally[k]["in"] += 1
+                    if bad[i] and k == reject_at:
+                        where = "rejected"
+                        tally[k]["rejected"] += 1
+                        rej.write(json.dumps({POSITION_KEY: pos, "line": pos + 1, "op": op.name, "code": "bad_image",
+                                              "reason": f"cannot decode {refs[0]}", "record": rec}) + "\n")
+                        counts["rejected"] += 1
+                        break
+                    stats.update(new)
                     if not op.keep(stats):
                         where = k
                         tally[k]["dropped"] += 1
                         break
                     tally[k]["kept"] += 1
                 rec[STATS_KEY], rec[POSITION_KEY] = stats, pos
+                if where == "rejected":
+                    continue
                 if where is None:
                     kept.write(json.dumps(rec) + "\n")
                     counts["kept"] += 1
