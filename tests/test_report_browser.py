@@ -6,6 +6,7 @@ DJX_REQUIRE_BROWSER=1 (set by .ci/run) a missing browser fails it.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -91,3 +92,81 @@ def test_report_renders_offline_with_every_stat_and_its_pictures(report, tmp_pat
     assert {"min_len", "min_ratio", "max_ratio", "min_score"} <= set(bounds)
     ops = [list(p)[0] for p in yaml.safe_load(recipe.read_text())["process"]]
     assert all(op in funnel for op in ops)
+
+
+_TEXT_BOXES = """() => {
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  const boxes = [];
+  for (let n = walker.nextNode(), i = 0; n; n = walker.nextNode(), i++) {
+    if (!n.textContent.trim()) continue;
+    const range = document.createRange();
+    range.selectNodeContents(n);
+    for (const r of range.getClientRects())
+      if (r.width > 0 && r.height > 0)
+        boxes.push({i, text: n.textContent.trim().slice(0, 40), x0: r.left + scrollX, x1: r.right + scrollX,
+                    y0: r.top + scrollY, y1: r.bottom + scrollY});
+  }
+  const hits = [];
+  for (let a = 0; a < boxes.length && hits.length < 5; a++)
+    for (let b = a + 1; b < boxes.length; b++) {
+      const p = boxes[a], q = boxes[b];
+      if (p.i !== q.i && Math.min(p.x1, q.x1) - Math.max(p.x0, q.x0) > 1 && Math.min(p.y1, q.y1) - Math.max(p.y0, q.y0) > 1)
+        hits.push([p.text, q.text]);
+    }
+  return {n: boxes.length, hits, scroll: document.documentElement.scrollWidth, inner: innerWidth};
+}"""
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_no_text_sits_on_other_text_and_nothing_spills_sideways(report, tmp_path, width):
+    sync_api = _browser_or_say_why()
+    page_path, _ = report
+    with sync_api.sync_playwright() as pw:
+        ctx = pw.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM,
+                                                    headless=True, args=ARGS,
+                                                    viewport={"width": width, "height": 900})
+        try:
+            page = ctx.new_page()
+            page.goto(page_path.as_uri(), wait_until="load")
+            got = page.evaluate(_TEXT_BOXES)
+            page.screenshot(path=str(tmp_path / f"report-{width}.png"), full_page=False)
+        finally:
+            ctx.close()
+    assert got["n"] > 100  # the page's text was measured
+    assert got["hits"] == []
+    assert got["scroll"] <= got["inner"] == width
+
+
+def test_the_first_screen_says_what_was_kept_dropped_rejected_and_why(report, tmp_path):
+    sync_api = _browser_or_say_why()
+    page_path, _ = report
+    summary = json.loads((page_path.parent.parent / "run.summary.json").read_text())
+    with sync_api.sync_playwright() as pw:
+        ctx = pw.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM,
+                                                    headless=True, args=ARGS, viewport={"width": 1400, "height": 900})
+        try:
+            page = ctx.new_page()
+            page.goto(page_path.as_uri(), wait_until="load")
+            counts = {k: int(page.inner_text(f"#n-{k}")) for k in ("kept", "dropped", "rejected")}
+            first_plot = page.evaluate("document.querySelector('img.plot').getBoundingClientRect().top + scrollY")
+            screen = page.evaluate("document.querySelector('#first-screen').getBoundingClientRect().bottom + scrollY")
+            drops = page.eval_on_selector_all("#top-drops tr.drop-reason",
+                                              "rs => rs.map(r => [r.dataset.op, +r.cells[1].innerText])")
+            codes = page.eval_on_selector_all("#top-codes tr.rejection-code",
+                                              "rs => rs.map(r => [r.dataset.code, +r.cells[1].innerText, r.cells[2].innerText])")
+            thumbs = {kind: page.eval_on_selector_all(
+                f"#first-{kind} figure.sample", "fs => fs.map(f => ({ok: !!f.querySelector('img') && "
+                "f.querySelector('img').complete && f.querySelector('img').naturalWidth > 0, caption: "
+                "f.querySelector('figcaption').innerText}))") for kind in ("kept", "dropped")}
+        finally:
+            ctx.close()
+    assert counts == {k: summary[k] for k in counts}
+    assert screen < first_plot  # all of it before any plot
+    funnel = {o["name"]: o["dropped"] for o in summary["ops"]}
+    assert drops and all(funnel[op] == n for op, n in drops)
+    assert sorted(drops, key=lambda d: -d[1]) == drops and sum(n for _, n in drops) == summary["dropped"]
+    assert [(c, n) for c, n, _ in codes] == sorted(summary["rejected_by_code"].items(), key=lambda cn: -cn[1])
+    assert all(reason.startswith("cannot read images/") for _, _, reason in codes)
+    for kind in ("kept", "dropped"):
+        assert 1 <= len(thumbs[kind]) <= 4 and all(t["ok"] and t["caption"].startswith("#") for t in thumbs[kind])
+    assert all("outside the kept range" in t["caption"] for t in thumbs["dropped"])  # why each was dropped
