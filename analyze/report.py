@@ -3,6 +3,7 @@ table, histograms, keep-rate curves, rejections by code and galleries near each 
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 from djx.analyze.collect import Collector
 from djx.analyze.thumbs import make_thumbs
@@ -40,12 +41,16 @@ def _first_screen(col: Collector, summary: dict | None, thumbs: dict) -> dict:
     filter, the top rejection codes with an example each, and the first kept and dropped samples."""
     s = summary or {}
     counts = {k: s[k] if type(s.get(k)) is int else getattr(col, k) for k in ("kept", "dropped", "rejected")}
-    ops = s.get("ops") if isinstance(s.get("ops"), list) else []
+    ops = [o if isinstance(o, dict) else {} for o in s.get("ops")] if isinstance(s.get("ops"), list) else []
     names = {f.op_index: f.name for f in col.filters}
-    names.update({i: o.get("name") for i, o in enumerate(ops) if isinstance(o, dict) and o.get("name")})
-    drops = [(i, names.get(i, f"op {i}"), n) for i, n in col.dropped_by.most_common(TOP)]
+    names.update({i: o.get("name") for i, o in enumerate(ops) if o.get("name")})
+    funnel = {i: o["dropped"] for i, o in enumerate(ops) if type(o.get("dropped")) is int and o["dropped"] > 0}
+    dropped = Counter(funnel) if funnel else col.dropped_by  # the summary's, else the dropped file's
+    drops = [(i, names.get(i, f"op {i}"), n) for i, n in dropped.most_common(TOP)]
+    by_code = s.get("rejected_by_code")
+    by_code = Counter({str(c): n for c, n in by_code.items() if type(n) is int}) if isinstance(by_code, dict) else None
     codes = [(code, n, (col.rejection_examples.get(code) or [{}])[0].get("reason", ""))
-             for code, n in col.rejected_by_code.most_common(TOP)]
+             for code, n in (by_code or col.rejected_by_code).most_common(TOP)]
     samples = {kind: [_with_thumbs(item, thumbs) for item in items] for kind, items in col.first.items()}
     return {"counts": counts, "drops": drops, "codes": codes, "samples": samples}
 
