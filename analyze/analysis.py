@@ -93,7 +93,7 @@ def _write(col: Collector, filters, summary, paths, recipe, has_recipe: bool, ou
     rows = stats_rows(col)
     write_stats_csv(rows, os.path.join(out_dir, "stats.csv"))
     log = _printable(log)
-    log(format_stats(rows))
+    log(format_stats(rows, col.byte_stats))
     notes = _notes(col, rows, summary, paths)
     for note in notes:
         log(f"note: {note}")
@@ -157,13 +157,16 @@ def write_stats_csv(rows: list[dict], path: str) -> None:
             w.writerow([r["stat"], r["count"]] + [repr(float(r[c])) for c in COLUMNS[1:]])
 
 
-def format_stats(rows: list[dict]) -> str:
+def format_stats(rows: list[dict], byte_stats=frozenset()) -> str:
+    """The stats table as printed: sizes in bytes as sizes (5 MB), other values to 5 digits."""
+    from djx.analyze.units import fmt
     if not rows:
         return "no stats in these outputs"
     w = max(len(r["stat"]) for r in rows)
     lines = [f"{'stat'.ljust(w)}  " + " ".join(c.rjust(11) for c in COLUMNS)]
     for r in rows:
-        lines.append(f"{r['stat'].ljust(w)}  {r['count']:>11} " + " ".join(f"{r[c]:>11.5g}" for c in COLUMNS[1:]))
+        lines.append(f"{r['stat'].ljust(w)}  {r['count']:>11} " + " ".join(
+            (fmt(r[c], True) if r["stat"] in byte_stats else f"{r[c]:.5g}").rjust(11) for c in COLUMNS[1:]))
     return "\n".join(lines)
 
 

@@ -79,7 +79,10 @@ def test_sizes_read_as_sizes(tmp_path):
     _write_run(export, ["image_size_filter"], [{"image_sizes": [s]} for s in sizes if 5 * MB <= s <= 8 * MB],
                [(0, {"image_sizes": [s]}) for s in sizes if not 5 * MB <= s <= 8 * MB])
     ops = [ImageSizeFilter(min_size="5MB", max_size="8MB")]
-    result = analyze(str(export), ops=ops, log=_quiet)
+    printed = []
+    result = analyze(str(export), ops=ops, log=printed.append)
+    row = next(line for line in printed[0].splitlines() if line.startswith("image_sizes"))
+    assert "e+" not in row and " MB" in row  # the printed stats table too
     html = Path(result.report).read_text()
     assert "image_size_filter.min_size = 5 MB" in html and "image_size_filter.max_size = 8 MB" in html
     assert not re.search(r"\de[+-]\d", html)  # no 5.24288e+06 anywhere on the page
