@@ -48,7 +48,8 @@ def analyze(export: str, out_dir: str | None = None, ops=None, recipe=None, log=
     ran = filters_from_names([o.get("name", "") for o in (summary or {}).get("ops") or []])
     filters = filters_from_ops(ops) if ops is not None else ran
     names = StatNames(frozenset(s for f in filters + ran for s in f.stats) or None, max_plots)
-    col = Collector(filters, recipe.text_key if recipe else "text", recipe.image_key if recipe else "images", names)
+    col = Collector(filters, recipe.text_key if recipe else "text", recipe.image_key if recipe else "images", names,
+                    _llava_reader(recipe, summary))
     step = _stepper(stop)
     for rec in iter_records(paths.export):
         step()
@@ -218,3 +219,24 @@ def _image_folders(export: str, recipe, summary: dict | None) -> list[str]:
     elif (summary or {}).get("dataset_path"):
         folders.append(dataset_root(summary["dataset_path"]))
     return folders + [os.path.dirname(os.path.abspath(export))]
+
+
+def _llava_reader(recipe, summary: dict | None):
+    """For a run that exported LLaVA records (the recipe given, else the format the summary recorded:
+    keys and options only, no op is built): a record -> djx's sample (its text and images)."""
+    from djx.core.io.llava import Keys, LlavaOptions, llava_to_djx
+    from djx.core.recipe.context import RunContext
+    raw = recipe.__dict__ if recipe is not None else ((summary or {}).get("recipe") or {})
+    if not isinstance(raw, dict) or raw.get("dataset_format") != "llava":
+        return None
+    try:
+        opts = LlavaOptions.from_dict(dict(raw.get("format_options") or {}))
+    except (ValueError, TypeError):
+        return None
+    if opts.export != "llava":
+        return None
+    text_keys = raw.get("text_keys") or RunContext.text_key
+    keys = Keys(text_keys if isinstance(text_keys, str) else text_keys[0], raw.get("image_key") or RunContext.image_key,
+                raw.get("image_special_token") or RunContext.image_special_token,
+                raw.get("eoc_special_token") or RunContext.eoc_special_token)
+    return lambda rec: llava_to_djx(rec, opts, keys)

@@ -79,8 +79,9 @@ class Collector:
     """Takes every kept, dropped and rejected record once (`add`, `add_rejected`), then `finish`."""
 
     def __init__(self, filters: list[FilterInfo], text_key: str = "text", image_key: str = "images",
-                 names: StatNames | None = None):
+                 names: StatNames | None = None, to_sample=None):
         self.filters, self.text_key, self.image_key = filters, text_key, image_key
+        self.to_sample = to_sample  # an output record -> djx's sample (text, images), e.g. from LLaVA
         self.names = names or StatNames(frozenset(s for f in filters for s in f.stats) or None)
         self.stats: dict[str, dict[str, ValueSketch]] = {}  # stat -> all, kept, dropped, dropped_here
         self.owner = {stat: f.op_index for f in filters for stat in f.stats}  # the filter computing a stat
@@ -119,8 +120,10 @@ class Collector:
         self.names.count(stats)
         self._summarise(stats, kind, drop_at, None)
         self._reach(rec, stats, drop, drop_at)
-        if len(self.first[kind]) < FIRST_SCREEN and isinstance(rec.get(self.image_key), list) and rec[self.image_key]:
-            self.first[kind].append(self._item(rec, stats, drop, None))
+        if len(self.first[kind]) < FIRST_SCREEN:
+            item = self._item(rec, stats, drop, None)
+            if item["images"]:
+                self.first[kind].append(item)
 
     def late_names(self) -> set[str]:
         """The names to plot that got no sketch in the pass (a bare export's frequent names first seen
@@ -188,6 +191,11 @@ class Collector:
             g.offer(side, distance, self._item(rec, stats, drop, v))
 
     def _item(self, rec: dict, stats: dict, drop, value: float) -> dict:
+        if self.to_sample is not None:
+            try:
+                rec = self.to_sample(rec)
+            except (ValueError, TypeError, KeyError, AttributeError):  # not a record of that format: as it is
+                pass
         text = rec.get(self.text_key)
         text = text if isinstance(text, str) else ""
         images = rec.get(self.image_key)

@@ -190,3 +190,28 @@ def test_analyze_open_hands_the_report_to_the_browser_and_process_report_ends_wi
     assert proc.returncode == 0, proc.stderr
     last = proc.stdout.strip().splitlines()[-1]
     assert Path(last).name == "report.html" and Path(last).is_file() and Path(last).parent.name == "p.analysis"
+
+
+@pytest.mark.slow
+def test_a_llava_run_s_report_shows_its_samples_with_their_images(tmp_path):
+    """LLaVA records keep their image under `image` and their text in `conversations`: the first
+    screen and the galleries read them as the run did (the recipe recorded in the summary)."""
+    import shutil
+    from djx import Pipeline
+    for name in IMAGES[:4]:
+        shutil.copy(REPO_DIR / "tests" / "assets" / "demo" / "images" / name, tmp_path / name)
+    rows = [{"id": str(i), "image": name, "conversations": [
+        {"from": "human", "value": "<image>\nWhat is this?"}, {"from": "gpt", "value": f"picture {i} " + "x" * (40 * i)}]}
+        for i, name in enumerate(IMAGES[:4])]
+    (tmp_path / "llava.json").write_text(json.dumps(rows))
+    summary = Pipeline(dataset_path=str(tmp_path / "llava.json"), dataset_format="llava", image_special_token="<image>",
+                       process=[{"text_length_filter": {"max_len": 120}}]).run(
+        export_path=str(tmp_path / "out" / "o.json"), progress=False, log=_quiet)
+    assert summary["kept"] == 2 and summary["dropped"] == 2
+    result = analyze(str(tmp_path / "out" / "o.json"), log=_quiet)
+    for kind, want in (("kept", rows[:2]), ("dropped", rows[2:])):
+        items = result.collector.first[kind]
+        assert [os.path.basename(i["images"][0]) for i in items] == [r["image"] for r in want], kind
+        assert all("What is this?" in i["text"] for i in items)
+    html = Path(result.report).read_text()
+    assert html.count("thumbs/") >= 4 and "none with images" not in html
