@@ -10,6 +10,7 @@ import itertools
 import json
 import os
 import time
+from contextlib import closing
 from typing import Iterable, Iterator
 
 from djx.core.run.chain import OpChain
@@ -163,8 +164,11 @@ class Pipeline:
         clock = RunClock(measure_input(files), limit, t0)
         source = DatasetSource(files, start.read, recipe.batch_size, recipe.max_batch_bytes, limit, clock.processing,
                                recipe.max_record_bytes, side_stats)
-        with RunLedger(writer, start, chain, recipe, executor, progress, log, t0, clock) as ledger:
-            for result in executor.run(source, stop):
+        # the results are closed on the way out, before the ledger saves and the error is said: an
+        # executor's clean-up (Ray's shutdown, its log's end) never waits for the traceback's end
+        with RunLedger(writer, start, chain, recipe, executor, progress, log, t0, clock) as ledger, \
+                closing(executor.run(source, stop)) as results:
+            for result in results:
                 ledger.add(result)
                 if stop is not None:
                     stop.check(RUN_SAVED)

@@ -23,6 +23,9 @@ class RunClock:
     t0: float = field(default_factory=time.monotonic)
     processing_at: float | None = None
     last_result_at: float | None = None   # the last batch's result came in
+    # samples of the first result when it also marked the start of processing (an engine that does not
+    # say when reading starts: Ray): they took an unmeasured time, so no rate counts them
+    untimed: int = 0
     partial: bool = False   # the limit stopped the reader before the dataset's end
 
     @property
@@ -38,20 +41,31 @@ class RunClock:
         if self.processing_at is None:
             self.processing_at = time.monotonic()
 
-    def batch_done(self) -> None:
-        """A batch's result came in (engines that do not say when reading starts: the first one
-        ends start-up)."""
+    def batch_done(self, samples: int = 0) -> None:
+        """A batch of `samples` came in (engines that do not say when reading starts: the first one
+        ends start-up, and its samples are untimed)."""
+        if self.processing_at is None:
+            self.untimed = samples
         self.processing()
         self.last_result_at = time.monotonic()
+
+    def steady(self, done: int) -> tuple[int, float] | None:
+        """(samples, seconds) of the steady rate over this session's `done` samples: those after the
+        start of processing, over the time from it to the last result; None when that holds none."""
+        n = done - self.untimed
+        if n <= 0 or self.last_result_at is None or self.processing_at is None:
+            return None
+        return n, max(self.last_result_at - self.processing_at, 1e-9)
 
     def summary_fields(self, summary: dict, resumed: bool) -> dict:
         """`partial`, `limit`, `timing` (this session's start-up, steady rate and end) and, for a
         trial that stopped before the dataset's end, `estimate`."""
         start, busy, end = self._phases()
         done = summary["session"]["samples"]
+        timed, seconds = self.steady(done) or (done, busy)
         out = {"partial": self.partial, "limit": self.limit,
                "timing": {"startup_seconds": round(start, 4), "processing_seconds": round(busy, 4),
-                          "end_seconds": round(end, 4), "steady_samples_per_second": round(done / busy, 2)}}
+                          "end_seconds": round(end, 4), "steady_samples_per_second": round(timed / seconds, 2)}}
         if self.partial:
             out["estimate"] = self.estimate(summary, resumed)
         return out
@@ -70,7 +84,8 @@ class RunClock:
         n_all, n = self.size.samples, s["input"]
         start, busy, end = self._phases()
         done = s["session"]["samples"]
-        rate = done / busy
+        timed, busy = self.steady(done) or (done, busy)
+        rate = timed / busy
         workers = s.get("workers")
         seconds = start + n_all / max(rate, 1e-9) + end
         mem = s.get("memory", {})
@@ -83,7 +98,7 @@ class RunClock:
             "seconds_how": (f"start-up (starting workers, loading models) {start:.1f} s and the end (stopping "
                             f"workers, output check) {end:.1f} s, measured once, + {n_all:,} samples at the "
                             f"trial's steady rate of {rate:.2f} samples/s between start-up and its last batch "
-                            f"({done:,} samples in {busy:.1f} s) on {workers} worker(s)"
+                            f"({timed:,} samples in {busy:.1f} s) on {workers} worker(s)"
                             + ("; the trial was resumed: its last session's start-up and rate" if resumed else "")
                             + _load()),
             "peak_memory_bytes": int(peak),

@@ -86,15 +86,19 @@ class RunLedger:
             self.batches += 1
             self.done = (self.batches, self.read_at, self.counts.to_dict(), self.writer.lengths())
         if self.clock is not None:
-            self.clock.batch_done()
-        self.bar.processing(self.clock.processing_at if self.clock else self.t0)
-        self.bar.update(res.samples, len(res.kept))
+            self.clock.batch_done(res.samples)
         if self.batches % self.recipe.checkpoint_every == 0:
             try:
                 self.writer.checkpoint(self._checkpoint(self.read_at))
             except OSError as e:
                 raise DjxError(self._write_failed(e)) from None
             self.saved = self.batches
+        # the display follows the writes (and a checkpoint due): it never shows a sample not written
+        if self.clock is not None:
+            self.bar.processing(self.clock.processing_at, self.clock.untimed)
+        else:
+            self.bar.processing(self.t0)
+        self.bar.update(res.samples, len(res.kept))
 
     def _write(self, res: BatchResult) -> None:
         names = self.chain.ctx.input_files

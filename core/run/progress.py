@@ -7,28 +7,42 @@ loaded): start-up does not make it look slow, and samples of earlier sessions of
 not make it look fast."""
 from __future__ import annotations
 
+import os
 import sys
 import time
 
 from djx.core.run.estimate import duration
 
 
+# where djx's lines go instead of sys.stderr while a run sends the process's stderr elsewhere (the
+# Ray engine sends it to Ray's log file: see executors/ray/ray_log.py); the last entry counts
+TERMINAL: list = []
+
+
 class Progress:
-    def __init__(self, total: int | None = None, done: int = 0, enabled: bool = True, every_s: float = 10.0,
+    def __init__(self, total: int | None = None, done: int = 0, enabled: bool = True, every_s: float | None = None,
                  stream=None, t0: float | None = None):
         self.t0 = time.monotonic() if t0 is None else t0  # when the session began
-        self.stream = stream or sys.stderr
+        self._stream = stream
         self.enabled = enabled
-        self.every_s = every_s
+        # seconds between plain lines: DJX_PROGRESS_EVERY_S (0: a line per batch), else 10
+        self.every_s = every_s if every_s is not None else float(os.environ.get("DJX_PROGRESS_EVERY_S") or 10.0)
         self.total = total
         self.done = done            # samples done, earlier sessions included
         self.kept = 0               # kept in this session
         self.session = 0            # samples of this session since its start-up ended
         self.since: float | None = None
+        self.untimed = 0            # samples that came in at `since` (see processing)
         self.last = 0.0
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.bar = None
         self.closed = False
+
+    @property
+    def stream(self):
+        """The given stream, else sys.stderr as it is now (the Ray engine points it at the terminal
+        while the process's own stderr goes to Ray's log)."""
+        return self._stream or (TERMINAL[-1] if TERMINAL else sys.stderr)
 
     def _say(self, line: str) -> None:
         if self.enabled:
@@ -42,11 +56,14 @@ class Progress:
         resumed = f"{self.done:,}{of} samples done; " if self.done else ""
         self._say(f"{resumed}starting {who}{what}")
 
-    def processing(self, since: float) -> None:
-        """Start-up is over (at `since`): the rate and the time left count from there."""
+    def processing(self, since: float, untimed: int = 0) -> None:
+        """Start-up is over (at `since`): the rate and the time left count from there. `untimed`:
+        samples that came in at `since` itself (an engine whose first result marks the start: Ray):
+        their time is unknown, so the rate leaves them out."""
         if self.since is not None:
             return
         self.since = since
+        self.untimed = untimed
         self._say(f"start-up took {since - self.t0:.1f} s; processing"
                   + (f" {self.total - self.done:,} samples" if self.total is not None else ""))
         if self.enabled and self.tty:
@@ -57,9 +74,10 @@ class Progress:
 
     def rate(self) -> float | None:
         """This session's samples per second since start-up ended."""
-        if self.since is None or not self.session:
-            return None
-        return self.session / max(time.monotonic() - self.since, 1e-9)
+        timed = self.session - self.untimed
+        if self.since is None or timed <= 0:
+            return None  # no sample measured yet: no rate, rather than one over no time
+        return timed / max(time.monotonic() - self.since, 1e-9)
 
     def eta(self) -> float | None:
         rate = self.rate()
@@ -86,6 +104,8 @@ class Progress:
         if not self.enabled:
             return
         if self.bar is not None:
+            if first and self.untimed:
+                self.bar.initial += n  # tqdm's rate counts from `initial`: untimed samples are not in it
             self.bar.update(n)
             self.bar.set_postfix_str(f"kept this session={self.kept:,}", refresh=False)
             return

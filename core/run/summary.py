@@ -69,6 +69,14 @@ def _mb(b) -> str:
     return f"{(b or 0) / (1 << 20):,.0f} MB"
 
 
+def _rate(s: dict) -> str:
+    """' (N samples/s after a start-up of X s)': the processing rate, start-up apart."""
+    t = s.get("timing")
+    if not t:
+        return f" ({s['samples_per_second']:.1f} samples/s)"
+    return f" ({t['steady_samples_per_second']:.1f} samples/s after a start-up of {t['startup_seconds']:.1f} s)"
+
+
 def format_summary(s: dict) -> str:
     lines = [f"djx run '{s.get('project_name', '')}': {s['input']} in = {s['kept']} kept + "
              f"{s['dropped']} dropped + {s['rejected']} rejected"
@@ -76,7 +84,7 @@ def format_summary(s: dict) -> str:
                 if s.get("blank_lines") else "")
              + (f"  in {s['seconds']:.1f} s over all sessions; this session {s['session']['samples']} samples "
                 f"at {s['samples_per_second']:.1f} samples/s" if s.get("resumed") and s.get("session") else
-                f"  in {s['seconds']:.1f} s ({s['samples_per_second']:.1f} samples/s)")]
+                f"  in {s['seconds']:.1f} s" + _rate(s))]
     t = s.get("timing")
     if t:
         lines.append(f"  time: start-up (workers, models) {t['startup_seconds']:.1f} s, then "

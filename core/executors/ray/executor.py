@@ -8,9 +8,10 @@ per input row, in input order (preserve_order), so the driver numbers records an
 global positions and line numbers are exact with no coordination between tasks. Rows carry pickled
 samples in binary columns (no Arrow schema for heterogeneous dicts) and small columns: the row's
 kind (blank/live/dropped/rejected), the line's byte length, and per stage a side channel on the
-first row of each batch (op seconds, counters, actor report); the row schema is in ray_stages, reading in ray_read. A batch that kills its actor is retried; the retry isolates the
-sample that kills (see poison.py); the driver watches its node's raylet (node_watch.py). A resumed
-run starts reading at the saved byte offset.
+first row of each batch (op seconds, counters, actor report): see stages.py, and read.py. A batch
+that kills its actor is retried; the retry isolates the sample that kills (poison.py); the driver
+watches its node's raylet (node_watch.py). A resumed run reads on from the saved byte offset. Ray's
+own output goes to a log file (ray_log.py).
 """
 from __future__ import annotations
 
@@ -34,8 +35,9 @@ from djx.core.executors.process import WorkerSetup
 from djx.core.executors.ray.cluster import connect, explain, refuse, settle_fsspec_http
 from djx.core.executors.ray.node_watch import NodeLost, local_raylet, silence_ray_logs, watched
 from djx.core.executors.ray.poison import PoisonTracker
+from djx.core.executors.ray.ray_log import log_path, logged
 from djx.core.executors.ray.read import BLOCK_LINES, JsonLines, file_index, parse_lines, parse_rows
-from djx.core.executors.ray.stages import DATA, FILE, KIND, NBYTES, ChainStage, RowKind, meta_column
+from djx.core.executors.ray.stages import DATA, FILE, KIND, NBYTES, ChainStage, RowKind, meta_column, stage_groups
 from djx.core.plan.planner import Plan
 from djx.core.io.readers import ReadState
 from djx.core.recipe.recipe import Recipe
@@ -47,10 +49,12 @@ MiB = 1 << 20
 DECODE_BYTES_PER_SAMPLE = 4 * MiB   # decoded images of one sample, for the declared actor memory
 ACTOR_BASE_BYTES = 256 * MiB        # interpreter and libraries of one actor
 # a task whose actor died is retried on a fresh actor. The poison tracker bounds the deaths of each
-# batch (its first, one per poison sample in it, two that name no sample: see ray/poison.py); Ray's
-# count only stops deaths the tracker cannot see (outside any batch), so it allows every row of a
-# task (a read block, plus a batch) to be poison twice
+# batch (its first, one per poison sample, two that name no sample: ray/poison.py); Ray's count only
+# stops deaths it cannot see (outside any batch): every row of a task (a read block, plus a batch)
+# may be poison twice
 EXTRA_RETRIES = 3
+
+
 class RayExecutor:
     def __init__(self, chain: OpChain, plan: Plan, recipe: Recipe):
         self.chain, self.plan, self.recipe = chain, plan, recipe
@@ -63,10 +67,13 @@ class RayExecutor:
         """BatchResults in input order over the source's files (all of one format), each with the
         reader position after it; `source.state` advances as rows come back. Once `stop` is
         requested, Stopped while waiting for the next batch (Ray is shut down on the way out)."""
-        files, state = source.files, source.state
-        if state.file >= len(files):  # resumed after everything was read: nothing left for Ray
+        if source.state.file >= len(source.files):  # resumed after everything was read: nothing left for Ray
             return
-        refuse(files, state)
+        refuse(source.files, source.state)
+        yield from logged(self._run(source, stop), log_path(self.recipe.export_path))
+
+    def _run(self, source: DatasetSource, stop=None) -> Iterator[BatchResult]:
+        files, state = source.files, source.state
         import ray
         ours = connect(ray, self.recipe.ray_address, stop)  # else: the Ray this process is connected to already
         threads = set(threading.enumerate())
@@ -137,6 +144,9 @@ class RayExecutor:
                     ds = ray.data.read_datasource(JsonLines(files[state.file:], state.offset, state.file, limit),
                                                   num_cpus=io_cpus)
                     parse["max_record_bytes"] = limit
+                # blocks of a batch: Ray runs a block as one task and returns its rows at once, and a
+                # read gathers a file into blocks of up to 128 MiB; so results stream back batch by batch
+                ds = ds.repartition(target_num_rows_per_block=self.recipe.batch_size)
                 ds = ds.map_batches(parse_rows if parquet else parse_lines, fn_kwargs=parse,
                                     batch_size=None, batch_format="pyarrow", num_cpus=io_cpus)
                 mem = max((n.get("Resources", {}).get("memory", 0) for n in ray.nodes() if n.get("Alive")),
@@ -187,7 +197,9 @@ class RayExecutor:
     def _collect(self, ds, state: ReadState, lines: bool, limit: int | None = None, stop=None) -> Iterator[BatchResult]:
         """BatchResults from the returned rows; with `limit` (a trial run), none past that many
         samples (the rows Ray made beyond it are left unread)."""
-        for table in watched(ds.iter_batches(batch_size=self.recipe.batch_size, batch_format="pyarrow"),
+        # a block at a time, none fetched ahead: a block is one batch (see _dataset), and a batch ready
+        # comes in at once, not when the next one is
+        for table in watched(ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0),
                              self._raylet, stop):
             res = BatchResult.empty(len(self.chain.ops))
             res.reach = []  # rows come in input order: the early check sees samples as locally
@@ -285,16 +297,3 @@ def _let_fetches_end(before: set, seconds: float = 10.0) -> None:
         if t not in before and t.name != "Prefetcher":
             t.join(max(0.0, deadline - time.monotonic()))
 
-
-def stage_groups(ops: list) -> list[tuple[int, int, frozenset]]:
-    """[(first, last, model specs)]: consecutive ops sharing a model, or a run of model-free ops."""
-    groups: list[tuple[int, int, frozenset]] = []
-    for k, op in enumerate(ops):
-        specs = frozenset(op.model_specs())
-        if groups:
-            first, _, have = groups[-1]
-            if (not specs and not have) or (specs & have):
-                groups[-1] = (first, k + 1, have | specs)
-                continue
-        groups.append((k, k + 1, specs))
-    return groups
