@@ -130,7 +130,7 @@ def test_a_trial_on_ray_estimates_the_whole_run_from_its_steady_rate_as_the_loca
         est[executor] = summary["estimate"]["seconds"]
         # the rate is over the samples measured after the start of processing
         t = summary["timing"]
-        assert t["steady_samples_per_second"] <= 64 / t["processing_seconds"]
+        assert t["steady_samples_per_second"] <= 64 / t["processing_seconds"] * 1.01  # both rounded
     assert est["local"] / 3 <= est["ray"] <= est["local"] * 3, est
 
 

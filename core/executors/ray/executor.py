@@ -144,11 +144,11 @@ class RayExecutor:
                     ds = ray.data.read_datasource(JsonLines(files[state.file:], state.offset, state.file, limit),
                                                   num_cpus=io_cpus)
                     parse["max_record_bytes"] = limit
+                ds = ds.map_batches(parse_rows if parquet else parse_lines, fn_kwargs=parse,
+                                    batch_size=None, batch_format="pyarrow", num_cpus=io_cpus)
                 # blocks of a batch: Ray runs a block as one task and returns its rows at once, and a
                 # read gathers a file into blocks of up to 128 MiB; so results stream back batch by batch
                 ds = ds.repartition(target_num_rows_per_block=self.recipe.batch_size)
-                ds = ds.map_batches(parse_rows if parquet else parse_lines, fn_kwargs=parse,
-                                    batch_size=None, batch_format="pyarrow", num_cpus=io_cpus)
                 mem = max((n.get("Resources", {}).get("memory", 0) for n in ray.nodes() if n.get("Alive")),
                           default=0)
                 for s in range(len(self.groups)):
