@@ -94,7 +94,13 @@ def test_a_killed_scorer_is_restarted_and_the_run_loses_nothing(tmp_path):
 
     ref, _, _ = lines(False)
     got, ex, logs = lines(True)
-    assert len(got) == len(records) and got == ref
+    # the same samples with the same verdicts and stats; which batches the scorer joined depends on
+    # timing, and a forward of another size may differ in the last float digits (and so the signature)
+    assert len(got) == len(ref) == len(records)
+    got, ref = ([json.loads(line) for line in run] for run in (got, ref))
+    assert [{k: v for k, v in r.items() if k not in ("__dj__stats__", "__djx__stats_provenance__")} for r in got] \
+        == [{k: v for k, v in r.items() if k not in ("__dj__stats__", "__djx__stats_provenance__")} for r in ref]
+    assert_same_stats(got, ref)
     assert ex._owners.restarts == 1 and any("restarting it" in line for line in logs)
     assert ex.restarts == 0  # no worker died: they waited for the new scorer
 
