@@ -85,9 +85,10 @@ class Pipeline:
 
     def _scorer_only(self) -> bool:
         """scoring: device on the local engine, and every model op of the chain scores in the scorer."""
+        from djx.core.models.share.score_client import takes_part
         models = [op for op in self.chain().ops if op.model_specs()]
         return (self.recipe.scoring == "device" and self.recipe.executor == "local" and bool(models)
-                and all(hasattr(op, "score_parts") for op in models))
+                and all(takes_part(op) for op in models))
 
     def describe(self, plan: Plan) -> str:
         """The plan, the recipe's notes and the warnings a run or a dry run starts with."""

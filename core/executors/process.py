@@ -11,6 +11,7 @@ import dill
 
 from djx.core.run.chain import OpChain
 from djx.core.models.pool import ModelPool, process_pool
+from djx.core.models.share.score_client import takes_part
 from djx.core.op.registry import load_builtin_ops, load_custom_ops, load_entry_point_ops
 
 
@@ -62,7 +63,7 @@ def bind_process(setup: WorkerSetup) -> tuple[OpChain, ModelPool]:
     chain = dill.loads(setup.chain_bytes)
     pool = process_pool(setup.device, setup.share, setup.scoring)
     scorer = pool.scorer()  # scoring: device: the device's scorer holds the models of the ops it scores
-    here = [op for op in chain.ops if op.model_specs() and not (scorer is not None and hasattr(op, "score_parts"))]
+    here = [op for op in chain.ops if op.model_specs() and not (scorer is not None and takes_part(op))]
     if "torch" in sys.modules or chain.model_specs():
         import torch
         torch.set_num_threads(setup.threads)

@@ -137,11 +137,13 @@ class RunLedger:
         self._update_totals()
         return self.start.checkpoint(read_at, self.counts)
 
-    def _update_totals(self) -> float:
-        """Whole-run seconds and restarts (earlier sessions' plus this one's); this session's seconds."""
+    def _update_totals(self, counts: RunCounts | None = None) -> float:
+        """Whole-run seconds and restarts (earlier sessions' plus this one's) into `counts` (the
+        run's); this session's seconds."""
+        counts = self.counts if counts is None else counts
         session = time.monotonic() - self.t0
-        self.counts.seconds = self.before[0] + session
-        self.counts.restarts = self.before[1] + self.executor.restarts
+        counts.seconds = self.before[0] + session
+        counts.restarts = self.before[1] + self.executor.restarts
         return session
 
     def finish(self, plan, state: ReadState) -> dict:
@@ -198,8 +200,7 @@ class RunLedger:
         by the next run, which reads it again)."""
         _, read_at, counts, lengths = self.done
         counts = RunCounts.from_dict(counts)
-        counts.seconds = self.before[0] + time.monotonic() - self.t0
-        counts.restarts = self.before[1] + self.executor.restarts
+        self._update_totals(counts)
         try:
             self.writer.checkpoint(self.start.checkpoint(read_at, counts), lengths=lengths)
         except OSError as e:  # never hide the error that stopped the run behind this one

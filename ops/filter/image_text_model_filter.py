@@ -163,16 +163,16 @@ class ImageTextModelFilter(OneModelOp, Filter):
 
     def compute_stats(self, batch: Batch) -> None:
         scorer = batch.pool.scorer() if hasattr(batch.pool, "scorer") else None
-        if scorer is not None:  # scoring: device: prepare here, the device's scorer scores
+        if scorer is None:  # the model is here
+            loaded = batch.pool.get(self.spec)
+            processor, text_len = loaded.processor, max_text_len(loaded.model)
+        else:  # scoring: device: prepare here, the device's scorer scores
             processor, text_len = self.host_side(batch.pool)
-            prepared, plan = self.prepare(batch, processor, text_len)
-            scores = scorer.score(self, prepared, batch.ctx.fault, batch.counters) if prepared.pairs else []
-            self.finish(batch, plan, scores)
-            return
-        loaded = batch.pool.get(self.spec)
-        prepared, plan = self.prepare(batch, loaded.processor, max_text_len(loaded.model))
+        prepared, plan = self.prepare(batch, processor, text_len)
         scores = []
-        if prepared.pairs:
+        if prepared.pairs and scorer is not None:
+            scores = scorer.score(self, prepared, batch.ctx.fault, batch.counters)
+        elif prepared.pairs:
             import torch
             with torch.inference_mode():
                 scores = self.score(loaded, prepared, batch.ctx.fault, batch.counters)

@@ -27,7 +27,7 @@ from multiprocess.connection import wait
 from djx.core.run.chain import OpChain
 from djx.core.errors import DjxError
 from djx.core.executors.base import InputBatch
-from djx.core.executors.process import WorkerSetup
+from djx.core.executors.process import WorkerSetup, takes_part
 from djx.core.executors.local.inflight import InFlight, Job
 from djx.core.executors.local.poison import after_death
 from djx.core.executors.local.worker import (Crashed, Done, Failed, Ready, StartFailed, Status, Task, recv, send,
@@ -92,7 +92,7 @@ class LocalExecutor:
         self.restarts = 0
         self._chain_bytes = dill.dumps(chain)
         self._ids = itertools.count()
-        self.scoring = scoring if any(hasattr(op, "score_parts") for op in chain.ops) else "workers"
+        self.scoring = scoring if any(takes_part(op) for op in chain.ops) else "workers"
         self.share_models = (share_models or self.scoring == "device") and bool(chain.model_specs())
         self._share = None  # WeightShare of the run's folder and owners, while it runs
         self._owned = tuple(d for d in dict.fromkeys(plan.devices)  # owners serve (and score on): GPUs; tests: CPU

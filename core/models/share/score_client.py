@@ -9,6 +9,11 @@ from dataclasses import dataclass
 CONNECT_SECONDS = 120.0  # how long a worker waits for its scorer (restarting) before giving up
 
 
+def takes_part(op) -> bool:
+    """Whether `op` can score in its device's scorer (it prepares in the worker: scoring.py)."""
+    return hasattr(op, "score_parts")
+
+
 @dataclass
 class ScoreRequest:
     """One batch's prepared pairs for the op in `op_bytes` (dill; `key` names it in the owner)."""
