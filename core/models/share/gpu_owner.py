@@ -138,16 +138,26 @@ def owner_main(device: str, address: OwnerAddress, custom_ops: tuple, base_dir: 
     scorers: list = []  # its scoring thread, started by the first scoring request
 
     def serve(conn) -> None:
+        from multiprocessing.reduction import recv_handle
+
+        from djx.core.models.share.handoff import Inbox, SharedBuffer
         from djx.core.models.share.score_client import ScoreRequest
         from djx.core.models.share.scoring import Scorer
+        inbox = Inbox()  # this connection's shared buffer (scoring: device)
         try:
             while True:
                 spec = pickle.loads(conn.recv_bytes())
+                if isinstance(spec, SharedBuffer):  # its file descriptor follows
+                    inbox.attach(recv_handle(conn), spec.size)
+                    continue
                 if isinstance(spec, ScoreRequest):  # scoring: device (scoring.py)
                     with lock:
                         if not scorers:
                             scorers.append(Scorer(device))
-                    conn.send_bytes(pickle.dumps(scorers[0].submit(spec), protocol=pickle.HIGHEST_PROTOCOL))
+                    spec.prepared = inbox.unpack(spec.prepared)
+                    answer = scorers[0].submit(spec)
+                    spec.prepared = None  # no view of the buffer outlives the answer
+                    conn.send_bytes(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
                     continue
                 with lock:
                     if spec not in models:

@@ -16,19 +16,24 @@ def takes_part(op) -> bool:
 
 @dataclass
 class ScoreRequest:
-    """One batch's prepared pairs for the op in `op_bytes` (dill; `key` names it in the owner)."""
+    """One batch's prepared pairs for the op in `op_bytes` (dill; `key` names it in the owner; None
+    once the connection's scorer has it); `prepared` None: load the op's model (a warm-up)."""
     key: str
-    op_bytes: bytes
+    op_bytes: bytes | None
     prepared: object
     fault: tuple = ()
 
 
 class ScoreClient:
-    """A worker's line to its device's scorer (the weight owner at `address`)."""
+    """A worker's line to its device's scorer (the weight owner at `address`). The prepared
+    tensors go through the connection's shared buffer (handoff.py); an op's bytes go once per
+    connection (a restarted scorer gets them again on the new connection)."""
 
     def __init__(self, address, device: str, connect_seconds: float = CONNECT_SECONDS):
         self.address, self.device, self.connect_seconds = address, device, connect_seconds
         self._conn = None
+        self._outbox = None
+        self._sent: set = set()  # op keys this connection's scorer has the bytes of
         self._ops: dict = {}  # id(op) -> (key, bytes)
 
     def warm(self, op) -> None:
@@ -38,25 +43,19 @@ class ScoreClient:
     def score(self, op, prepared, fault=(), counters: dict | None = None) -> list:
         """The scores of `prepared` under `op`, from the scorer (its forwards and OOM retries added
         to `counters`); waits out an owner's restart."""
-        from multiprocessing.connection import Client
-
         from djx.core.errors import DjxError
         if id(op) not in self._ops:
             import dill
             data = dill.dumps(op)
             self._ops[id(op)] = (hashlib.sha256(data).hexdigest(), data)
-        key, data = self._ops[id(op)]
-        message = pickle.dumps(ScoreRequest(key, data, prepared, tuple(fault)), protocol=pickle.HIGHEST_PROTOCOL)
         deadline, last = time.monotonic() + self.connect_seconds, None
         while time.monotonic() < deadline:
             try:
-                if self._conn is None:
-                    self._conn = Client(self.address.path, "AF_UNIX", authkey=self.address.authkey)
-                self._conn.send_bytes(message)
-                answer = pickle.loads(self._conn.recv_bytes())
+                answer = self._ask(op, prepared, fault)
                 break
             except (OSError, EOFError) as e:  # not listening yet, or it died: the executor restarts it
-                last, self._conn = e, None
+                last = e
+                self._disconnect()
                 time.sleep(0.1)
         else:
             raise DjxError(f"the scorer of {self.device} did not answer for {self.connect_seconds:g} s "
@@ -68,3 +67,35 @@ class ScoreClient:
             return answer[1]
         _, message, user_error = answer
         raise DjxError(message) if user_error else RuntimeError(f"the scorer of {self.device}: {message}")
+
+    def _ask(self, op, prepared, fault) -> tuple:
+        from multiprocessing.connection import Client
+        from multiprocessing.reduction import send_handle
+
+        from djx.core.models.share.handoff import Outbox
+        if self._conn is None:
+            self._conn = Client(self.address.path, "AF_UNIX", authkey=self.address.authkey)
+            self._outbox, self._sent = Outbox(), set()
+        conn = self._conn
+
+        def send_buffer(message, fd) -> None:
+            conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+            send_handle(conn, fd, None)
+
+        key, data = self._ops[id(op)]
+        shared = self._outbox.pack(prepared, send_buffer) if prepared is not None else None
+        request = ScoreRequest(key, None if key in self._sent else data, shared, tuple(fault))
+        conn.send_bytes(pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL))
+        answer = pickle.loads(conn.recv_bytes())
+        self._sent.add(key)
+        return answer
+
+    def _disconnect(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except OSError:
+                pass
+        if self._outbox is not None:
+            self._outbox.close()
+        self._conn, self._outbox = None, None

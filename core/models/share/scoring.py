@@ -90,6 +90,8 @@ class Scorer:
 
     def _op(self, request: ScoreRequest):
         if request.key not in self._ops:
+            if request.op_bytes is None:  # its connection sent them to a scorer that has since restarted
+                raise RuntimeError(f"the scorer does not know op {request.key[:12]}")
             import dill
             self._ops[request.key] = dill.loads(request.op_bytes)
         return self._ops[request.key]

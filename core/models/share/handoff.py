@@ -1,0 +1,118 @@
+"""Prepared tensors from a worker to its device's scorer through shared memory (scoring: device).
+
+Each worker connection to a scorer has one shared buffer: an anonymous memory file
+(memfd_create) that the worker creates, fills with the tensors of a request, and hands to the
+scorer once per connection as a file descriptor over the connection's unix socket (SCM_RIGHTS).
+The request itself then carries only where each tensor lies (`SharedTensor`), and the scorer
+reads the tensors in place, without a copy through the socket. No name exists in any folder: the
+memory is freed when both sides let go, a killed worker included. A larger request grows the
+buffer (a new one, handed over again). The worker waits for each answer before it writes the next
+request, so a buffer is never written while the scorer reads it.
+
+Where memfd_create is missing (not Linux), requests carry their tensors pickled, as before.
+"""
+from __future__ import annotations
+
+import dataclasses
+import mmap
+import os
+from dataclasses import dataclass
+
+ALIGN = 64  # each tensor starts on a cache line
+
+
+@dataclass(frozen=True)
+class SharedTensor:
+    """Where one tensor of a request lies in its connection's shared buffer."""
+    offset: int
+    shape: tuple
+    dtype: str  # torch's name, e.g. "uint8"
+
+
+@dataclass(frozen=True)
+class SharedBuffer:
+    """Message: the next thing on the connection is the file descriptor of a buffer of `size` bytes."""
+    size: int
+
+
+def _tensor_fields(prepared) -> list[str]:
+    import torch
+    if not dataclasses.is_dataclass(prepared) or isinstance(prepared, type):
+        return []
+    return [f.name for f in dataclasses.fields(prepared)
+            if isinstance(getattr(prepared, f.name), torch.Tensor) and getattr(prepared, f.name).device.type == "cpu"]
+
+
+class Outbox:
+    """A worker's side: writes a request's tensors into the shared buffer of one connection."""
+
+    def __init__(self):
+        self.size, self._fd, self._map = 0, None, None
+        self.usable = hasattr(os, "memfd_create")
+
+    def pack(self, prepared, send_buffer) -> object:
+        """`prepared` with each CPU tensor field replaced by a SharedTensor, its bytes written to
+        the buffer; `send_buffer(SharedBuffer, fd)` is called first when the buffer is new."""
+        names = _tensor_fields(prepared) if self.usable else []
+        if not names:
+            return prepared
+        tensors = [getattr(prepared, n).contiguous() for n in names]
+        offsets, end = [], 0
+        for t in tensors:
+            offsets.append(end)
+            end += -(-t.numel() * t.element_size() // ALIGN) * ALIGN
+        if end > self.size:
+            self._grow(max(end, 2 * self.size))
+            send_buffer(SharedBuffer(self.size), self._fd)
+        refs = {}
+        import torch
+        for name, t, at in zip(names, tensors, offsets):
+            if t.numel():
+                torch.frombuffer(self._map, dtype=t.dtype, count=t.numel(), offset=at).view(t.shape).copy_(t)
+            refs[name] = SharedTensor(at, tuple(t.shape), str(t.dtype).removeprefix("torch."))
+        return dataclasses.replace(prepared, **refs)
+
+    def _grow(self, size: int) -> None:
+        self.close()
+        self._fd = os.memfd_create("djx-prepared", os.MFD_CLOEXEC)
+        os.ftruncate(self._fd, size)
+        self._map, self.size = mmap.mmap(self._fd, size), size
+
+    def close(self) -> None:
+        """Let go of the buffer (the scorer's mapping, if any, keeps the memory until it lets go)."""
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd, self._map, self.size = None, None, 0  # the map closes when no view is left
+
+
+class Inbox:
+    """The scorer's side of one connection: the buffer its worker handed over, read in place."""
+
+    def __init__(self):
+        self._map = None
+
+    def attach(self, fd: int, size: int) -> None:
+        try:
+            self._map = mmap.mmap(fd, size)  # the old map closes when no tensor views it any more
+        finally:
+            os.close(fd)
+
+    def unpack(self, prepared):
+        """`prepared` with each SharedTensor replaced by a tensor viewing the buffer (valid until
+        the answer to this request is sent: the worker writes its next request over it)."""
+        if not dataclasses.is_dataclass(prepared) or isinstance(prepared, type):
+            return prepared
+        import torch
+        views = {}
+        for f in dataclasses.fields(prepared):
+            ref = getattr(prepared, f.name)
+            if isinstance(ref, SharedTensor):
+                if self._map is None:
+                    raise RuntimeError("a request named a shared buffer that was never handed over")
+                dtype = getattr(torch, ref.dtype)
+                count = 1
+                for n in ref.shape:
+                    count *= n
+                views[f.name] = (torch.frombuffer(self._map, dtype=dtype, count=count, offset=ref.offset)
+                                 .view(ref.shape) if count else torch.empty(ref.shape, dtype=dtype))
+        return dataclasses.replace(prepared, **views) if views else prepared
