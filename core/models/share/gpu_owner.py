@@ -119,6 +119,7 @@ def owner_main(device: str, address: OwnerAddress, custom_ops: tuple, base_dir: 
     from multiprocessing.connection import Listener
 
     from djx.core.executors.process import die_with_parent, set_thread_env
+    from djx.core.models.share.scoring import ScoringDesk
     from djx.core.op.registry import load_builtin_ops, load_custom_ops, load_entry_point_ops
     die_with_parent(parent)
     _name_process(b"djx-weights")  # what ps, top and nvidia-smi users look for
@@ -135,29 +136,14 @@ def owner_main(device: str, address: OwnerAddress, custom_ops: tuple, base_dir: 
     listener = Listener(address.path, "AF_UNIX", backlog=64, authkey=address.authkey)  # workers retry until it listens
     models: dict = {}
     lock = threading.Lock()
-    scorers: list = []  # its scoring thread, started by the first scoring request
+    desk = ScoringDesk(device)  # scoring: device (scoring.py)
 
     def serve(conn) -> None:
-        from multiprocessing.reduction import recv_handle
-
-        from djx.core.models.share.handoff import Inbox, SharedBuffer
-        from djx.core.models.share.score_client import ScoreRequest
-        from djx.core.models.share.scoring import Scorer
-        inbox = Inbox()  # this connection's shared buffer (scoring: device)
+        inbox = desk.inbox()  # this connection's shared buffer
         try:
             while True:
                 spec = pickle.loads(conn.recv_bytes())
-                if isinstance(spec, SharedBuffer):  # its file descriptor follows
-                    inbox.attach(recv_handle(conn), spec.size)
-                    continue
-                if isinstance(spec, ScoreRequest):  # scoring: device (scoring.py)
-                    with lock:
-                        if not scorers:
-                            scorers.append(Scorer(device))
-                    spec.prepared = inbox.unpack(spec.prepared)
-                    answer = scorers[0].submit(spec)
-                    spec.prepared = None  # no view of the buffer outlives the answer
-                    conn.send_bytes(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
+                if desk.answer(spec, conn, inbox):
                     continue
                 with lock:
                     if spec not in models:

@@ -16,6 +16,7 @@ scores, and the run's ledger, not the scorer, decides what is written (exactly o
 """
 from __future__ import annotations
 
+import pickle
 import queue
 import threading
 from dataclasses import dataclass, field
@@ -23,6 +24,40 @@ from dataclasses import dataclass, field
 from djx.core.models.share.score_client import ScoreRequest
 
 JOIN_PAIRS = {"cpu": 64, "cuda": 512}  # pairs scored together at most (each op halves on OOM)
+
+
+class ScoringDesk:
+    """The owner's side of scoring requests: its Scorer (started by the first request) and each
+    connection's shared buffer (handoff.py)."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self._scorer: Scorer | None = None
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def inbox():
+        from djx.core.models.share.handoff import Inbox
+        return Inbox()
+
+    def answer(self, message, conn, inbox) -> bool:
+        """Handle `message` when it is about scoring (a buffer handed over, a request: answered on
+        `conn`); False when it is not (a request for weights)."""
+        from djx.core.models.share.handoff import SharedBuffer
+        if isinstance(message, SharedBuffer):  # its file descriptor follows
+            from multiprocessing.reduction import recv_handle
+            inbox.attach(recv_handle(conn), message.size)
+            return True
+        if not isinstance(message, ScoreRequest):
+            return False
+        with self._lock:
+            if self._scorer is None:
+                self._scorer = Scorer(self.device)
+        message.prepared = inbox.unpack(message.prepared)
+        answer = self._scorer.submit(message)
+        message.prepared = None  # no view of the buffer outlives the answer
+        conn.send_bytes(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
+        return True
 
 
 @dataclass
