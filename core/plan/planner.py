@@ -43,6 +43,11 @@ class Plan:
         for dev, info in self.per_device.items():
             ranks = [str(r) for r, d in enumerate(self.devices) if d == dev]
             line = f"  {dev}: workers [{', '.join(ranks)}]"
+            if info.get("scorer"):  # scoring: device: the workers prepare, the device's scorer scores
+                line += (f" prepare (decode, processor, tokenizer); 1 scorer ({self.threads_per_worker} torch "
+                         f"thread(s)) holds {', '.join(info['models'])}, weights {_size(info['weight_bytes'])}")
+                lines.append(line)
+                continue
             if info.get("models"):
                 line += f", models per worker: {', '.join(info['models'])}"
             if info.get("weight_bytes"):  # the weights on the device, then what each worker adds
@@ -110,7 +115,11 @@ def plan_workers(np: int | None, model_bytes: dict[str, int], inventory: list[De
     devices = list(listed_devices) or [d.name for d in inventory]
     gpus = [d for d in devices if d.startswith("cuda")]
     if not model_bytes or not gpus:
-        return _plan_cpu(np, model_bytes, devices, cpu_count, share_models)
+        plan = _plan_cpu(np, model_bytes, devices, cpu_count, share_models or scorer_only)
+        if scorer_only and model_bytes:  # the CPU's scorer: one copy, the workers only prepare
+            for info in plan.per_device.values():
+                info.update(scorer=True, worker_bytes=CPU_WORKER_BYTES)
+        return plan
     info = {d.name: d for d in inventory}
     if scorer_only:
         return _plan_scorers(np, model_bytes, gpus, info, gpu_mem_fraction, cpu_count)
@@ -147,11 +156,10 @@ def _plan_scorers(np: int | None, model_bytes: dict[str, int], gpus: list[str], 
     budgets, _ = _gpu_budgets(gpus, info, fraction, fixed, 1, model_bytes, True)
     host = _plan_cpu(np, {}, ["cpu"], cpu_count)
     ranks = tuple(gpus[r % len(gpus)] for r in range(host.workers))
-    per_device = {d: {"workers": ranks.count(d), "models": sorted(model_bytes), "shared": True,
+    per_device = {d: {"workers": ranks.count(d), "models": sorted(model_bytes), "shared": True, "scorer": True,
                       "weight_bytes": fixed - CUDA_CONTEXT, "worker_bytes": 0, "expected_bytes": fixed,
                       "budget_bytes": budgets[d]} for d in gpus if ranks.count(d)}
-    notes = host.notes + (f"scoring: device: the {host.workers} workers prepare on the cores; one scorer "
-                          f"per GPU holds the models and scores",)
+    notes = host.notes
     return Plan(host.workers, ranks, 1, dict(model_bytes), per_device, notes)
 
 

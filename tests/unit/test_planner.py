@@ -142,8 +142,18 @@ def test_scoring_on_the_device_plans_preparing_workers_per_core_spread_over_the_
     assert plan.workers == 16 and plan.threads_per_worker == 1 and not plan.mem_fraction
     assert plan.devices.count("cuda:0") == plan.devices.count("cuda:1") == 8
     assert all(info["expected_bytes"] == 1 * GiB + CUDA_CONTEXT for info in plan.per_device.values())
-    assert "one scorer per GPU" in plan.describe()
+    assert "cuda:0: workers [0, 2, 4, 6, 8, 10, 12, 14] prepare (decode, processor, tokenizer); 1 scorer " \
+           "(1 torch thread(s)) holds clip, weights 1.00 GiB" in plan.describe()
     capped = plan_workers(40, {"clip": 1 * GiB}, gpus(40), cpu_count=16, scorer_only=True)
     assert capped.workers == 16 and "warning: np=40" in capped.describe()
     with pytest.raises(RecipeError, match="the models need"):
         plan_workers(None, {"huge": 100 * GiB}, gpus(40), cpu_count=16, scorer_only=True)
+
+
+def test_scoring_on_the_cpu_plans_a_preparing_worker_per_core_and_says_where_scoring_runs():
+    plan = plan_workers(None, {"hf_clip:clip:float32": 600 * MiB}, [], cpu_count=2, scorer_only=True)
+    assert plan.workers == 2 and plan.threads_per_worker == 1
+    assert plan.per_device["cpu"]["expected_bytes"] == 600 * MiB  # one copy, in the scorer
+    assert ("cpu: workers [0, 1] prepare (decode, processor, tokenizer); 1 scorer (1 torch thread(s)) holds "
+            "hf_clip:clip:float32, weights 600.0 MiB") in plan.describe()
+    assert "warning: np=8" in plan_workers(8, {"m": MiB}, [], cpu_count=2, scorer_only=True).describe()
