@@ -17,6 +17,9 @@
    worker below a private worker by most of a copy). A second shared run kills a worker, then the
    weight owner, then another worker mid-run and must recover from all three; the scores of every
    run must equal the private GPU run's and be within 1e-4 of the CPU path's (float32).
+5. Scoring in one place per device (`scoring: device`, tools/gpu_check_scoring.py): one CUDA
+   context per GPU (only the scorers hold GPU memory), scores within 1e-4 of `scoring: workers`,
+   a scorer killed mid-run recovered from, samples/s and the GPU's busy share of both.
 
 Exit code 0 when every check passes.
 """
@@ -274,7 +277,7 @@ def main() -> int:
     ap.add_argument("--np", type=int, default=4)
     ap.add_argument("--recipe", default=str(REPO / "configs" / "demo.yaml"))
     ap.add_argument("--cpu", action="store_true", help="run the placement report on CPU only")
-    ap.add_argument("--only", choices=("placement", "oom", "dtypes", "sharing"), help="one check")
+    ap.add_argument("--only", choices=("placement", "oom", "dtypes", "sharing", "scoring"), help="one check")
     args = ap.parse_args()
     import torch
     if not args.cpu and not torch.cuda.is_available():
@@ -293,6 +296,9 @@ def main() -> int:
             dtypes(out)
         if want("sharing"):
             ok = sharing(out, args.np) and ok
+        if want("scoring") or (args.cpu and args.only == "scoring"):  # --cpu --only scoring: this check's script
+            from djx.tools.gpu_check_scoring import scoring
+            ok = scoring(out, args.cpu) and ok
         print("GPU check " + ("passed" if ok else "FAILED"))
         return 0 if ok else 1
     finally:
