@@ -151,10 +151,14 @@ def plan_workers(np: int | None, model_bytes: dict[str, int], inventory: list[De
 def _plan_scorers(np: int | None, model_bytes: dict[str, int], gpus: list[str], info: dict, fraction: float,
                   cpu_count: int) -> Plan:
     """Preparing workers on the cores, ranks spread over the GPUs (each asks its GPU's scorer),
-    no CUDA context and no memory cap in them; each GPU's budget holds one copy and a context."""
+    no CUDA context and no memory cap in them; each GPU's budget holds one copy and a context.
+    Unset np: one per core. A worker waits while its batch is at the device, so an `np` up to twice
+    the cores is taken as given (the scoring threads are the GPU's, not the cores')."""
     fixed = sum(model_bytes.values()) + CUDA_CONTEXT
     budgets, _ = _gpu_budgets(gpus, info, fraction, fixed, 1, model_bytes, True)
     host = _plan_cpu(np, {}, ["cpu"], cpu_count)
+    if np is not None and cpu_count < np <= 2 * cpu_count:
+        host = _plan_cpu(np, {}, ["cpu"], np)
     ranks = tuple(gpus[r % len(gpus)] for r in range(host.workers))
     per_device = {d: {"workers": ranks.count(d), "models": sorted(model_bytes), "shared": True, "scorer": True,
                       "weight_bytes": fixed - CUDA_CONTEXT, "worker_bytes": 0, "expected_bytes": fixed,

@@ -144,6 +144,8 @@ def test_scoring_on_the_device_plans_preparing_workers_per_core_spread_over_the_
     assert all(info["expected_bytes"] == 1 * GiB + CUDA_CONTEXT for info in plan.per_device.values())
     assert "cuda:0: workers [0, 2, 4, 6, 8, 10, 12, 14] prepare (decode, processor, tokenizer); 1 scorer " \
            "(1 torch thread(s)) holds clip, weights 1.00 GiB" in plan.describe()
+    more = plan_workers(20, {"clip": 1 * GiB}, gpus(40), cpu_count=16, scorer_only=True)
+    assert more.workers == 20 and more.threads_per_worker == 1 and not more.notes  # they wait on the GPU
     capped = plan_workers(40, {"clip": 1 * GiB}, gpus(40), cpu_count=16, scorer_only=True)
     assert capped.workers == 16 and "warning: np=40" in capped.describe()
     with pytest.raises(RecipeError, match="the models need"):
