@@ -54,7 +54,9 @@ def test_batches_prepared_apart_and_scored_together_get_their_own_scores(tmp_pat
     prepared = [op.prepare(b, loaded.processor, max_text_len(loaded.model)) for b in batches]
     # what crosses to a scoring process: tensors and lists, no image, no batch, no model
     payloads = [pickle.loads(pickle.dumps(p)) for p, _ in prepared]
-    assert all(isinstance(p.pixels, torch.Tensor) and p.pixels.dtype == torch.float32 for p in payloads)
+    # the pixels as uint8 with the processor's value table (rescale and normalisation where the model is)
+    assert all(isinstance(p.pixels, torch.Tensor) and p.pixels.dtype == torch.uint8 for p in payloads)
+    assert all(p.pixel_table.dtype == torch.float32 for p in payloads)
     with torch.inference_mode():
         scores = op.score(loaded, join(payloads))
     for b, (_, plan), own, (want, rejected) in zip(batches, prepared, split(scores, payloads), alone):

@@ -6,6 +6,9 @@ the model is: forwards and similarities, from the prepared tensors alone) and `f
 batch: reduce each chunk's scores and set the stats). What `prepare` hands to `score` is plain
 tensors and lists, no images and no batch, so batches prepared by different workers can be joined
 and scored together (`join`) and their scores handed back (`split`).
+
+The pixels travel as uint8 where the processor allows it, with the value table that rescales and
+normalises them on the model's device (ops/common/pixels.py): a quarter of the float32 bytes.
 """
 from __future__ import annotations
 
@@ -18,10 +21,13 @@ class PreparedPairs:
 
     `pixels`: the processor's pixel tensor, one row per distinct image (None when there is none);
     `tokens`: per distinct text, its token ids, truncated to the model's length, unpadded (padding
-    is done per forward, exactly as the tokenizer pads a list); `pairs`: (text row, image row)."""
+    is done per forward, exactly as the tokenizer pads a list); `pairs`: (text row, image row);
+    `pixel_table`: where `pixels` are uint8, the (channels, 256) float32 table of the processor's
+    rescaled and normalised values (None: `pixels` are the processor's float output)."""
     pixels: object
     tokens: list[list[int]]
     pairs: list[tuple[int, int]]
+    pixel_table: object = None
 
     @property
     def n_images(self) -> int:
@@ -29,17 +35,26 @@ class PreparedPairs:
 
 
 def join(parts: list[PreparedPairs]) -> PreparedPairs:
-    """One PreparedPairs scoring every part's pairs (rows offset part by part)."""
+    """One PreparedPairs scoring every part's pairs (rows offset part by part). uint8 parts stay
+    uint8 where they share one value table; beside float parts they are looked up on the host.
+    Raises ValueError for uint8 parts with different tables (different normalisations)."""
     import torch
+    from djx.ops.common.pixels import same_table, to_model
+    with_pixels = [p for p in parts if p.pixels is not None]
+    tables = [p.pixel_table for p in with_pixels if p.pixel_table is not None]
+    if any(not same_table(tables[0], t) for t in tables[1:]):
+        raise ValueError("cannot join prepared pixels with different normalisations (value tables)")
+    table = tables[0] if tables and len(tables) == len(with_pixels) else None
     tokens, pairs, pixels = [], [], []
     images = 0
     for p in parts:
         pairs.extend((t + len(tokens), i + images) for t, i in p.pairs)
         tokens.extend(p.tokens)
         if p.pixels is not None:
-            pixels.append(p.pixels)
+            keep = table is not None or p.pixel_table is None
+            pixels.append(p.pixels if keep else to_model(p.pixels, p.pixel_table, "cpu", torch.float32))
         images += p.n_images
-    return PreparedPairs(torch.cat(pixels) if pixels else None, tokens, pairs)
+    return PreparedPairs(torch.cat(pixels) if pixels else None, tokens, pairs, table)
 
 
 def split(scores: list, parts: list[PreparedPairs]) -> list[list]:

@@ -17,6 +17,7 @@ from djx import Batch, Filter, SampleError, range_reason
 from djx.core.models.oom import OOM_REASON, forward_with_backoff
 from djx.core.recipe.context import TOKEN_MISMATCH
 from djx.ops.common.model_op import OneModelOp, check_forward_batch
+from djx.ops.common.pixels import processor_pixels, to_model
 from djx.ops.common.prepared import PreparedPairs, join, split
 from djx.ops.models import load_host_side
 from djx.ops.filter.per_image import keep_images
@@ -88,8 +89,9 @@ class ImageTextModelFilter(OneModelOp, Filter):
 
     @staticmethod
     def pixel_rows(loaded, prepared: PreparedPairs, rows: list[int]):
-        """The prepared pixel rows `rows` (consecutive), on the model's device and dtype."""
-        return prepared.pixels[rows[0]:rows[-1] + 1].to(loaded.device, loaded.dtype)
+        """The prepared pixel rows `rows` (consecutive), on the model's device and dtype (uint8
+        rows rescaled and normalised there, as the processor does)."""
+        return to_model(prepared.pixels[rows[0]:rows[-1] + 1], prepared.pixel_table, loaded.device, loaded.dtype)
 
     @staticmethod
     def token_rows(loaded, prepared: PreparedPairs, rows: list[int]) -> dict:
@@ -142,9 +144,9 @@ class ImageTextModelFilter(OneModelOp, Filter):
                 sample_chunks.append(list(range(len(pairs), len(pairs) + count)))
                 pairs.extend((t, image_ids[ref]) for ref in refs[first:first + count])
             plan.append(sample_chunks)
-        pixels = processor.image_processor(images, return_tensors="pt")["pixel_values"] if images else None
+        pixels, table = processor_pixels(processor.image_processor, images) if images else (None, None)
         tokens = processor.tokenizer(texts, truncation=True, max_length=text_len)["input_ids"] if texts else []
-        return PreparedPairs(pixels, tokens, pairs), plan
+        return PreparedPairs(pixels, tokens, pairs, table), plan
 
     def finish(self, batch: Batch, plan: list, scores: list) -> None:
         """Each sample's chunk scores, reduced per chunk, as its stat (an OOM even alone rejects it)."""
