@@ -39,6 +39,15 @@ def processor_pixels(image_processor, images: list):
     return full if isinstance(full, torch.Tensor) else torch.as_tensor(np.asarray(full)), None
 
 
+def value_table(image_processor):
+    """The processor's value table where its pixels can travel as uint8 (checked against its full
+    output once images were seen, else made from the probe alone); None where they cannot."""
+    verdict = _verdicts.get(image_processor)
+    if verdict is None:
+        return _table(image_processor) if _raw_ok(image_processor) else None
+    return None if verdict is False else verdict
+
+
 def to_model(pixels, table, device, dtype):
     """The model's input from prepared pixels: looked up in `table` on `device` where they are
     uint8, then cast to `dtype` (float pixels are only moved and cast)."""
@@ -76,6 +85,12 @@ def _raw(image_processor, images):
     if out.numel() and (out.min() < 0 or out.max() > 255 or not bool(torch.equal(out, out.round()))):
         return None
     return out.to(torch.uint8)
+
+
+def _raw_ok(image_processor) -> bool:
+    from PIL import Image
+    probe = Image.fromarray(np.full((37, 53, 3), 128, dtype=np.uint8))
+    return _raw(image_processor, [probe]) is not None
 
 
 def _table(image_processor):

@@ -9,6 +9,13 @@ class ImageTextMatchingFilter(ImageTextModelFilter):
     Each distinct image goes through the vision tower once per batch; the text encoder then runs
     per pair with cross-attention, `forward_batch_size` pairs per forward. dtype: float32
     (default) or bfloat16 (several times faster where bf16 matmuls are fast).
+
+    image_decode (djx only): "cpu" (default: Pillow on the host, Data-Juicer's pixels) or "device":
+    JPEG files go to the model's GPU as bytes and are decoded (nvJPEG through torchvision, EXIF
+    orientation applied), resized and cropped there; other formats, and JPEGs the GPU decoder
+    refuses, are decoded on the host. Scores differ slightly from the host path's (torchvision's
+    bicubic resize is not Pillow's). Needs torchvision and a CUDA device: without them the recipe
+    fails at load, saying what to install or provide.
     """
 
     stats_keys = ("image_text_matching_score",)

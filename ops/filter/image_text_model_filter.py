@@ -13,11 +13,12 @@ from typing import Literal
 
 from PIL import ImageOps
 
-from djx import Batch, Filter, SampleError, range_reason
+from djx import Batch, Filter, RecipeError, SampleError, range_reason
 from djx.core.models.oom import OOM_REASON, forward_with_backoff
 from djx.core.recipe.context import TOKEN_MISMATCH
 from djx.ops.common.model_op import OneModelOp, check_forward_batch
-from djx.ops.common.pixels import processor_pixels, to_model
+from djx.ops.common import device_decode
+from djx.ops.common.pixels import processor_pixels, to_model, value_table
 from djx.ops.common.prepared import PreparedPairs, join, split
 from djx.ops.models import load_host_side
 from djx.ops.filter.per_image import keep_images
@@ -62,9 +63,13 @@ class ImageTextModelFilter(OneModelOp, Filter):
                  vertical_flip: bool = False, any_or_all: Literal["any", "all"] = "any",
                  reduce_mode: Literal["avg", "max", "min"] = "avg",
                  dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32",
-                 forward_batch_size: int | None = None, draft_decode: bool = False, **common):
+                 forward_batch_size: int | None = None, draft_decode: bool = False,
+                 image_decode: Literal["cpu", "device"] = "cpu", **common):
         super().__init__(**common)
         check_forward_batch(self.name, forward_batch_size)
+        if image_decode == "device" and device_decode.problem():
+            raise RecipeError(f"{self.name}: {device_decode.problem()}")
+        self.image_decode = image_decode
         self.dtype, self.trust_remote_code = dtype, trust_remote_code
         self.min_score, self.max_score = min_score, max_score
         self.horizontal_flip, self.vertical_flip = horizontal_flip, vertical_flip
@@ -90,7 +95,9 @@ class ImageTextModelFilter(OneModelOp, Filter):
     @staticmethod
     def pixel_rows(loaded, prepared: PreparedPairs, rows: list[int]):
         """The prepared pixel rows `rows` (consecutive), on the model's device and dtype (uint8
-        rows rescaled and normalised there, as the processor does)."""
+        rows rescaled and normalised there, as the processor does; JPEG bytes decoded there first)."""
+        if prepared.jpegs:
+            device_decode.decode(prepared, loaded.processor.image_processor, loaded.device)
         return to_model(prepared.pixels[rows[0]:rows[-1] + 1], prepared.pixel_table, loaded.device, loaded.dtype)
 
     @staticmethod
@@ -120,6 +127,7 @@ class ImageTextModelFilter(OneModelOp, Filter):
         sample, its chunks' pair indices (None: rejected)."""
         ctx = batch.ctx
         target = _image_side(processor) if self.draft_decode else 0
+        geo = self._device_geometry(processor.image_processor)
         texts, text_ids, images, image_ids = [], {}, [], {}
         plan, pairs = [], []
         for i, sample in enumerate(batch.samples):
@@ -129,7 +137,8 @@ class ImageTextModelFilter(OneModelOp, Filter):
                                       ctx.eoc_special_token)
                 for ref in refs:
                     if ref not in image_ids:  # decoded first: an image that fails is never given an index
-                        image = self._flip(batch.images.rgb(ref, target))
+                        image = device_decode.read_jpeg(batch.images, ref) if geo else None
+                        image = image if image is not None else self._flip(batch.images.rgb(ref, target))
                         image_ids[ref] = len(images)
                         images.append(image)
             except SampleError as e:
@@ -144,9 +153,29 @@ class ImageTextModelFilter(OneModelOp, Filter):
                 sample_chunks.append(list(range(len(pairs), len(pairs) + count)))
                 pairs.extend((t, image_ids[ref]) for ref in refs[first:first + count])
             plan.append(sample_chunks)
-        pixels, table = processor_pixels(processor.image_processor, images) if images else (None, None)
         tokens = processor.tokenizer(texts, truncation=True, max_length=text_len)["input_ids"] if texts else []
-        return PreparedPairs(pixels, tokens, pairs, table), plan
+        return self._with_pixels(PreparedPairs(None, tokens, pairs), processor.image_processor, images, geo), plan
+
+    def _with_pixels(self, prepared: PreparedPairs, image_processor, images: list, geo) -> PreparedPairs:
+        """`prepared` with the images' pixels (uint8 and their table where the processor allows it)
+        and, with `image_decode: device`, the JPEG files' bytes in their rows."""
+        import torch
+        decoded = [im for im in images if not isinstance(im, bytes)]
+        prepared.pixels, prepared.pixel_table = processor_pixels(image_processor, decoded) if decoded else (None, None)
+        if len(decoded) < len(images):
+            prepared.pixel_table = value_table(image_processor)
+            prepared.jpeg_rows = [i for i, im in enumerate(images) if isinstance(im, bytes)]
+            prepared.jpegs = [torch.frombuffer(bytearray(images[i]), dtype=torch.uint8) for i in prepared.jpeg_rows]
+            prepared.geometry = geo
+        return prepared
+
+    def _device_geometry(self, image_processor) -> dict | None:
+        """With `image_decode: device`, the processor's geometry (and the op's flips) where the
+        device can follow it and the processor's pixels are uint8 before normalisation."""
+        if self.image_decode != "device" or value_table(image_processor) is None:
+            return None
+        geo = device_decode.geometry(image_processor)
+        return None if geo is None else dict(geo, hflip=self.horizontal_flip, vflip=self.vertical_flip)
 
     def finish(self, batch: Batch, plan: list, scores: list) -> None:
         """Each sample's chunk scores, reduced per chunk, as its stat (an OOM even alone rejects it)."""

@@ -9,6 +9,13 @@ class ImageTextSimilarityFilter(ImageTextModelFilter):
     Image and text features are each computed once per distinct image / text of the batch, so a
     batch costs one vision forward per `forward_batch_size` images. dtype: float32 (default,
     Data-Juicer's numerics) or bfloat16 (several times faster on GPUs and CPUs with bf16 matmuls).
+
+    image_decode (djx only): "cpu" (default: Pillow on the host, Data-Juicer's pixels) or "device":
+    JPEG files go to the model's GPU as bytes and are decoded (nvJPEG through torchvision, EXIF
+    orientation applied), resized and cropped there; other formats, and JPEGs the GPU decoder
+    refuses, are decoded on the host. Scores differ slightly from the host path's (torchvision's
+    bicubic resize is not Pillow's). Needs torchvision and a CUDA device: without them the recipe
+    fails at load, saying what to install or provide.
     """
 
     stats_keys = ("image_text_similarity",)

@@ -1,0 +1,151 @@
+"""`image_decode: device`: JPEGs decoded, resized and cropped on the model's GPU (nvJPEG through
+torchvision), then rescaled and normalised there with the processor's value table (pixels.py).
+
+The host reads each JPEG file's bytes (through the batch's image access, so paths are checked as
+for a decode) and hands them over instead of pixels; other formats are decoded on the host as
+usual. On the model's device the bytes are decoded in one batched call (EXIF orientation applied),
+flipped as the op says, resized with the processor's geometry (bicubic, antialiased) and cropped as
+it crops. A JPEG the device decoder refuses is decoded with Pillow there instead. torchvision is
+imported only here, only on this path. The numbers are close to the host path's (torchvision's
+resize is not Pillow's), not Data-Juicer's: the host path stays the reference.
+"""
+from __future__ import annotations
+
+import io
+
+HOW = ("image_decode: device needs torchvision with its image decoders (pip install the torchvision "
+       "release built for this torch) and a visible CUDA device; or use image_decode: cpu")
+
+
+def problem() -> str | None:
+    """What keeps `image_decode: device` from working here, in one line; None when nothing does."""
+    missing = []
+    try:
+        from torchvision.io import decode_jpeg  # noqa: F401
+        from torchvision.transforms.v2 import functional  # noqa: F401
+    except Exception as e:  # not installed, or a build that does not match torch
+        missing.append(f"torchvision does not import ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
+                       if str(e) else f"torchvision does not import ({type(e).__name__})")
+    import torch
+    if not torch.cuda.is_available():
+        missing.append("no CUDA device is visible (torch.cuda.is_available() is False)")
+    return f"{HOW}: {'; '.join(missing)}" if missing else None
+
+
+def is_jpeg(data: bytes) -> bool:
+    return data[:3] == b"\xff\xd8\xff"
+
+
+def geometry(image_processor) -> dict | None:
+    """The processor's resize and crop where the device path can follow it (bicubic; a shortest
+    edge or a height and width; an optional centre crop); None otherwise (decode on the host)."""
+    if int(getattr(image_processor, "resample", -1)) != 3 or not getattr(image_processor, "do_resize", False):
+        return None
+    size = _dict(getattr(image_processor, "size", None))
+    geo = {"shortest_edge": size.get("shortest_edge"), "height": size.get("height"), "width": size.get("width")}
+    if not geo["shortest_edge"] and not (geo["height"] and geo["width"]):
+        return None
+    if size.get("longest_edge"):
+        return None
+    crop = _dict(getattr(image_processor, "crop_size", None)) if getattr(image_processor, "do_center_crop", False) else {}
+    geo["crop"] = (int(crop["height"]), int(crop["width"])) if crop else None
+    return geo
+
+
+def read_jpeg(images, ref: str) -> bytes | None:
+    """The file's bytes where it is a JPEG (its header read and checked as a decode checks it:
+    path, regular file, pixel limit); None for other formats (decoded on the host)."""
+    images.size(ref)
+    with open(images.path(ref), "rb") as f:
+        data = f.read()
+    return data if is_jpeg(data) else None
+
+
+def decode(prepared, image_processor, device) -> None:
+    """Replace `prepared`'s JPEG bytes by their uint8 pixels on `device` (once; in place)."""
+    import torch
+    geo = prepared.geometry
+    decoded = _decode_all(prepared.jpegs, device)
+    rows = []
+    for data, image in zip(prepared.jpegs, decoded):
+        if image is None:  # refused by the device decoder: Pillow, then the processor, as the host does
+            rows.append(_host_rows(data.numpy().tobytes(), image_processor, geo).to(device))
+        else:
+            rows.append(_resize(_flip(image, geo), geo))
+    n = prepared.n_images
+    ref = rows[0]
+    out = torch.empty((n, *ref.shape), dtype=torch.uint8, device=device)
+    out[prepared.jpeg_rows] = torch.stack(rows)
+    rest = [i for i in range(n) if i not in set(prepared.jpeg_rows)]
+    if rest:
+        out[rest] = prepared.pixels.to(device)
+    prepared.pixels, prepared.jpegs, prepared.jpeg_rows = out, [], []
+
+
+def _decode_all(jpegs: list, device) -> list:
+    from torchvision.io import ImageReadMode, decode_jpeg
+    try:
+        return list(decode_jpeg(list(jpegs), mode=ImageReadMode.RGB, device=device, apply_exif_orientation=True))
+    except RuntimeError:  # one refused: each alone, the refused ones on the host
+        out = []
+        for data in jpegs:
+            try:
+                out.append(decode_jpeg(data, mode=ImageReadMode.RGB, device=device, apply_exif_orientation=True))
+            except RuntimeError:
+                out.append(None)
+        return out
+
+
+def _resize(image, geo: dict):
+    """(3, H, W) uint8 resized and cropped as the processor does it (its sizes, its crop offsets)."""
+    from torchvision.transforms.v2 import InterpolationMode
+    from torchvision.transforms.v2 import functional as F
+    h, w = int(image.shape[-2]), int(image.shape[-1])
+    if geo["shortest_edge"]:
+        s = int(geo["shortest_edge"])
+        short, long = (w, h) if w <= h else (h, w)
+        new_long = int(s * long / short)
+        size = [new_long, s] if w <= h else [s, new_long]
+    else:
+        size = [int(geo["height"]), int(geo["width"])]
+    image = F.resize(image, size, interpolation=InterpolationMode.BICUBIC, antialias=True)
+    if geo["crop"]:
+        ch, cw = geo["crop"]
+        top, left = (size[0] - ch) // 2, (size[1] - cw) // 2
+        if top >= 0 and left >= 0:
+            image = image[:, top:top + ch, left:left + cw]
+        else:
+            image = F.center_crop(image, [ch, cw])
+    return image
+
+
+def _flip(image, geo: dict):
+    if geo.get("hflip"):
+        image = image.flip(-1)
+    if geo.get("vflip"):
+        image = image.flip(-2)
+    return image
+
+
+def _host_rows(data: bytes, image_processor, geo: dict):
+    from PIL import Image, ImageOps
+
+    from djx.ops.common.pixels import processor_pixels
+    with Image.open(io.BytesIO(data)) as img:
+        image = ImageOps.exif_transpose(img).convert("RGB")
+    if geo.get("hflip"):
+        image = ImageOps.mirror(image)
+    if geo.get("vflip"):
+        image = ImageOps.flip(image)
+    pixels, table = processor_pixels(image_processor, [image])
+    if table is None:
+        raise ValueError("image_decode: device needs a processor whose pixels are uint8 before normalisation")
+    return pixels[0]
+
+
+def _dict(size) -> dict:
+    if size is None:
+        return {}
+    if isinstance(size, dict):
+        return {k: v for k, v in size.items() if v}
+    return {k: getattr(size, k) for k in ("shortest_edge", "longest_edge", "height", "width") if getattr(size, k, None)}

@@ -1,0 +1,96 @@
+"""`image_decode: device` (JPEGs decoded and resized on the model's GPU): a recipe that asks for it
+where torchvision does not import, or where no CUDA device is visible, fails at load with one line
+saying what to install or provide, and writes nothing. On a machine with both, the GPU path's
+scores are compared with the host path's (tools/gpu_check.py --only decode measures it too)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from djx.ops.common import device_decode
+
+from test_multimodal import BLIP, CLIP, IMG
+
+pytestmark = pytest.mark.slow
+
+ASSETS = Path(__file__).parent / "assets"
+NO_TORCHVISION = 'import sys\nsys.modules["torchvision"] = None\n'
+
+
+def run_recipe(tmp_path, op: str, model_param: str, model: str, env: dict):
+    (tmp_path / "data.jsonl").write_text(json.dumps({"text": f"{IMG} a cup of coffee",
+                                                     "images": [str(ASSETS / "faces" / "coffee.jpg")]}) + "\n")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump({"dataset_path": "data.jsonl", "export_path": "out/kept.jsonl",
+                                      "process": [{op: {model_param: model, "image_decode": "device"}}]}))
+    return subprocess.run([sys.executable, "-m", "djx.cli", "process", str(recipe)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def assert_refused_at_load(tmp_path, proc, what: str):
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "image_decode: device needs torchvision" in lines[0] and what in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("op,param,model", [("image_text_similarity_filter", "hf_clip", CLIP),
+                                            ("image_text_matching_filter", "hf_blip", BLIP)])
+def test_without_torchvision_the_recipe_fails_at_load_naming_it(tmp_path, op, param, model):
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(NO_TORCHVISION)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(shim), os.environ.get("PYTHONPATH")])))
+    probe = subprocess.run([sys.executable, "-c", "import torchvision"], env=env, capture_output=True, text=True)
+    assert probe.returncode == 1 and "ModuleNotFoundError" in probe.stderr  # the shim works
+    assert_refused_at_load(tmp_path, run_recipe(tmp_path, op, param, model, env), "torchvision does not import")
+
+
+def test_without_a_cuda_device_the_recipe_fails_at_load_naming_it(tmp_path):
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    proc = run_recipe(tmp_path, "image_text_similarity_filter", "hf_clip", CLIP, env)
+    assert_refused_at_load(tmp_path, proc, "no CUDA device is visible")
+
+
+def test_the_device_path_follows_the_processors_geometry():
+    from transformers import AutoImageProcessor
+    clip = AutoImageProcessor.from_pretrained(CLIP)  # shortest edge 32, centre crop 32x32
+    blip = AutoImageProcessor.from_pretrained(BLIP)  # 32x32, no crop
+    assert device_decode.geometry(clip) == {"shortest_edge": 32, "height": None, "width": None, "crop": (32, 32)}
+    assert device_decode.geometry(blip) == {"shortest_edge": None, "height": 32, "width": 32, "crop": None}
+    clip.resample = 2  # bilinear: not what the device path resizes with, so the host decodes
+    assert device_decode.geometry(clip) is None
+    assert device_decode.is_jpeg((ASSETS / "faces" / "coffee.jpg").read_bytes())
+    assert not device_decode.is_jpeg((ASSETS / "faces" / "chart_grid.png").read_bytes())
+
+
+@pytest.mark.models
+@pytest.mark.skipif(device_decode.problem() is not None, reason="needs torchvision and a CUDA device")
+@pytest.mark.parametrize("kind", ["clip", "blip"])
+def test_on_a_gpu_scores_from_device_decode_are_close_to_the_host_paths(tmp_path, kind):
+    import torch
+
+    from djx.core.models.pool import ModelPool
+    from djx.ops.filter.image_text_matching_filter import ImageTextMatchingFilter
+    from djx.ops.filter.image_text_model_filter import max_text_len
+    from djx.ops.filter.image_text_similarity_filter import ImageTextSimilarityFilter
+
+    from test_prepare_score import batch_of
+    photos = sorted((ASSETS / "faces").glob("*.*g")) + sorted((ASSETS / "dj_fixtures" / "image_models").glob("*.*"))
+    samples = [{"text": f"{IMG} a photo number {i}", "images": [str(p)]} for i, p in enumerate(photos)]
+    scores = {}
+    for decode in ("cpu", "device"):
+        op = (ImageTextSimilarityFilter(hf_clip=CLIP, min_score=-1.0, image_decode=decode) if kind == "clip"
+              else ImageTextMatchingFilter(hf_blip=BLIP, min_score=0.0, image_decode=decode))
+        pool = ModelPool("cuda:0")
+        loaded = pool.get(op.spec)
+        prepared, _ = op.prepare(batch_of(samples, tmp_path, pool), loaded.processor, max_text_len(loaded.model))
+        assert (len(prepared.jpegs) > 0) == (decode == "device")
+        with torch.inference_mode():
+            scores[decode] = op.score(loaded, prepared)
+    assert max(abs(a - b) for a, b in zip(scores["cpu"], scores["device"])) <= 1e-4
