@@ -20,6 +20,9 @@
 5. Scoring in one place per device (`scoring: device`, tools/gpu_check_scoring.py): one CUDA
    context per GPU (only the scorers hold GPU memory), scores within 1e-4 of `scoring: workers`,
    a scorer killed mid-run recovered from, samples/s and the GPU's busy share of both.
+6. GPU decode (`image_decode: device`, tools/gpu_check_decode.py): full-size CLIP and BLIP score the
+   test photos decoded on the host and on the GPU: max score difference (<= 1e-4 float32, <= 1e-3
+   bfloat16) and images/s of each path.
 
 Exit code 0 when every check passes.
 """
@@ -277,7 +280,8 @@ def main() -> int:
     ap.add_argument("--np", type=int, default=4)
     ap.add_argument("--recipe", default=str(REPO / "configs" / "demo.yaml"))
     ap.add_argument("--cpu", action="store_true", help="run the placement report on CPU only")
-    ap.add_argument("--only", choices=("placement", "oom", "dtypes", "sharing", "scoring"), help="one check")
+    ap.add_argument("--only", choices=("placement", "oom", "dtypes", "sharing", "scoring", "decode"),
+                    help="one check")
     args = ap.parse_args()
     import torch
     if not args.cpu and not torch.cuda.is_available():
@@ -299,6 +303,9 @@ def main() -> int:
         if want("scoring") or (args.cpu and args.only == "scoring"):  # --cpu --only scoring: this check's script
             from djx.tools.gpu_check_scoring import scoring
             ok = scoring(out, args.cpu) and ok
+        if want("decode"):
+            from djx.tools.gpu_check_decode import decode_check
+            ok = decode_check(out) and ok
         print("GPU check " + ("passed" if ok else "FAILED"))
         return 0 if ok else 1
     finally:
