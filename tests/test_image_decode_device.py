@@ -69,6 +69,23 @@ def test_the_device_path_follows_the_processors_geometry():
     assert not device_decode.is_jpeg((ASSETS / "faces" / "chart_grid.png").read_bytes())
 
 
+def test_jpeg_bytes_join_in_their_image_rows_beside_decoded_pixels():
+    import torch
+
+    from djx.ops.common.prepared import PreparedPairs, join
+    table, geo = torch.zeros(3, 256), {"shortest_edge": 32, "height": None, "width": None, "crop": (32, 32)}
+    jpeg = torch.frombuffer(bytearray((ASSETS / "faces" / "coffee.jpg").read_bytes()), dtype=torch.uint8)
+    a = PreparedPairs(torch.zeros(2, 3, 32, 32, dtype=torch.uint8), [[1]], [(0, 0), (0, 1), (0, 2)], table,
+                      [jpeg], [1], geo)  # rows 0 and 2 decoded on the host, row 1 a JPEG
+    b = PreparedPairs(None, [[2]], [(0, 0)], table, [jpeg], [0], geo)  # one JPEG only
+    joined = join([a, b])
+    assert joined.n_images == 4 and joined.jpeg_rows == [1, 3] and joined.pixels.shape[0] == 2
+    assert joined.pairs == [(0, 0), (0, 1), (0, 2), (1, 3)] and joined.geometry == geo
+    floats = PreparedPairs(torch.zeros(1, 3, 32, 32), [[3]], [(0, 0)])  # float pixels: no table to decode with
+    with pytest.raises(ValueError, match="beside float pixels"):
+        join([a, floats])
+
+
 @pytest.mark.models
 @pytest.mark.skipif(device_decode.problem() is not None, reason="needs torchvision and a CUDA device")
 @pytest.mark.parametrize("kind", ["clip", "blip"])

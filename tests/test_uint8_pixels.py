@@ -14,7 +14,7 @@ import torch
 from PIL import Image, ImageOps
 
 from djx.core.models.pool import ModelPool
-from djx.ops.common.pixels import processor_pixels, to_model
+from djx.ops.common.pixels import processor_pixels, to_model, value_table
 from djx.ops.common.prepared import PreparedPairs, join
 from djx.ops.filter.image_text_matching_filter import ImageTextMatchingFilter
 from djx.ops.filter.image_text_model_filter import max_text_len
@@ -75,6 +75,7 @@ def test_a_processor_whose_pixels_are_not_plain_uint8_keeps_its_float_pixels():
     assert table is None and pixels.dtype == torch.float32
     assert torch.equal(pixels, proc(images, return_tensors="pt")["pixel_values"])
     assert torch.equal(to_model(pixels, table, "cpu", torch.float32), pixels)
+    assert value_table(proc) is None  # nor can its JPEGs be decoded on a device (image_decode: device)
 
 
 def test_join_keeps_one_table_and_refuses_two(tmp_path):

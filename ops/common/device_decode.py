@@ -76,7 +76,8 @@ def decode(prepared, image_processor, device) -> None:
     ref = rows[0]
     out = torch.empty((n, *ref.shape), dtype=torch.uint8, device=device)
     out[prepared.jpeg_rows] = torch.stack(rows)
-    rest = [i for i in range(n) if i not in set(prepared.jpeg_rows)]
+    jpeg_rows = set(prepared.jpeg_rows)
+    rest = [i for i in range(n) if i not in jpeg_rows]
     if rest:
         out[rest] = prepared.pixels.to(device)
     prepared.pixels, prepared.jpegs, prepared.jpeg_rows = out, [], []

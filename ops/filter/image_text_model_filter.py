@@ -67,8 +67,9 @@ class ImageTextModelFilter(OneModelOp, Filter):
                  image_decode: Literal["cpu", "device"] = "cpu", **common):
         super().__init__(**common)
         check_forward_batch(self.name, forward_batch_size)
-        if image_decode == "device" and device_decode.problem():
-            raise RecipeError(f"{self.name}: {device_decode.problem()}")
+        problem = device_decode.problem() if image_decode == "device" else None
+        if problem:
+            raise RecipeError(f"{self.name}: {problem}")
         self.image_decode = image_decode
         self.dtype, self.trust_remote_code = dtype, trust_remote_code
         self.min_score, self.max_score = min_score, max_score
