@@ -55,9 +55,13 @@ def geometry(image_processor) -> dict | None:
 def read_jpeg(images, ref: str) -> bytes | None:
     """The file's bytes where it is a JPEG (its header read and checked as a decode checks it:
     path, regular file, pixel limit); None for other formats (decoded on the host)."""
+    from djx import SampleError
     images.size(ref)
-    with open(images.path(ref), "rb") as f:
-        data = f.read()
+    try:
+        with open(images.path(ref), "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise SampleError(f"image {ref!r}: cannot read ({e.strerror or e})", "bad_image") from None
     return data if is_jpeg(data) else None
 
 
