@@ -67,6 +67,8 @@ def test_the_device_path_follows_the_processors_geometry():
     assert device_decode.geometry(clip) is None
     assert device_decode.is_jpeg((ASSETS / "faces" / "coffee.jpg").read_bytes())
     assert not device_decode.is_jpeg((ASSETS / "faces" / "chart_grid.png").read_bytes())
+    jpeg = (ASSETS / "faces" / "coffee.jpg").read_bytes()
+    assert not device_decode.is_jpeg(jpeg[:len(jpeg) // 2])  # truncated: the host decodes it, under the run's rules
 
 
 def test_jpeg_bytes_join_in_their_image_rows_beside_decoded_pixels():

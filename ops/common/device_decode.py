@@ -33,7 +33,9 @@ def problem() -> str | None:
 
 
 def is_jpeg(data: bytes) -> bool:
-    return data[:3] == b"\xff\xd8\xff"
+    """A complete JPEG: its start marker, and its end marker last (a truncated file, or one with
+    bytes after its image, is decoded on the host, where the run's load_truncated_images rules)."""
+    return data[:3] == b"\xff\xd8\xff" and data.rstrip(b"\x00").endswith(b"\xff\xd9")
 
 
 def geometry(image_processor) -> dict | None:
@@ -53,8 +55,8 @@ def geometry(image_processor) -> dict | None:
 
 
 def read_jpeg(images, ref: str) -> bytes | None:
-    """The file's bytes where it is a JPEG (its header read and checked as a decode checks it:
-    path, regular file, pixel limit); None for other formats (decoded on the host)."""
+    """The file's bytes where it is a complete JPEG (its header read and checked as a decode checks
+    it: path, regular file, pixel limit); None for other formats (decoded on the host)."""
     from djx import SampleError
     images.size(ref)
     try:
