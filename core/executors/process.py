@@ -52,6 +52,7 @@ class WorkerSetup:
     share: object = None          # a WeightShare: where the pool maps each model from (None: private)
     warmup: bool = True           # load the chain's models before the first batch
     scoring: str = "workers"      # "device": ops that can score through their device's scorer
+    scorer: object = None         # with scoring "device": the client to score through (None: the device's owner)
 
 
 def bind_process(setup: WorkerSetup) -> tuple[OpChain, ModelPool]:
@@ -62,6 +63,8 @@ def bind_process(setup: WorkerSetup) -> tuple[OpChain, ModelPool]:
     load_entry_point_ops()
     chain = dill.loads(setup.chain_bytes)
     pool = process_pool(setup.device, setup.share, setup.scoring)
+    if setup.scorer is not None:
+        pool.use_scorer(setup.scorer)
     scorer = pool.scorer()  # scoring: device: the device's scorer holds the models of the ops it scores
     here = [op for op in chain.ops if op.model_specs() and not (scorer is not None and takes_part(op))]
     if "torch" in sys.modules or chain.model_specs():

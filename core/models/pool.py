@@ -94,12 +94,18 @@ class ModelPool:
     def scorer(self):
         """The device's scorer (a ScoreClient) when the run scores in one place per device and
         this device has one; None: the ops score in this process."""
-        if self.scoring != "device" or self.share is None or self.device not in self.share.owners:
+        if self.scoring != "device":
             return None
         if self._scorer is None:
+            if self.share is None or self.device not in self.share.owners:
+                return None
             from djx.core.models.share.score_client import ScoreClient
             self._scorer = ScoreClient(self.share.owners[self.device], self.device)
         return self._scorer
+
+    def use_scorer(self, client) -> None:
+        """Score through `client` (ScoreClient's interface; e.g. Ray's scoring actors) with scoring: device."""
+        self._scorer = client
 
     def host(self, key, make):
         """`make()`, made once per process (e.g. a model's processor, for preparing without the model)."""

@@ -44,22 +44,7 @@ class ScoreClient:
         """The scores of `prepared` under `op`, from the scorer (its forwards and OOM retries added
         to `counters`); waits out an owner's restart."""
         from djx.core.errors import DjxError
-        if id(op) not in self._ops:
-            import dill
-            data = dill.dumps(op)
-            self._ops[id(op)] = (hashlib.sha256(data).hexdigest(), data)
-        deadline, last = time.monotonic() + self.connect_seconds, None
-        while time.monotonic() < deadline:
-            try:
-                answer = self._ask(op, prepared, fault)
-                break
-            except (OSError, EOFError) as e:  # not listening yet, or it died: the executor restarts it
-                last = e
-                self._disconnect()
-                time.sleep(0.1)
-        else:
-            raise DjxError(f"the scorer of {self.device} did not answer for {self.connect_seconds:g} s "
-                           f"(last: {type(last).__name__}: {last})")
+        answer = self._exchange(op, prepared, fault)
         if answer[0] == "scores":
             if counters is not None:
                 for name, n in answer[2].items():
@@ -67,6 +52,30 @@ class ScoreClient:
             return answer[1]
         _, message, user_error = answer
         raise DjxError(message) if user_error else RuntimeError(f"the scorer of {self.device}: {message}")
+
+    def request(self, op, prepared, fault=(), with_op: bool = True) -> ScoreRequest:
+        """The request for `prepared` under `op` (the op pickled once per client; its bytes left
+        out where `with_op` is False: the scorer has them)."""
+        if id(op) not in self._ops:
+            import dill
+            data = dill.dumps(op)
+            self._ops[id(op)] = (hashlib.sha256(data).hexdigest(), data)
+        key, data = self._ops[id(op)]
+        return ScoreRequest(key, data if with_op else None, prepared, tuple(fault))
+
+    def _exchange(self, op, prepared, fault) -> tuple:
+        """The scorer's answer (Scorer.submit's tuple), over the owner's socket; waits out its restart."""
+        from djx.core.errors import DjxError
+        deadline, last = time.monotonic() + self.connect_seconds, None
+        while time.monotonic() < deadline:
+            try:
+                return self._ask(op, prepared, fault)
+            except (OSError, EOFError) as e:  # not listening yet, or it died: the executor restarts it
+                last = e
+                self._disconnect()
+                time.sleep(0.1)
+        raise DjxError(f"the scorer of {self.device} did not answer for {self.connect_seconds:g} s "
+                       f"(last: {type(last).__name__}: {last})")
 
     def _ask(self, op, prepared, fault) -> tuple:
         from multiprocessing.connection import Client
@@ -82,12 +91,12 @@ class ScoreClient:
             conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
             send_handle(conn, fd, None)
 
-        key, data = self._ops[id(op)]
         shared = self._outbox.pack(prepared, send_buffer) if prepared is not None else None
-        request = ScoreRequest(key, None if key in self._sent else data, shared, tuple(fault))
+        request = self.request(op, shared, fault)
+        request.op_bytes = None if request.key in self._sent else request.op_bytes
         conn.send_bytes(pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL))
         answer = pickle.loads(conn.recv_bytes())
-        self._sent.add(key)
+        self._sent.add(request.key)
         return answer
 
     def _disconnect(self) -> None:

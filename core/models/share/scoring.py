@@ -103,7 +103,9 @@ class Scorer:
                     pairs += len(more.request.prepared.pairs)
                 else:
                     held.append(more)
-            counters: dict = {}  # forwards and OOM retries, reported once: with the first request
+            # forwards and OOM retries, reported once: with the first request; joined: the batches
+            # scored in forwards shared with another batch
+            counters: dict = {"joined_batches": len(group)} if len(group) > 1 else {}
             self._answer(group, lambda op, loaded, parts: op.score_parts(loaded, parts, first.request.fault, counters),
                          counters)
 
