@@ -53,15 +53,14 @@ class ScoreClient:
         _, message, user_error = answer
         raise DjxError(message) if user_error else RuntimeError(f"the scorer of {self.device}: {message}")
 
-    def request(self, op, prepared, fault=(), with_op: bool = True) -> ScoreRequest:
-        """The request for `prepared` under `op` (the op pickled once per client; its bytes left
-        out where `with_op` is False: the scorer has them)."""
+    def request(self, op, prepared, fault=()) -> ScoreRequest:
+        """The request for `prepared` under `op` (the op pickled once per client)."""
         if id(op) not in self._ops:
             import dill
             data = dill.dumps(op)
             self._ops[id(op)] = (hashlib.sha256(data).hexdigest(), data)
         key, data = self._ops[id(op)]
-        return ScoreRequest(key, data if with_op else None, prepared, tuple(fault))
+        return ScoreRequest(key, data, prepared, tuple(fault))
 
     def _exchange(self, op, prepared, fault) -> tuple:
         """The scorer's answer (Scorer.submit's tuple), over the owner's socket; waits out its restart."""
@@ -93,7 +92,8 @@ class ScoreClient:
 
         shared = self._outbox.pack(prepared, send_buffer) if prepared is not None else None
         request = self.request(op, shared, fault)
-        request.op_bytes = None if request.key in self._sent else request.op_bytes
+        if request.key in self._sent:
+            request.op_bytes = None  # this connection's scorer has them
         conn.send_bytes(pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL))
         answer = pickle.loads(conn.recv_bytes())
         self._sent.add(request.key)
