@@ -95,6 +95,11 @@ class Pipeline:
         from djx.core.plan.preflight import hub_notes
         specs = self.chain().model_specs()
         lines = [plan.describe()] + [f"  note: {note}" for note in self.recipe.notes()] + hub_notes(specs)
+        if self.recipe.scoring == "device" and self.recipe.executor == "ray":
+            from djx.core.executors.ray.scorers import describe
+            from djx.core.executors.ray.stages import stage_groups
+            ops = self.chain().ops
+            lines.append(f"  note: {describe(ops, stage_groups(ops))}")
         return "\n".join(lines + slow_dtype_warnings(specs, plan.devices))
 
     # -- in memory --------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from djx import Pipeline, RecipeError
+from djx import Pipeline
 from djx.core.recipe.recipe import recipe_from_dict
 from conftest import REPO_DIR, read_jsonl_file
 
@@ -104,8 +104,3 @@ def test_a_killed_scorer_is_restarted_and_the_run_loses_nothing(tmp_path):
     assert ex._owners.restarts == 1 and any("restarting it" in line for line in logs)
     assert ex.restarts == 0  # no worker died: they waited for the new scorer
 
-
-def test_scoring_device_is_refused_on_ray_at_load(tmp_path):
-    with pytest.raises(RecipeError, match="scoring: device runs on the local executor"):
-        recipe_from_dict({"dataset_path": str(DEMO), "export_path": str(tmp_path / "o.jsonl"),
-                          "executor": "ray", "scoring": "device", "process": OPS}, base_dir=str(tmp_path))

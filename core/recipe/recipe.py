@@ -220,8 +220,6 @@ def _check_values(values: dict, base_dir: str) -> None:
             raise RecipeError(f"inject_faults: unknown fault {f!r}; known: 'oom_always', 'oom_above:N'")
     if isinstance(values.get("text_keys"), list) and not values["text_keys"]:
         raise RecipeError("text_keys: must name at least one key")
-    if values.get("scoring") == "device" and values.get("executor") == "ray":
-        raise RecipeError("scoring: device runs on the local executor (executor: local); on Ray each actor scores")
     check_format(values)
     _check_tokens(values.get("image_special_token", Recipe.image_special_token),
                   values.get("eoc_special_token", Recipe.eoc_special_token))

@@ -6,6 +6,8 @@ import logging
 import re
 import signal
 import sys
+import threading
+import time
 
 from djx.core.errors import DjxError
 from djx.core.io.readers import ReadState
@@ -105,3 +107,15 @@ def explain(e: BaseException) -> str:
                 f"are saved: run the same recipe with --executor local, which resumes from there and "
                 f"rejects such samples; or lower batch_size if memory ran out. Ray said: {text[0]}")
     return head
+
+
+def let_fetches_end(before: set, seconds: float = 10.0) -> None:
+    """Ray Data fetches the next batches on threads of its own; one still in Ray when Ray shuts down
+    ends the process (exit 1: "the core worker has already been shutdown"), as after a stop
+    mid-run. Give them (all threads started since `before`, but the prefetcher, which parks for
+    good) time to see the end of the iteration."""
+    deadline = time.monotonic() + seconds
+    for t in threading.enumerate():
+        if t not in before and t.name != "Prefetcher":
+            t.join(max(0.0, deadline - time.monotonic()))
+

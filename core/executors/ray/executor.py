@@ -20,7 +20,6 @@ import os
 import pickle
 import sys
 import threading
-import time
 import uuid
 import warnings
 from typing import Iterator
@@ -32,11 +31,12 @@ from djx.core.recipe.context import DROP_KEY, POSITION_KEY
 from djx.core.errors import DjxError
 from djx.core.executors.base import DatasetSource
 from djx.core.executors.process import WorkerSetup
-from djx.core.executors.ray.cluster import connect, explain, refuse, settle_fsspec_http
+from djx.core.executors.ray.cluster import connect, explain, let_fetches_end, refuse, settle_fsspec_http
 from djx.core.executors.ray.node_watch import NodeLost, local_raylet, silence_ray_logs, watched
 from djx.core.executors.ray.poison import PoisonTracker
 from djx.core.executors.ray.ray_log import log_path, logged
-from djx.core.executors.ray.read import BLOCK_LINES, JsonLines, file_index, parse_lines, parse_rows
+from djx.core.executors.ray.scorers import RayScorers
+from djx.core.executors.ray.read import BLOCK_LINES, JsonLines, advance, file_index, parse_lines, parse_rows
 from djx.core.executors.ray.stages import DATA, FILE, KIND, NBYTES, ChainStage, RowKind, meta_column, stage_groups
 from djx.core.plan.planner import Plan
 from djx.core.io.readers import ReadState
@@ -62,6 +62,9 @@ class RayExecutor:
         self.restarts = 0                           # actor deaths (Ray Data replaces dead actors itself)
         self.groups = stage_groups(chain.ops)
         self._share = None  # the weights CPU actors read from the object store (models/share/ray_store.py)
+        self._scorers = RayScorers(chain.ops, self.groups, plan.threads_per_worker, tuple(recipe.custom_ops),
+                                   recipe.base_dir) if recipe.scoring == "device" else None
+        self._client = None  # scoring: device: how stage actors reach the scoring actors (scorers.py)
 
     def run(self, source: DatasetSource, stop=None) -> Iterator[BatchResult]:
         """BatchResults in input order over the source's files (all of one format), each with the
@@ -88,9 +91,12 @@ class RayExecutor:
             if self.groups:
                 self._poison = ray.remote(num_cpus=0)(PoisonTracker).options(
                     name=f"djx-poison-tracker-{os.getpid()}-{uuid.uuid4().hex[:8]}").remote()
+            if self._scorers is not None and self._scorers.stages:  # scoring: device (scorers.py)
+                self._client = self._scorers.start(ray, len(self.groups) * self.plan.workers)
             # one copy of each model per node, in the object store; none when the stats are there (re-filter)
             if self.recipe.share_models and not self.chain.lazy_models:
-                refs = share_for_ray(ray, self.chain.model_specs(), self.plan.on_gpu)
+                refs = share_for_ray(ray, self._scorers.actor_specs(self.groups) if self._client else
+                                     self.chain.model_specs(), self.plan.on_gpu)
                 self._share = None if refs is None else WeightShare(refs=refs)
             yield from self._collect(self._dataset(ray, files, parquet, state), state, not parquet, source.limit, stop)
         except ray.exceptions.RayError as e:
@@ -106,8 +112,10 @@ class RayExecutor:
                 silence_ray_logs()
             if self._poison is not None and not lost:
                 ray.kill(self._poison)
+            if self._scorers is not None and not lost:
+                self._scorers.stop(ray)
             if ours and not lost:  # disconnects from a joined cluster; stops a local one we started
-                _let_fetches_end(threads)
+                let_fetches_end(threads)
                 ray.shutdown()
 
     # -- the dataset ------------------------------------------------------------------------
@@ -163,8 +171,9 @@ class RayExecutor:
     def _stage_args(self, s: int, node_memory: float) -> dict:
         """Declared resources and constructor arguments of stage s's actors."""
         first, last, specs = self.groups[s]
+        scored = self._client is not None and s in self._scorers.stages  # prepares only: no weights here
         n_model_stages = sum(1 for _, _, stage_specs in self.groups if stage_specs) or 1
-        need = (sum(self.plan.model_bytes.get(spec.label(), 0) for spec in specs)
+        need = (sum(self.plan.model_bytes.get(spec.label(), 0) for spec in specs if not scored)
                 + ACTOR_BASE_BYTES + self.recipe.batch_size * DECODE_BYTES_PER_SAMPLE)
         if need > node_memory:
             names = ", ".join(op.name for op in self.chain.ops[first:last])
@@ -172,7 +181,7 @@ class RayExecutor:
                            f"largest node offers {node_memory / 2**30:.2f} GiB; lower batch_size or add "
                            f"memory")
         # model stages run side by side, so they split the plan's threads and GPU share between them
-        gpu = bool(specs) and self.plan.on_gpu
+        gpu = bool(specs) and self.plan.on_gpu and not scored
         per_gpu = max((info.get("workers", 1) for dev, info in self.plan.per_device.items()
                        if dev.startswith("cuda")), default=1)
         threads = max(1, self.plan.threads_per_worker // n_model_stages) if specs else 1
@@ -188,7 +197,9 @@ class RayExecutor:
                     # Ray sets CUDA_VISIBLE_DEVICES to this actor's GPU: it is cuda:0 in the actor
                     "setup": WorkerSetup(dill.dumps(stage_chain), "cuda:0" if gpu else "cpu", threads,
                                          tuple(self.recipe.custom_ops), self.recipe.base_dir,
-                                         share=self._share if specs else None),
+                                         share=self._share if specs and not scored else None,
+                                         scoring="device" if scored else "workers",
+                                         scorer=self._client if scored else None),
                     "first": first, "stage": s, "final": s == len(self.groups) - 1,
                     "sys_path": [p for p in sys.path if p], "poison": self._poison,
                     "sample_timeout": self.recipe.sample_timeout, "max_batch_bytes": self.recipe.max_batch_bytes}}
@@ -207,7 +218,7 @@ class RayExecutor:
             for i, kind in enumerate(col[KIND]):
                 if limit is not None and state.records >= limit:
                     break
-                self._advance(state, col[FILE][i], col[NBYTES][i] if lines else None)
+                advance(state, col[FILE][i], col[NBYTES][i] if lines else None)
                 if kind == RowKind.BLANK.value:
                     state.blank_lines += 1
                     continue
@@ -220,18 +231,6 @@ class RayExecutor:
             yield res
             if limit is not None and state.records >= limit:
                 return
-
-    @staticmethod
-    def _advance(state: ReadState, file: int, nbytes: int | None) -> None:
-        """The reader position past one row of `file` (`nbytes`: its line's length, JSON Lines)."""
-        if file != state.file:
-            if file < state.file:
-                raise DjxError(f"djx bug: Ray returned file {file} after file {state.file}")
-            while state.file < file:  # the files between held no rows
-                state.next_file()
-        if nbytes is not None:
-            state.lines += 1
-            state.offset += nbytes
 
     def _add_row(self, res: BatchResult, kind: RowKind, rec, state: ReadState, lines: bool) -> None:
         """A returned row into the result: its position, and the counts of each op it passed."""
@@ -285,15 +284,3 @@ class RayExecutor:
         if deaths > self.restarts:
             res.counters = add_counters(res.counters, {"actor_deaths": deaths - self.restarts})
             self.restarts = deaths
-
-
-def _let_fetches_end(before: set, seconds: float = 10.0) -> None:
-    """Ray Data fetches the next batches on threads of its own; one still in Ray when Ray shuts down
-    ends the process (exit 1: "the core worker has already been shutdown"), as after a stop
-    mid-run. Give them (all threads started since `before`, but the prefetcher, which parks for
-    good) time to see the end of the iteration."""
-    deadline = time.monotonic() + seconds
-    for t in threading.enumerate():
-        if t not in before and t.name != "Prefetcher":
-            t.join(max(0.0, deadline - time.monotonic()))
-

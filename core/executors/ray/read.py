@@ -13,7 +13,8 @@ from djx.core.run.chain import OpChain
 from djx.core.recipe.context import POSITION_KEY
 from djx.core.executors.ray.stages import AT, DATA, FILE, KIND, NBYTES, ORIG, RowKind
 from djx.core.io.image_paths import path_writer
-from djx.core.io.readers import decode_line
+from djx.core.errors import DjxError
+from djx.core.io.readers import ReadState, decode_line
 from djx.core.io.record_limits import MAX_RECORD_BYTES, too_large
 from djx.core.records import Item
 
@@ -157,3 +158,15 @@ def _admit(items: list, rows: list, n: int, ctx, keep_orig: bool, nbytes: list) 
         kind[i], data[i] = RowKind.REJECTED.value, pickle.dumps(rej, _PICKLE)
     return pa.table({KIND: pa.array(kind, pa.string()), DATA: pa.array(data, pa.binary()),
                      ORIG: pa.array(orig, pa.binary()), NBYTES: pa.array(nbytes, pa.int64())})
+
+
+def advance(state: ReadState, file: int, nbytes: int | None) -> None:
+    """The reader position past one row of `file` (`nbytes`: its line's length, JSON Lines)."""
+    if file != state.file:
+        if file < state.file:
+            raise DjxError(f"djx bug: Ray returned file {file} after file {state.file}")
+        while state.file < file:  # the files between held no rows
+            state.next_file()
+    if nbytes is not None:
+        state.lines += 1
+        state.offset += nbytes

@@ -1,0 +1,125 @@
+"""`scoring: device` on the Ray executor: the stage actors of the image-text filters prepare on
+CPUs and load no weights, scoring actors (one per node here: the test cluster has no GPU) score
+and join the batches of different stage actors into shared forwards. The results are those of the
+local engine with `scoring: workers`, also when a scoring actor is killed mid-run (Ray restarts it
+and the stage actors call again)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from djx import Pipeline
+from conftest import REPO_DIR, read_jsonl_file
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.models]
+
+MODELS = REPO_DIR / "tests" / "assets" / "models"
+DEMO = REPO_DIR / "tests" / "assets" / "demo" / "demo.jsonl"
+OPS = [{"text_length_filter": {"min_len": 10}},
+       {"image_text_similarity_filter": {"hf_clip": str(MODELS / "tiny-clip"), "min_score": 0.2}},
+       {"image_aesthetics_filter": {"hf_scorer_model": str(MODELS / "tiny-aesthetics-predictor-v2-linear"),
+                                    "min_score": -1e9}},
+       {"image_text_matching_filter": {"hf_blip": str(MODELS / "tiny-blip-itm"), "min_score": 0.5}}]
+
+# a plug-in that kills the run's scoring actor (Ray restarts it) once, on the batch holding `at`;
+# it has no model, so it runs in a stage of its own
+KILLER = '''
+import os
+from djx import Mapper, register_op
+
+
+@register_op("scorer_killer")
+class ScorerKiller(Mapper):
+    def __init__(self, at: str = "", marker: str = "", **common):
+        super().__init__(**common)
+        self.at, self.marker = at, marker
+
+    def process(self, batch):
+        if not any(s.get("id") == self.at for s in batch.samples):
+            return
+        try:
+            fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)  # once, whichever actor gets there
+        except FileExistsError:
+            return
+        import ray
+        for actor in ray.util.list_named_actors(all_namespaces=True):
+            if actor["name"].startswith("djx-scorer-"):
+                ray.kill(ray.get_actor(actor["name"], namespace=actor["namespace"]), no_restart=False)
+                os.write(fd, (actor["name"] + "\\n").encode())
+        os.close(fd)
+'''
+
+
+def run(tmp_path, name, **keys) -> tuple[dict, dict]:
+    recipe = {"dataset_path": str(DEMO), "export_path": str(tmp_path / name / "o.jsonl"), "np": 2,
+              "batch_size": 8, "process": OPS, **keys}
+    summary = Pipeline(**recipe).run(progress=False, log=lambda *a: None)
+    out = {kind: read_jsonl_file(tmp_path / name / f"o{suffix}.jsonl")
+           for kind, suffix in (("kept", ""), ("dropped", ".dropped"), ("rejected", ".rejected"))}
+    return summary, out
+
+
+def assert_same_results(got: dict, ref: dict) -> None:
+    """The same kept, dropped and rejected samples (kept in input order; the others in the order
+    each engine wrote them, so by id) with the same stats within 1e-6."""
+    for kind in ("kept", "dropped", "rejected"):
+        a, b = got[kind], ref[kind]
+        if kind != "kept":
+            a, b = (sorted(x, key=lambda r: str(r.get("id", r.get("__dj__pos__")))) for x in (a, b))
+        assert [json.dumps(r.get("id", r), sort_keys=True) for r in a] == \
+               [json.dumps(r.get("id", r), sort_keys=True) for r in b], kind
+        for x, y in zip(a, b):
+            assert x.get("__dj__stats__", {}).keys() == y.get("__dj__stats__", {}).keys()
+            for key, value in y.get("__dj__stats__", {}).items():
+                assert x["__dj__stats__"][key] == pytest.approx(value, abs=1e-6), key
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The local engine with `scoring: workers`."""
+    return run(tmp_path_factory.mktemp("ref"), "local", start_method="fork")
+
+
+def test_ray_scoring_device_gives_the_local_results_with_no_weights_in_the_stage_actors(
+        ray_address, tmp_path, reference):
+    ref, ref_out = reference
+    got, out = run(tmp_path, "ray", executor="ray", ray_address=ray_address, scoring="device")
+    assert_same_results(out, ref_out)
+    assert got["check"]["ok"] and (got["kept"], got["dropped"], got["rejected"]) == \
+        (ref["kept"], ref["dropped"], ref["rejected"])
+    # the stage actors of CLIP and BLIP prepared only; the aesthetics op (no prepare/score split)
+    # still loads its model in its own stage actors
+    loads = got["model_loads"]
+    assert loads and not any("clip" in label or "blip" in label for w in loads.values() for label in w), loads
+    assert any("aesthetics" in label for w in loads.values() for label in w), loads
+    assert got["events"]["forwards"] > 0
+    # batches of different stage actors were scored in shared forwards
+    assert got["events"].get("joined_batches", 0) >= 2, got["events"]
+
+
+def test_a_killed_scoring_actor_is_restarted_and_the_run_gives_the_same_results(ray_address, tmp_path, reference):
+    _, ref_out = reference
+    (tmp_path / "killer.py").write_text(KILLER)
+    # after CLIP: while later batches still wait for CLIP and BLIP
+    ops = OPS[:2] + [{"scorer_killer": {"at": ref_out["kept"][len(ref_out["kept"]) // 2]["id"],
+                                        "marker": str(tmp_path / "killed")}}] + OPS[2:]
+    got, out = run(tmp_path, "ray", executor="ray", ray_address=ray_address, scoring="device", process=ops,
+                   custom_ops=[str(tmp_path / "killer.py")])
+    assert "djx-scorer-" in (tmp_path / "killed").read_text()  # the killer found the scoring actor
+    assert_same_results(out, ref_out)
+    assert got["check"]["ok"]
+    assert got["events"].get("scorer_restarts", 0) >= 1, got["events"]  # the restarted actor scored
+    assert not got["events"].get("actor_deaths")  # the stage actors waited for it; none died
+
+
+def test_the_dry_run_says_where_ray_prepares_and_scores(tmp_path, capsys):
+    from djx.cli import main
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(json.dumps({"dataset_path": str(DEMO), "export_path": str(tmp_path / "o.jsonl"),
+                                  "executor": "ray", "scoring": "device", "process": OPS}))
+    main(["process", str(recipe), "--dry-run"])
+    line = next(x for x in capsys.readouterr().out.splitlines() if "scoring: device" in x)
+    assert "stage actors prepare on CPUs" in line and "image_text_similarity_filter" in line
+    assert "image_text_matching_filter" in line and "one per GPU" in line
+    assert "image_aesthetics_filter score in their stage actors" in line
