@@ -6,6 +6,9 @@ and the stage actors call again)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -60,6 +63,17 @@ def run(tmp_path, name, **keys) -> tuple[dict, dict]:
     return summary, out
 
 
+def live_scoring_actors(address: str) -> list:
+    """Names of the scoring actors alive in the cluster, asked from a process of its own (this one
+    never stays connected to Ray: see conftest.ray_address)."""
+    code = ("import logging, sys, ray; ray.init(address=sys.argv[1], logging_level=logging.ERROR); "
+            "print([a['name'] for a in ray.util.list_named_actors(all_namespaces=True) "
+            "if a['name'].startswith('djx-scorer-')])")
+    out = subprocess.run([sys.executable, "-c", code, address], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "RAY_AUTH_MODE": "disabled"}, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1].replace("'", '"'))
+
+
 def assert_same_results(got: dict, ref: dict) -> None:
     """The same kept, dropped and rejected samples (kept in input order; the others in the order
     each engine wrote them, so by id) with the same stats within 1e-6."""
@@ -96,6 +110,7 @@ def test_ray_scoring_device_gives_the_local_results_with_no_weights_in_the_stage
     assert got["events"]["forwards"] > 0
     # batches of different stage actors were scored in shared forwards
     assert got["events"].get("joined_batches", 0) >= 2, got["events"]
+    assert live_scoring_actors(ray_address) == []  # the run killed its scoring actors
 
 
 def test_a_killed_scoring_actor_is_restarted_and_the_run_gives_the_same_results(ray_address, tmp_path, reference):

@@ -156,9 +156,15 @@ class RayScorers:
         return RayScoreClient(list(self.handles))
 
     def stop(self, ray) -> None:
+        """Kill the scoring actors and see them dead (a later run in this process finds none)."""
         for _, handle in self.handles:
             try:
                 ray.kill(handle, no_restart=True)
             except Exception:  # noqa: BLE001  (gone already, or Ray is going down)
+                pass
+        for _, handle in self.handles:
+            try:  # answers once Ray knows it dead: a call to a killed actor fails
+                ray.get(handle.pid.remote(), timeout=30)
+            except Exception:  # noqa: BLE001  (ActorDiedError, as expected)
                 pass
         self.handles = []
