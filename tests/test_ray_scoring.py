@@ -138,3 +138,34 @@ def test_the_dry_run_says_where_ray_prepares_and_scores(tmp_path, capsys):
     assert "stage actors prepare on CPUs" in line and "image_text_similarity_filter" in line
     assert "image_text_matching_filter" in line and "one per GPU" in line
     assert "image_aesthetics_filter score in their stage actors" in line
+
+
+GONE = """
+import logging, sys, ray
+from djx.core.errors import DjxError
+from djx.core.executors.ray.scorers import RayScoreClient
+ray.init(address=sys.argv[1], logging_level=logging.ERROR)
+
+@ray.remote(num_cpus=0)
+class Scorer:
+    def submit(self, request):
+        return ("scores", [], {})
+
+handle = Scorer.remote()
+assert ray.get(handle.submit.remote(None)) == ("scores", [], {})
+ray.kill(handle, no_restart=True)  # dead for good: no restart will answer
+client = RayScoreClient([(ray.get_runtime_context().get_node_id(), handle)], connect_seconds=1.0)
+try:
+    client.score("an op", "prepared pairs")
+except DjxError as e:
+    print(e)
+"""
+
+
+def test_a_scoring_actor_that_stays_dead_fails_the_call_in_words(ray_address, tmp_path):
+    out = subprocess.run([sys.executable, "-c", GONE, ray_address], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "RAY_AUTH_MODE": "disabled"}, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    message = out.stdout.strip().splitlines()[-1]
+    assert "the Ray scoring actor did not answer for 1 s" in message, out.stdout
+    assert "run the same command again to resume" in message
