@@ -63,7 +63,8 @@ class RayExecutor:
         self.groups = stage_groups(chain.ops)
         self._share = None  # the weights CPU actors read from the object store (models/share/ray_store.py)
         self._scorers = RayScorers(chain.ops, self.groups, plan.threads_per_worker, tuple(recipe.custom_ops),
-                                   recipe.base_dir) if recipe.scoring == "device" else None
+                                   recipe.base_dir, not (recipe.devices and set(recipe.devices) == {"cpu"})
+                                   ) if recipe.scoring == "device" else None
         self._client = None  # scoring: device: how stage actors reach the scoring actors (scorers.py)
 
     def run(self, source: DatasetSource, stop=None) -> Iterator[BatchResult]:

@@ -3,7 +3,8 @@
 A stage whose every model op can score in its device's scorer (score_client.takes_part) runs on
 CPUs and loads no weights: its actors prepare (decode, the model's processor and tokenizer) and
 send the prepared tensors, through Ray's object store, to a scoring actor. The scoring actors are
-sized from the cluster when the run starts: one per GPU (num_gpus=1, pinned to the GPU's node), or
+sized from the cluster when the run starts: one per GPU (pinned to the GPU's node; num_gpus=1, or
+the scored stages' share of it where other stages still score on the GPU themselves), or
 on a cluster without GPUs one per alive node (device cpu, the plan's torch threads of one worker).
 Each wraps the local engine's Scorer (models/share/scoring.py) and takes concurrent calls (a
 threaded actor), so requests of the same op from different stage actors join into one set of
@@ -124,8 +125,15 @@ class RayScoreClient(ScoreClient):
 class RayScorers:
     """The scoring actors of one Ray run: started by the driver, killed at the run's end."""
 
-    def __init__(self, ops: list, groups: list, threads: int, custom_ops: tuple, base_dir: str):
+    def __init__(self, ops: list, groups: list, threads: int, custom_ops: tuple, base_dir: str,
+                 use_gpus: bool = True):
         self.stages = prepare_only_stages(ops, groups)
+        self.use_gpus = use_gpus  # False: the recipe lists only cpu devices
+        # of each GPU, the share the scored stages had (stages that score themselves keep theirs:
+        # their actors ask 1/(workers per GPU x model stages) each, executor._stage_args); whole
+        # when every model stage is scored here; cut at Ray's 1e-4 so that shares never sum over 1
+        n_model_stages = sum(1 for _, _, specs in groups if specs) or 1
+        self.gpu_share = int(len(self.stages) / n_model_stages * 10000) / 10000
         self.threads, self.custom_ops, self.base_dir = threads, custom_ops, base_dir
         self.handles: list = []  # [(node id, handle)]
 
@@ -140,12 +148,12 @@ class RayScorers:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         gpus = {n["NodeID"]: int(n.get("Resources", {}).get("GPU", 0)) for n in nodes}
-        on_gpu = any(gpus.values())
+        on_gpu = self.use_gpus and any(gpus.values())
         actor = ray.remote(ScoringActor)
         run = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         for node, n_gpus in gpus.items():
             for i in range(n_gpus if on_gpu else 1):
-                opts = {"num_cpus": 0, "num_gpus": 1 if on_gpu else 0, "max_restarts": MAX_RESTARTS,
+                opts = {"num_cpus": 0, "num_gpus": self.gpu_share if on_gpu else 0, "max_restarts": MAX_RESTARTS,
                         "max_task_retries": 0, "max_concurrency": 2 * stage_actors + 4,  # every stage actor, replacements too
                         "name": f"djx-scorer-{run}-{node[:8]}-{i}",
                         "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False)}
