@@ -118,8 +118,7 @@ class RayScoreClient(ScoreClient):
         said = [line.strip() for line in str(last).splitlines() if line.strip()]
         why = " ".join(dict.fromkeys(said[:1] + said[-1:]))  # Ray's first line and its reason, on one line
         raise DjxError(f"the Ray scoring actor did not answer for {self.connect_seconds:g} s (it died and "
-                       f"was not back in time; last: {type(last).__name__}: {why}); the batches finished "
-                       f"so far are saved: run the same command again to resume")
+                       f"was not back in time; last: {type(last).__name__}: {why})")
 
 
 class RayScorers:
