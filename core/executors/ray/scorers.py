@@ -105,9 +105,9 @@ class RayScoreClient(ScoreClient):
             self._mine = here[int(hashlib.sha1(me.encode()).hexdigest(), 16) % len(here)]
         return self._mine
 
-    def _exchange(self, request: ScoreRequest) -> tuple:
+    def _exchange(self, op, prepared, fault) -> tuple:
         import ray
-        ref = ray.put(request)  # once: a retry sends the same object
+        ref = ray.put(self.request(op, prepared, fault))  # once: a retry sends the same object
         deadline, last = time.monotonic() + self.connect_seconds, None
         while time.monotonic() < deadline:
             try:
