@@ -13,17 +13,10 @@ import sys
 import pytest
 
 from djx import Pipeline
-from conftest import REPO_DIR, read_jsonl_file
+from conftest import read_jsonl_file
+from test_scoring_device import DEMO, MODELS, OPS  # the same ops: CLIP, BLIP, and the aesthetics op without the split
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.models]
-
-MODELS = REPO_DIR / "tests" / "assets" / "models"
-DEMO = REPO_DIR / "tests" / "assets" / "demo" / "demo.jsonl"
-OPS = [{"text_length_filter": {"min_len": 10}},
-       {"image_text_similarity_filter": {"hf_clip": str(MODELS / "tiny-clip"), "min_score": 0.2}},
-       {"image_aesthetics_filter": {"hf_scorer_model": str(MODELS / "tiny-aesthetics-predictor-v2-linear"),
-                                    "min_score": -1e9}},
-       {"image_text_matching_filter": {"hf_blip": str(MODELS / "tiny-blip-itm"), "min_score": 0.5}}]
 
 # a plug-in that kills the run's scoring actor (Ray restarts it) once, on the batch holding `at`;
 # it has no model, so it runs in a stage of its own

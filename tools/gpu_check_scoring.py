@@ -112,13 +112,14 @@ class _Watch:
         return sum(self.util) / len(self.util) if self.util else float("nan")
 
     def _sample(self) -> None:
+        from djx.tools.gpu_check import _name as process_name
         while not self._stop.wait(0.2):
             apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
                                   capture_output=True, text=True).stdout
             for line in apps.strip().splitlines():
                 pid = int(line.split(",")[0])
                 self.holders.add(pid)
-                if _name(pid) == "djx-weights":
+                if process_name(pid) == "djx-weights":
                     self.owners.add(pid)
             util = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
                                    "-i", "0"], capture_output=True, text=True).stdout.strip()
@@ -126,31 +127,14 @@ class _Watch:
                 self.util.append(int(util))
 
     def _kill(self) -> None:
+        from djx.tools.gpu_check import _owner_pid as owner_pid
         part = self.folder / ".kept.djx-state"
         while not self._stop.is_set():
             written = any(p.stat().st_size > 0 for p in part.glob("*.jsonl.part")) if part.is_dir() else False
-            pid = _owner_pid() if written else None
+            pid = owner_pid() if written else None
             if pid is not None:
                 os.kill(pid, signal.SIGKILL)
                 self.killed = True
                 return
             self._stop.wait(0.05)
 
-
-def _name(pid: int) -> str:
-    import psutil
-    try:
-        return psutil.Process(pid).name()
-    except psutil.Error:
-        return ""
-
-
-def _owner_pid() -> int | None:
-    import psutil
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if child.name() == "djx-weights":
-                return child.pid
-        except psutil.Error:
-            continue
-    return None
