@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from conftest import REPO_DIR, read_jsonl_file, write_jsonl_file
-from helpers import PLUGINS_DIR, djx, hold, kill_when, release, wait_for
+from helpers import GUARD_S, PLUGINS_DIR, djx, hold, kill_when, release
 
 pytestmark = [pytest.mark.slow, pytest.mark.models]
 
@@ -51,6 +52,27 @@ class KillPreparerClip(ImageTextSimilarityFilter):
             if getattr(part, "pid", 0) and not os.path.exists(self.marker):
                 open(self.marker, "w").close()
                 os.kill(part.pid, signal.SIGKILL)  # it waits for these very scores
+        return super().score_parts(loaded, parts, fault, counters)
+'''
+
+
+# A CLIP filter whose scoring (in the scorer) waits while the file `hold` exists, saying so in `held`.
+HOLD_SCORER = '''
+import os, time
+from djx import register_op
+from djx.ops.filter.image_text_similarity_filter import ImageTextSimilarityFilter
+
+
+@register_op("held_scorer_clip_filter")
+class HeldScorerClip(ImageTextSimilarityFilter):
+    def __init__(self, hold: str = "", held: str = "", **kw):
+        super().__init__(**kw)
+        self.hold, self.held = hold, held
+
+    def score_parts(self, loaded, parts, fault=(), counters=None):
+        while os.path.exists(self.hold):
+            open(self.held, "a").close()
+            time.sleep(0.01)
         return super().score_parts(loaded, parts, fault, counters)
 '''
 
@@ -141,3 +163,51 @@ def test_a_run_killed_with_minus_9_resumes_to_the_outputs_of_a_run_never_interru
     assert summary["resumed"] and summary["input"] == 96 and summary["check"]["ok"] and summary["rejected"] == 0
     kept, dropped = outputs(tmp_path / "run")
     assert sorted(r["id"] for r in kept + dropped) == list(range(96))
+
+
+def test_a_held_scorer_stops_the_reading_at_the_batches_in_flight_and_the_run_then_completes(tmp_path):
+    """Back-pressure: while the scorer holds every request, the run reads no batch past its
+    in-flight bound (the preparing workers wait; nothing piles up), then finishes every sample."""
+    import threading
+
+    from djx import Pipeline
+    from djx.core.executors.base import InputBatch
+    from djx.core.executors.local.executor import LocalExecutor
+    from djx.core.recipe.recipe import recipe_from_dict
+    from djx.core.records import Item
+    plugin = tmp_path / "held_scorer.py"
+    plugin.write_text(HOLD_SCORER)
+    hold, held = tmp_path / "hold", tmp_path / "held"
+    hold.write_text("")
+    recs = read_jsonl_file(dataset(tmp_path, 80))
+    for rec in recs:
+        rec["images"] = [str(tmp_path / p) for p in rec["images"]]
+    op = {"held_scorer_clip_filter": {"hf_clip": CLIP, "min_score": 0.08, "hold": str(hold), "held": str(held)}}
+    recipe = recipe_from_dict({"dataset_path": str(tmp_path / "data.jsonl"), "export_path": str(tmp_path / "o.jsonl"),
+                               "np": 2, "scoring": "device", "custom_ops": [str(plugin)], "process": [op]},
+                              base_dir=str(tmp_path))
+    pipe = Pipeline(recipe=recipe)
+    ex = LocalExecutor(pipe.chain(), pipe.plan(2), "spawn", (str(plugin),), str(tmp_path), log=lambda *a: None,
+                       scoring="device")
+    pulled, past_bound, reached = [], [], []
+
+    def source():
+        for k, start in enumerate(range(0, len(recs), 8)):
+            if k >= ex.max_in_flight and hold.exists():
+                past_bound.append(k)  # read while nothing can finish: not bounded
+            pulled.append(k)
+            yield InputBatch([Item(i, record=recs[i]) for i in range(start, start + 8)])
+
+    def release():  # once the scorer holds and the reading has reached its bound (a state, not a time)
+        deadline = time.monotonic() + GUARD_S  # only against a hang: the test then fails
+        while not (held.exists() and len(pulled) >= ex.max_in_flight) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        reached.append(held.exists() and len(pulled) >= ex.max_in_flight)
+        hold.unlink()
+    releaser = threading.Thread(target=release, daemon=True)
+    releaser.start()
+    results = list(ex.run(source()))
+    releaser.join()
+    assert reached == [True], "the scorer never held, or the run read fewer batches than its bound"
+    assert not past_bound, f"batches {past_bound} were read past {ex.max_in_flight} in flight while the scorer held"
+    assert sum(len(r.kept) + len(r.dropped) for r in results) == 80 and not any(r.rejected for r in results)
