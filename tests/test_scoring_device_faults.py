@@ -45,7 +45,7 @@ class KillPreparerClip(ImageTextSimilarityFilter):
     def prepare(self, batch, processor, text_len):
         prepared, plan = super().prepare(batch, processor, text_len)
         mine = any(s.get("id") == self.at for s in batch.samples)
-        return MarkedPairs(prepared.pixels, prepared.tokens, prepared.pairs, os.getpid() if mine else 0), plan
+        return MarkedPairs(**vars(prepared), pid=os.getpid() if mine else 0), plan
 
     def score_parts(self, loaded, parts, fault=(), counters=None):
         for part in parts:
