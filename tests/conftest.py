@@ -25,6 +25,18 @@ from helpers import (LONG, PLUGIN_SITE, PLUGINS_DIR, REPO_DIR, TESTS_DIR,  # noq
 RAY_MISSING = "Ray is not installed (pip install -e '.[test,ray]' runs the Ray tests)"
 
 
+def pytest_configure(config):
+    """The tests that press Ctrl-C act as a person at a terminal, where SIGINT and SIGQUIT reach the
+    process. A test run started in the background by a non-interactive shell (`cmd &`, a job
+    runner) inherits both ignored, and every process it starts would too: give them back their
+    terminal meaning here (Python's KeyboardInterrupt for SIGINT), which the runs it starts get."""
+    import signal
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m selects: `-m "not ray"` sees the markers added here
 def pytest_collection_modifyitems(config, items):
     """A test that joins the session's Ray cluster is a `ray` test, and every `ray` test is `slow`
