@@ -127,10 +127,14 @@ def plan_workers(np: int | None, model_bytes: dict[str, int], inventory: list[De
     fixed = per_worker + CUDA_CONTEXT if share_models else 0  # the owner's copy and its context
     budgets, capacity = _gpu_budgets(gpus, info, gpu_mem_fraction, fixed, need, model_bytes, share_models)
     total = sum(capacity.values())
-    workers = total if np is None else min(np, total)
-    notes = []
-    if np is not None and np > total:
-        notes.append(f"np={np} reduced to {total}: that is all the free GPU memory holds")
+    # the cores bound the workers first (each decodes and preprocesses on one; 92 workers on a
+    # 16-core GPU box did no batch in two minutes), then the memory can only lower that
+    host = _plan_cpu(np, {}, ["cpu"], cpu_count)
+    workers = min(host.workers, total)
+    notes = list(host.notes)
+    if workers < host.workers:
+        notes.append(f"{'np=' + str(np) if np is not None else f'one worker per core ({host.workers})'} reduced to "
+                     f"{total}: that is all the free GPU memory holds")
     ranks = _round_robin(gpus, capacity, workers)
     copies = {d: 1 if share_models else ranks.count(d) for d in gpus}
     per_device = {d: {"workers": ranks.count(d), "models": labels, "shared": share_models,

@@ -41,6 +41,24 @@ def test_np_caps_and_is_reduced_to_what_fits():
     assert any("reduced" in n for n in small.notes)
 
 
+@pytest.mark.parametrize("share_models", [True, False])
+def test_a_gpu_box_never_plans_more_workers_than_cores_and_memory_can_only_lower_it(share_models):
+    """One 80 GB H100 with 16 cores planned 92 workers (memory alone) and did no batch in minutes."""
+    h100 = [DeviceInfo("cuda:0", 80 * GiB, 80 * GiB)]
+    plan = plan_workers(None, {"hf_clip:clip:bfloat16": 300 * MiB}, h100, cpu_count=16, share_models=share_models)
+    assert plan.workers == 16 and plan.threads_per_worker == 1 and not plan.notes
+    big_box = plan_workers(None, {"hf_clip:clip:bfloat16": 300 * MiB}, gpus(*[80] * 8), cpu_count=96,
+                           share_models=share_models)
+    assert big_box.workers == 96 and all(big_box.devices.count(f"cuda:{i}") == 12 for i in range(8))
+    asked = plan_workers(40, {"hf_clip:clip:bfloat16": 300 * MiB}, h100, cpu_count=16, share_models=share_models)
+    assert asked.workers == 16 and "warning: np=40 is more workers than the 16 cores" in asked.describe()
+    # a GPU nearly full: its memory lowers the count below the cores, and the plan says why
+    full = plan_workers(None, {"hf_clip:clip:bfloat16": 300 * MiB}, [DeviceInfo("cuda:0", 3 * GiB, 80 * GiB)],
+                        cpu_count=16, share_models=share_models)
+    assert 1 <= full.workers < 16
+    assert any(f"one worker per core (16) reduced to {full.workers}" in n for n in full.notes)
+
+
 def test_gpu_mem_fraction_caps_the_budget():
     loose = plan_workers(None, MODELS, gpus(40), gpu_mem_fraction=0.9, cpu_count=8)
     tight = plan_workers(None, MODELS, gpus(40), gpu_mem_fraction=0.3, cpu_count=8)
@@ -60,9 +78,9 @@ def test_each_gpu_worker_gets_a_memory_cap_that_holds_its_models_and_keeps_the_d
 
 
 def test_a_gpu_holds_one_shared_copy_then_as_many_workers_as_their_activations_allow():
-    inv = gpus(30, total_gib=40)
-    shared = plan_workers(None, MODELS, inv, gpu_mem_fraction=0.9, cpu_count=16, share_models=True)
-    private = plan_workers(None, MODELS, inv, gpu_mem_fraction=0.9, cpu_count=16)
+    inv = gpus(30, total_gib=40)  # 64 cores: the memory, not the cores, sets the count here
+    shared = plan_workers(None, MODELS, inv, gpu_mem_fraction=0.9, cpu_count=64, share_models=True)
+    private = plan_workers(None, MODELS, inv, gpu_mem_fraction=0.9, cpu_count=64)
     budget = int(30 * 0.9 * GiB)
     assert shared.workers == (budget - 3 * GiB - CUDA_CONTEXT) // WORKER_OVERHEAD  # 30 workers
     assert private.workers == budget // PER_WORKER  # 7 workers
