@@ -53,6 +53,7 @@ class WorkerSetup:
     warmup: bool = True           # load the chain's models before the first batch
     scoring: str = "workers"      # "device": ops that can score through their device's scorer
     scorer: object = None         # with scoring "device": the client to score through (None: the device's owner)
+    lanes: int = 1                # tasks a local worker runs at once (lanes.py): 2 when it waits on a scorer
 
 
 def bind_process(setup: WorkerSetup) -> tuple[OpChain, ModelPool]:

@@ -2,7 +2,9 @@
 afterwards, so ops naming the same model share one copy. The pool is bound to one device."""
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -64,7 +66,9 @@ class ModelPool:
         self.device = device
         self.share = share  # a share.weight_share.WeightShare, or None: load privately
         self.scoring = scoring  # "device": the ops that can, score through the device's scorer
-        self._scorer = None
+        self._scorer = None  # the client given (use_scorer), else each thread makes its own (its connection)
+        self._lane = threading.local()
+        self.waiting = contextlib.nullcontext  # what a client wraps its waits in (a worker's lanes: lanes.py)
         self._host: dict = {}  # what this process prepares with (a model's processor), made once
         self.pid = os.getpid()
         self._models: dict[tuple[ModelSpec, str], Any] = {}
@@ -96,12 +100,16 @@ class ModelPool:
         this device has one; None: the ops score in this process."""
         if self.scoring != "device":
             return None
-        if self._scorer is None:
+        if self._scorer is not None:
+            return self._scorer
+        client = getattr(self._lane, "scorer", None)
+        if client is None:  # one connection per thread: a worker's lanes each have a batch at the scorer
             if self.share is None or self.device not in self.share.owners:
                 return None
             from djx.core.models.share.score_client import ScoreClient
-            self._scorer = ScoreClient(self.share.owners[self.device], self.device)
-        return self._scorer
+            client = self._lane.scorer = ScoreClient(self.share.owners[self.device], self.device,
+                                                     waiting=self.waiting)
+        return client
 
     def use_scorer(self, client) -> None:
         """Score through `client` (ScoreClient's interface; e.g. Ray's scoring actors) with scoring: device."""

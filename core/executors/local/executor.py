@@ -39,7 +39,7 @@ from djx.core.models.share.folder import create_run_folder, remove_run_folder
 from djx.core.models.share.weight_share import WeightShare
 from djx.core.models.share.gpu_owner import WeightOwners
 
-PREFETCH = 2  # batches queued per worker, so it never idles between batches
+LANES = 2  # tasks a worker runs at once when it waits on its device's scorer (lanes.py)
 
 
 @contextlib.contextmanager
@@ -86,13 +86,16 @@ class LocalExecutor:
             self.mp.set_forkserver_preload(["djx.core.executors.local.preload"])
         self.custom_ops = tuple(custom_ops)
         self.base_dir = base_dir
-        self.max_in_flight = max_in_flight or 2 * plan.workers
+        self.scoring = scoring if any(takes_part(op) for op in chain.ops) else "workers"
+        # a worker waiting on its device's scorer prepares its next batch meanwhile; each worker
+        # has one task queued beyond those it runs, so it never idles between batches
+        self.lanes = LANES if self.scoring == "device" else 1
+        self.max_in_flight = max_in_flight or (self.lanes + 1) * plan.workers
         self.sample_timeout = sample_timeout  # an op call making no progress this long is killed
         self.reports: dict[int, WorkerReport] = {}  # rank -> its last report
         self.restarts = 0
         self._chain_bytes = dill.dumps(chain)
         self._ids = itertools.count()
-        self.scoring = scoring if any(takes_part(op) for op in chain.ops) else "workers"
         self.share_models = (share_models or self.scoring == "device") and bool(chain.model_specs())
         self._share = None  # WeightShare of the run's folder and owners, while it runs
         self._owned = tuple(d for d in dict.fromkeys(plan.devices)  # owners serve (and score on): GPUs; tests: CPU
@@ -122,7 +125,7 @@ class LocalExecutor:
         status = self.mp.Value(Status, -1, -1, 0.0, lock=False)
         setup = WorkerSetup(self._chain_bytes, self.plan.devices[rank], self.plan.threads_per_worker,
                             self.custom_ops, self.base_dir, self.plan.mem_fraction[rank] if self.plan.mem_fraction
-                            else 0.0, self._share, warmup, self.scoring)
+                            else 0.0, self._share, warmup, self.scoring, lanes=self.lanes)
         proc = self.mp.Process(target=worker_main, name=f"djx-worker-{rank}", daemon=True,
                                args=(setup, rank, child, status, None if self._forkserver else os.getpid()))
         with _main_importable():
@@ -162,7 +165,7 @@ class LocalExecutor:
                     self.log(f"plan revised with the measured model footprint: {revised.workers} "
                              f"worker(s) instead of {self.plan.workers}\n{revised.describe()}")
                     self.plan = revised
-                self.max_in_flight = min(self.max_in_flight, 2 * self.plan.workers)
+                self.max_in_flight = min(self.max_in_flight, (self.lanes + 1) * self.plan.workers)
         workers = [first] + [self._spawn(r, warm) for r in range(1, self.plan.workers)]
         for w in workers[1:]:
             self._await_ready(w)
@@ -205,7 +208,7 @@ class LocalExecutor:
             if exhausted and next_emit == next_batch:
                 return
             for w in workers:
-                while inflight.ready and len(w.jobs) < PREFETCH:
+                while inflight.ready and len(w.jobs) < self.lanes + 1:
                     job = inflight.ready.popleft()
                     w.jobs.append(job.task.id)  # a dead worker's jobs are requeued by _replace
                     try:
@@ -242,7 +245,7 @@ class LocalExecutor:
         the death); the seconds until the next one could be."""
         now, wake = time.monotonic(), self.sample_timeout
         for w in workers:
-            if not w.jobs or w.status.task_id != w.jobs[0] or w.timed_out:
+            if w.status.task_id not in w.jobs or w.timed_out:  # not computing one of its tasks
                 continue
             left = w.status.since + self.sample_timeout - now
             if left <= 0:
@@ -283,10 +286,10 @@ class LocalExecutor:
             how = f"no progress for {self.sample_timeout:g} s (sample_timeout); stopped"
         dead.conn.close()
         queued = [inflight.jobs[j] for j in dead.jobs]
-        if queued and queued[0].task.id == dead.status.task_id:
-            running, rest = queued[0], queued[1:]
-        else:  # died before it picked up its first queued job: nothing is to blame
-            running, rest = None, queued
+        # the job it was computing is to blame (with lanes, the others only waited for the device);
+        # none when it died before it picked one up
+        running = next((job for job in queued if job.task.id == dead.status.task_id), None)
+        rest = [job for job in queued if job is not running]
         if self.restarts > 50 + 4 * len(inflight.jobs):
             raise DjxError(f"workers keep dying ({self.restarts} restarts, last by {how}); stopping")
         inflight.ready.extendleft(reversed(rest))

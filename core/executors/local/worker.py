@@ -76,7 +76,7 @@ def recv(conn):
 def _read_on_a_thread(conn) -> queue.Queue:
     """Tasks from the parent, read as they come: a worker sending a large result while the parent
     sends it a large task would otherwise deadlock on two full pipes. (The parent queues at most
-    PREFETCH tasks per worker, so this holds at most that many.)"""
+    its lanes + 1 tasks per worker, so this holds at most that many.)"""
     inbox: queue.Queue = queue.Queue()
 
     def read() -> None:
@@ -112,31 +112,42 @@ def worker_main(setup, rank: int, conn, status: Status, parent: int | None) -> N
     if not _tell(conn, started) or isinstance(started, StartFailed):
         return
 
-    def on_op(k: int) -> None:
-        status.op_index, status.since = k, time.monotonic()
-
+    from djx.core.executors.local.lanes import Lanes
     from djx.core.plan.resources import PeakUss
     peak = PeakUss()
+    lanes = Lanes(setup.lanes, status)
+    pool.waiting = lanes.waiting  # a lane waiting for its device's scorer lets the next batch be prepared
     inbox = _read_on_a_thread(conn)
-    while True:
-        try:
-            task = inbox.get(timeout=1.0)
-        except queue.Empty:
-            if os.getppid() != parent:  # the parent was killed (kill -9): do not linger
+    sending = threading.Lock()
+    gone = threading.Event()  # the parent is gone (a send failed) or told this worker to stop
+
+    def lane() -> None:
+        while not gone.is_set():
+            task = inbox.get()
+            if task is None:
+                inbox.put(None)  # for the other lanes
+                gone.set()
                 return
-            continue
-        if task is None:
+            with lanes.working(task.id):
+                try:
+                    result = chain.run(task.items, pool, lanes.on_op, encode=encode_line)
+                    answer = Done(task.id, result, pool.report(peak))
+                except FailFast as e:
+                    answer = Failed(task.id, str(e))
+                except BaseException as e:  # noqa: BLE001
+                    answer = Crashed(task.id, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}")
+                with sending:
+                    if not _tell(conn, answer):
+                        gone.set()
+
+    threads = [threading.Thread(target=lane, name=f"djx-lane-{i}", daemon=True) for i in range(lanes.n)]
+    for t in threads:
+        t.start()
+    while not gone.wait(1.0):
+        if os.getppid() != parent:  # the parent was killed (kill -9): do not linger
             return
-        status.task_id, status.op_index, status.since = task.id, -1, time.monotonic()
-        try:
-            result = chain.run(task.items, pool, on_op, encode=encode_line)
-            answer = Done(task.id, result, pool.report(peak))
-        except FailFast as e:
-            answer = Failed(task.id, str(e))
-        except BaseException as e:  # noqa: BLE001
-            answer = Crashed(task.id, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}")
-        if not _tell(conn, answer):
-            return
+    for t in threads:  # told to stop: every task was answered; a lane still in one ends with the process
+        t.join(timeout=5)
 
 
 def _tell(conn, msg) -> bool:

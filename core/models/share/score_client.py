@@ -1,6 +1,7 @@
 """A worker's side of scoring in one place per device (scoring.py is the owner's side)."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import pickle
 import time
@@ -29,8 +30,9 @@ class ScoreClient:
     tensors go through the connection's shared buffer (handoff.py); an op's bytes go once per
     connection (a restarted scorer gets them again on the new connection)."""
 
-    def __init__(self, address, device: str, connect_seconds: float = CONNECT_SECONDS):
+    def __init__(self, address, device: str, connect_seconds: float = CONNECT_SECONDS, waiting=None):
         self.address, self.device, self.connect_seconds = address, device, connect_seconds
+        self.waiting = waiting or contextlib.nullcontext  # wraps each wait for the scorer (a worker's lanes)
         self._conn = None
         self._outbox = None
         self._sent: set = set()  # op keys this connection's scorer has the bytes of
@@ -72,7 +74,8 @@ class ScoreClient:
             except (OSError, EOFError) as e:  # not listening yet, or it died: the executor restarts it
                 last = e
                 self._disconnect()
-                time.sleep(0.1)
+                with self.waiting():
+                    time.sleep(0.1)
         raise DjxError(f"the scorer of {self.device} did not answer for {self.connect_seconds:g} s "
                        f"(last: {type(last).__name__}: {last})")
 
@@ -95,7 +98,9 @@ class ScoreClient:
         if request.key in self._sent:
             request.op_bytes = None  # this connection's scorer has them
         conn.send_bytes(pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL))
-        answer = pickle.loads(conn.recv_bytes())
+        with self.waiting():  # the worker's other lane prepares the next batch meanwhile
+            data = conn.recv_bytes()
+        answer = pickle.loads(data)
         self._sent.add(request.key)
         return answer
 
