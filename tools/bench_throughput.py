@@ -92,11 +92,16 @@ def prepare_limit(model: Path, data: Path, n: int) -> float:
 
 
 def djx_run(model: Path, data: Path, out: Path, np_: int | None, dtype: str = "float32",
-            devices: list[str] | None = None, scoring: str = "workers") -> dict:
-    """A `djx process` run in its own process (as a user runs it); its summary."""
-    recipe = {"dataset_path": str(data), "export_path": str(out / "o.jsonl"), "batch_size": 32,
-              "process": [{"image_text_similarity_filter": {"hf_clip": str(model), "min_score": -1e9,
-                                                            "dtype": dtype}}], "scoring": scoring}
+            devices: list[str] | None = None, scoring: str = "workers", seconds_per_pair: float | None = None) -> dict:
+    """A `djx process` run in its own process (as a user runs it); its summary. `seconds_per_pair`:
+    the simulated device (tools/simulated_device.py) in place of the model's forward."""
+    op = {"hf_clip": str(model), "min_score": -1e9, "dtype": dtype}
+    name = "image_text_similarity_filter"
+    recipe = {"dataset_path": str(data), "export_path": str(out / "o.jsonl"), "batch_size": 32, "scoring": scoring}
+    if seconds_per_pair is not None:
+        name, op["seconds_per_pair"] = "simulated_device_clip_filter", seconds_per_pair
+        recipe["custom_ops"] = [str(REPO / "tools" / "simulated_device.py")]
+    recipe["process"] = [{name: op}]
     if devices is not None:
         recipe["devices"] = devices
     if np_ is not None:
@@ -141,6 +146,25 @@ def raw_forward(model: Path, data: Path, n: int, device: str, dtype: str, batch:
     return len(samples) / (time.perf_counter() - t0)
 
 
+def steady(summary: dict) -> float:
+    return (summary.get("timing") or {}).get("steady_samples_per_second") or summary["samples_per_second"]
+
+
+def device_proxy(work: Path, data: Path, cores: int) -> None:
+    """The simulated device: the shipped tiny CLIP's preparing (decode, processor, tokenizer) on the
+    workers, and a scorer that takes a fixed time per pair outside the GIL (as a GPU does). First a
+    free device gives the rate the workers prepare at (R); then a device of exactly that speed: a
+    shape where workers and device never wait for each other reaches R again. Target >= 0.9 R."""
+    free = djx_run(TINY / "tiny-clip", data, work / "out-sim-free", None, scoring="device", devices=["cpu"],
+                   seconds_per_pair=0.0)
+    rate = steady(free)
+    sim = djx_run(TINY / "tiny-clip", data, work / "out-sim-device", None, scoring="device", devices=["cpu"],
+                  seconds_per_pair=1.0 / rate)
+    print(f"\n## simulated device (tiny CLIP prepared on {free.get('workers')} workers, scoring: device)\n"
+          f"free device: R = {rate:,.1f} samples/s; a device of R pairs/s ({1000.0 / rate:.3f} ms a pair): "
+          f"{steady(sim):,.1f} samples/s = **{steady(sim) / rate:.2f} x R** (target >= 0.9)", flush=True)
+
+
 def row(label: str, summary: dict, limit: float, cores: int) -> str:
     t = summary.get("timing") or {}
     rate = t.get("steady_samples_per_second") or summary["samples_per_second"]
@@ -155,11 +179,15 @@ def main() -> None:
     ap.add_argument("--work", type=Path)
     ap.add_argument("--full-clip", action="store_true")
     ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--only", choices=["device"], help="device: the simulated-device proxy alone")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-throughput-"))
     cores = len(os.sched_getaffinity(0))
     data = write_photos(work / "photos", args.n)
     print(f"# bench_throughput: {args.n} distinct 640x480 JPEGs, {cores} cores")
+    device_proxy(work, data, cores)
+    if args.only == "device":
+        return
     models = [save_clip(work / "models", full=False)] + ([save_clip(work / "models", full=True)] if args.full_clip else [])
     for model in models:
         limit = prepare_limit(model, data, min(args.n, 240))

@@ -1,0 +1,30 @@
+"""A plug-in for tools/bench_throughput.py: a device of known speed, so a CPU machine can measure
+whether the execution shape keeps a device busy.
+
+`simulated_device_clip_filter` prepares exactly as image_text_similarity_filter does (decode, the
+model's processor and tokenizer, in the workers) and, where it scores (the device's scorer with
+`scoring: device`), waits `seconds_per_pair` for every pair it is given, outside the interpreter
+lock, as a GPU's forward does: one scorer thread then sustains exactly 1 / seconds_per_pair pairs/s.
+Its scores are the pairs' cosine of nothing (0.5): it measures time, not matching.
+
+    custom_ops: [tools/simulated_device.py]
+    process: [{simulated_device_clip_filter: {hf_clip: ..., seconds_per_pair: 0.001, min_score: 0}}]
+"""
+from __future__ import annotations
+
+import time
+
+from djx import register_op
+from djx.ops.filter.image_text_similarity_filter import ImageTextSimilarityFilter
+
+
+@register_op("simulated_device_clip_filter")
+class SimulatedDeviceClip(ImageTextSimilarityFilter):
+    def __init__(self, seconds_per_pair: float = 0.0, **kw):
+        super().__init__(**kw)
+        self.seconds_per_pair = seconds_per_pair
+
+    def score(self, loaded, prepared, fault=(), counters=None):
+        if self.seconds_per_pair > 0:
+            time.sleep(self.seconds_per_pair * len(prepared.pairs))  # the device at work; the GIL is free
+        return [0.5] * len(prepared.pairs)
