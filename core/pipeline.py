@@ -180,7 +180,7 @@ class Pipeline:
                     stop.check(RUN_SAVED)
             clock.partial = limit is not None and has_more(files, source.state)
             ledger.end(source.state)
-            summary = ledger.finish(plan, source.state)
+            summary = ledger.finish(plan, source.state, source.read_seconds)
         if recipe.report:
             _write_report(self.ops, recipe, paths.export, log, stop)
         return summary

@@ -101,18 +101,23 @@ class OpCounts:
     seconds: float = 0.0
     with_images: int = 0
     reused: int = 0  # samples whose stats for this filter were already there (not recomputed)
+    # where the op's time went, summed over workers: phase (decode, preprocess, wait, transfer,
+    # forward, scorer_busy, ...) -> seconds (core/run/breakdown.py)
+    phases: dict = field(default_factory=dict)
 
     def __add__(self, other: "OpCounts") -> "OpCounts":
-        return OpCounts(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+        return OpCounts(*(add_counters(getattr(self, f.name), getattr(other, f.name)) if f.name == "phases"
+                          else getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
 
     def to_dict(self) -> dict:
         return {"in": self.seen, "kept": self.kept, "dropped": self.dropped, "rejected": self.rejected,
-                "seconds": self.seconds, "with_images": self.with_images, "reused": self.reused}
+                "seconds": self.seconds, "with_images": self.with_images, "reused": self.reused,
+                "phases": dict(self.phases)}
 
     @classmethod
     def from_dict(cls, d: dict) -> "OpCounts":
         return cls(d["in"], d["kept"], d["dropped"], d["rejected"], d["seconds"], d.get("with_images", 0),
-                   d.get("reused", 0))
+                   d.get("reused", 0), dict(d.get("phases") or {}))
 
 
 def add_counters(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:

@@ -91,7 +91,7 @@ def test_join_keeps_one_table_and_refuses_two(tmp_path):
     floats = PreparedPairs(clip(images[3:6], return_tensors="pt")["pixel_values"], [[1]], [(0, 0)])
     mixed = join([a, floats])
     assert mixed.pixel_table is None and mixed.pixels.dtype == torch.float32
-    assert float((mixed.pixels - clip(images[:6], return_tensors="pt")["pixel_values"]).abs().max()) <= 1e-6
+    assert float((mixed.pixels[:] - clip(images[:6], return_tensors="pt")["pixel_values"]).abs().max()) <= 1e-6
     other = PreparedPairs(b.pixels, [[1]], [(0, 0)], (b.pixel_table - 0.5))  # another normalisation
     with pytest.raises(ValueError, match="different normalisations"):
         join([a, other])

@@ -15,16 +15,30 @@ from __future__ import annotations
 import time
 
 from djx import register_op
+from djx.ops.common.prepared import row_pieces
+from djx.ops.filter.image_text_model_filter import GPU_FORWARD_BATCH
 from djx.ops.filter.image_text_similarity_filter import ImageTextSimilarityFilter
 
 
 @register_op("simulated_device_clip_filter")
 class SimulatedDeviceClip(ImageTextSimilarityFilter):
-    def __init__(self, seconds_per_pair: float = 0.0, **kw):
-        super().__init__(**kw)
+    def __init__(self, seconds_per_pair: float = 0.0, forward_batch_size: int = GPU_FORWARD_BATCH, **kw):
+        super().__init__(forward_batch_size=forward_batch_size, **kw)
         self.seconds_per_pair = seconds_per_pair
 
     def score(self, loaded, prepared, fault=(), counters=None):
+        # what a GPU's scorer does on its CPU for each forward of a GPU's size: take the forward's
+        # pixel rows and pad its texts (the transfer and the forward are the device's)
+        def pixels(rows):
+            row_pieces(prepared.pixels, rows[0], rows[-1] + 1)  # each piece then goes to the device
+            return [None] * len(rows)
+
+        def texts(rows):
+            self.token_rows(loaded, prepared, rows)
+            return [None] * len(rows)
+        if prepared.pixels is not None:
+            self.forward(pixels, list(range(prepared.n_images)), loaded, fault, counters)
+        self.forward(texts, list(range(len(prepared.tokens))), loaded, fault, counters)
         if self.seconds_per_pair > 0:
             time.sleep(self.seconds_per_pair * len(prepared.pairs))  # the device at work; the GIL is free
         return [0.5] * len(prepared.pairs)

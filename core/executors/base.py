@@ -4,6 +4,7 @@ the Ray engine implement it; the ledger consumes what they yield."""
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Protocol
 
@@ -34,6 +35,7 @@ class DatasetSource:
     on_first_read: Callable[[], None] | None = None  # called once reading starts (start-up is over)
     max_record_bytes: int = MAX_RECORD_BYTES  # a record over this is rejected unread (recipe max_record_bytes)
     stats_file: str | None = None  # the stats file beside the export read (export_input.stats_beside)
+    read_seconds: float = 0.0  # time spent reading (the main process's share of a run: core/run/breakdown.py)
 
     def __iter__(self) -> Iterator[InputBatch]:
         if self.on_first_read is not None:
@@ -44,13 +46,15 @@ class DatasetSource:
             items = with_stats_rows(items, self.stats_file, self.state.records)
         if self.limit is not None:  # the first `limit` samples (blank lines are not samples)
             items = itertools.islice(items, max(self.limit - self.state.records, 0))
-        block, size = [], 0
+        block, size, t0 = [], 0, time.perf_counter()
         for item in items:
             block.append(item)
             size += item.size
             if len(block) >= self.batch_size or size >= self.max_batch_bytes:
+                self.read_seconds += time.perf_counter() - t0
                 yield InputBatch(block, dict(vars(self.state)))
-                block, size = [], 0
+                block, size, t0 = [], 0, time.perf_counter()
+        self.read_seconds += time.perf_counter() - t0
         if block:
             yield InputBatch(block, dict(vars(self.state)))
 

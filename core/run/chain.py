@@ -15,6 +15,7 @@ from djx.core.io.image_paths import path_writer
 from djx.core.io.record_limits import encoded, output_problem
 from djx.core.records import BatchResult, FailFast, Item, Rejection, parse_pending
 from djx.core.io.reinput import input_sample, unwrap_rejected
+from djx.core.run.breakdown import PHASE
 from djx.core.run.early_check import reach
 from djx.core.run.mapped import as_read, changed, seen_by_op, snapshot
 from djx.core.run.provenance import StatBooks
@@ -158,7 +159,7 @@ class OpChain:
         for start in range(0, len(live), step):
             idx = live[start:start + step]
             rejected.update(self._call_isolated(op, samples, idx, images, pool, text_key, image_key,
-                                                result.counters))
+                                                result.counters, result.op_counts[k].phases))
         _restore_keys(samples, own)
         books.remapped(changed(before, samples))
         kept, counts = [], result.op_counts[k]
@@ -189,7 +190,7 @@ class OpChain:
         return kept
 
     def _call_isolated(self, op, samples, idx, images, pool, text_key, image_key,
-                       counters: dict) -> dict[int, tuple]:
+                       counters: dict, phases: dict) -> dict[int, tuple]:
         """Run op on samples[idx]; if it raises, run each sample alone so only the bad ones are rejected.
         Returns {sample index: (reason, code, exception type or None)}; the op's event counters are
         added to `counters`, the samples it put in batch.samples replace those in `samples`.
@@ -199,7 +200,10 @@ class OpChain:
             _invoke(op, batch)
             out = _adopt_replacements(op, batch, samples, idx)
             for k, v in batch.counters.items():
-                counters[k] = counters.get(k, 0) + v
+                if k.startswith(PHASE):  # where the op's time went: its own tally (breakdown.py)
+                    phases[k[len(PHASE):]] = phases.get(k[len(PHASE):], 0.0) + v
+                else:
+                    counters[k] = counters.get(k, 0) + v
             return {**out, **{idx[j]: (r, batch.codes.get(j), None) for j, r in batch.rejected.items()}}
         except KeyboardInterrupt:
             raise
@@ -210,7 +214,7 @@ class OpChain:
                 return {idx[0]: (_reason(op, e), "op_error", type(e).__name__)}
         out = {}
         for j in idx:
-            out.update(self._call_isolated(op, samples, [j], images, pool, text_key, image_key, counters))
+            out.update(self._call_isolated(op, samples, [j], images, pool, text_key, image_key, counters, phases))
         return out
 
     def reject(self, item: Item, op_index: int | None, reason: str, code: str | None = None,

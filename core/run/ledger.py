@@ -7,6 +7,7 @@ import errno
 import shutil
 import time
 
+from djx.core.run.breakdown import breakdown
 from djx.core.run.check import check_outputs
 from djx.core.run.chain import OpChain
 from djx.core.run.early_check import EarlyCheck
@@ -54,6 +55,7 @@ class RunLedger:
         self.bar: Progress | None = None
         self.read_at: dict | None = None   # reader position after the last batch written
         self.batches = self.saved = 0      # batches written; ... as of the last checkpoint
+        self.write_seconds = 0.0           # this session's time in add(): writing and the books
         # the last batch written whole: (batches, reader position, counts, part lengths), set in one
         # assignment, so an interrupt anywhere in `add` saves exactly the batches finished before it
         self.done: tuple | None = None
@@ -73,6 +75,13 @@ class RunLedger:
         return self
 
     def add(self, res: BatchResult) -> None:
+        t0 = time.perf_counter()
+        try:
+            self._add(res)
+        finally:
+            self.write_seconds += time.perf_counter() - t0
+
+    def _add(self, res: BatchResult) -> None:
         if self.early is not None:
             self._stop_if(self.early.add(res))
         with ctrl_c_after():  # a Ctrl-C never cuts a batch: it comes once the batch is recorded
@@ -146,9 +155,10 @@ class RunLedger:
         counts.restarts = self.before[1] + self.executor.restarts
         return session
 
-    def finish(self, plan, state: ReadState) -> dict:
+    def finish(self, plan, state: ReadState, read_seconds: float = 0.0) -> dict:
         """Check the written parts, move them into place with the summary; return the summary.
-        Raises CheckError (after writing) when the stats or the counts do not add up."""
+        `read_seconds`: the main process's time reading the input. Raises CheckError (after
+        writing) when the stats or the counts do not add up."""
         recipe, writer = self.recipe, self.writer
         self.bar.close()  # its last line before the table
         if self.early is not None:
@@ -162,6 +172,8 @@ class RunLedger:
                                 session, self.session_samples, self.start.resumed)
         if self.clock is not None:
             summary.update(self.clock.summary_fields(summary, self.start.resumed))
+        summary["time_breakdown"] = breakdown(summary["ops"], {"read": read_seconds, "write": self.write_seconds},
+                                              (summary.get("timing") or {}).get("processing_seconds") or session)
         summary["outputs"].update(export_files=writer.export_files(self.counts.kept),
                                   stats=writer.paths.stats if writer.split_keys else None)
         try:

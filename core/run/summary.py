@@ -1,6 +1,7 @@
 """The run summary: written as <stem>.summary.json and printed as a table at the end."""
 from __future__ import annotations
 
+from djx.core.run.breakdown import format_breakdown
 from djx.core.run.estimate import format_estimate
 from djx.core.plan.resources import peak_rss_bytes, uss_bytes
 
@@ -22,7 +23,8 @@ def build_summary(recipe, paths, plan, executor, ops, counts, state, report, ses
         "rejected_share": round(counts.rejected / max(n, 1), 4),
         "rejected_by_code": dict(sorted(counts.rejected_by_code.items(), key=lambda kv: -kv[1])),
         "ops": [{"name": op.name, "in": c.seen, "kept": c.kept, "dropped": c.dropped, "rejected": c.rejected,
-                 "seconds": round(c.seconds, 3), "reused_stats": c.reused, "uses_model": bool(op.model_specs())}
+                 "seconds": round(c.seconds, 3), "reused_stats": c.reused, "uses_model": bool(op.model_specs()),
+                 "phases": {k: round(v, 3) for k, v in c.phases.items()}}
                 for op, c in zip(ops, counts.ops)],
         "skipped_ops": recipe.skipped_ops(),  # unknown ops a skip_unknown_ops recipe ran without
         "recipe": {**recipe.to_dict(), "base_dir": recipe.base_dir},  # what ran (djx explain reads its ops)
@@ -103,6 +105,7 @@ def format_summary(s: dict) -> str:
             lines.append(f"  {o['name'].ljust(w)}  {o['in']:>8} {o['kept']:>8} {o['dropped']:>8} "
                          f"{o['rejected']:>8} {o['seconds']:>8.2f}")
         lines.append(f"  * op-sec: {OPS_SECONDS}, over {s.get('workers')} worker(s)")
+    lines += format_breakdown(s)
     lines += _reused_and_skipped(s)
     mem = s.get("memory", {})
     lines.append(f"  workers: {s.get('workers')}, loads of one model per process (max): "

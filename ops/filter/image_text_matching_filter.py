@@ -37,12 +37,12 @@ class ImageTextMatchingFilter(ImageTextModelFilter):
         model, device = loaded.model, loaded.device
 
         def encode_images(rows):
-            return list(model.vision_model(pixel_values=self.pixel_rows(loaded, prepared, rows)).last_hidden_state)
+            return list(model.vision_model(pixel_values=self.pixel_rows(loaded, prepared, rows, counters)).last_hidden_state)
 
         vision = self.forward(encode_images, list(range(prepared.n_images)), loaded, fault, counters)
 
         def match(chunk):
-            tok = self.token_rows(loaded, prepared, [t for t, _ in chunk])
+            tok = self.token_rows(loaded, prepared, [t for t, _ in chunk], counters)
             embeds = torch.stack([vision[i] for _, i in chunk])
             atts = torch.ones(embeds.shape[:-1], dtype=torch.long, device=device)
             hidden = model.text_encoder(input_ids=tok["input_ids"], attention_mask=tok["attention_mask"],

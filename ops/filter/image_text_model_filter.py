@@ -15,11 +15,12 @@ from PIL import ImageOps
 
 from djx import Batch, Filter, RecipeError, SampleError, range_reason
 from djx.core.models.oom import OOM_REASON, forward_with_backoff
+from djx.core.run.breakdown import forward_timed, timed
 from djx.core.recipe.context import TOKEN_MISMATCH
 from djx.ops.common.model_op import OneModelOp, check_forward_batch
 from djx.ops.common import device_decode
 from djx.ops.common.pixels import processor_pixels, to_model, value_table
-from djx.ops.common.prepared import PreparedPairs, join, split
+from djx.ops.common.prepared import PreparedPairs, join, row_pieces, split
 from djx.ops.models import load_host_side
 from djx.ops.filter.per_image import keep_images
 
@@ -45,8 +46,10 @@ def split_chunks(text: str, n_images: int, image_token: str, eoc_token: str) -> 
 # Items per model forward when a recipe does not say. On a CPU a forward of 8 is as fast per item
 # as one of 32 (CLIP ViT-B/32, one thread: 18.98 vs 18.70 s for 128 pairs, three runs each) and
 # holds a quarter of the activations (peak +35 MB against +175 MB over the loaded model, per
-# worker). A GPU needs the larger forwards to be busy.
-CPU_FORWARD_BATCH, GPU_FORWARD_BATCH = 8, 32
+# worker). A GPU needs the larger forwards to be busy: CLIP B/32 in bf16 on an H100 did 12,457
+# pairs/s in forwards of 256; the device's scorer joins batches up to 512 pairs to fill them (OOM
+# halves a forward).
+CPU_FORWARD_BATCH, GPU_FORWARD_BATCH = 8, 256
 
 
 def default_forward_batch(device: str) -> int:
@@ -94,19 +97,27 @@ class ImageTextModelFilter(OneModelOp, Filter):
         return forward_with_backoff(fn, items, size, loaded.device, fault, counters)
 
     @staticmethod
-    def pixel_rows(loaded, prepared: PreparedPairs, rows: list[int]):
+    def pixel_rows(loaded, prepared: PreparedPairs, rows: list[int], counters: dict | None = None):
         """The prepared pixel rows `rows` (consecutive), on the model's device and dtype (uint8
-        rows rescaled and normalised there, as the processor does; JPEG bytes decoded there first)."""
-        if prepared.jpegs:
-            device_decode.decode(prepared, loaded.processor.image_processor, loaded.device)
-        return to_model(prepared.pixels[rows[0]:rows[-1] + 1], prepared.pixel_table, loaded.device, loaded.dtype)
+        rows rescaled and normalised there, as the processor does; JPEG bytes decoded there first);
+        the time it takes is the transfer's in `counters`."""
+        import torch
+        with timed(counters, "transfer"):
+            if prepared.jpegs:
+                device_decode.decode(prepared, loaded.processor.image_processor, loaded.device)
+            # each joined batch's rows go to the device straight from where they lie (the worker's
+            # shared buffer), then are put together there
+            pieces = [p.to(loaded.device, non_blocking=True)
+                      for p in row_pieces(prepared.pixels, rows[0], rows[-1] + 1)]
+            return to_model(pieces[0] if len(pieces) == 1 else torch.cat(pieces), prepared.pixel_table,
+                            loaded.device, loaded.dtype)
 
     @staticmethod
-    def token_rows(loaded, prepared: PreparedPairs, rows: list[int]) -> dict:
+    def token_rows(loaded, prepared: PreparedPairs, rows: list[int], counters: dict | None = None) -> dict:
         """input_ids and attention_mask of the texts `rows`, padded as the tokenizer pads a list."""
-        padded = loaded.processor.tokenizer.pad({"input_ids": [prepared.tokens[t] for t in rows]},
-                                                padding=True, return_tensors="pt")
-        return {k: padded[k].to(loaded.device) for k in ("input_ids", "attention_mask")}
+        with timed(counters, "transfer"):
+            padded = pad_tokens(loaded.processor.tokenizer, [prepared.tokens[t] for t in rows])
+            return {k: padded[k].to(loaded.device) for k in ("input_ids", "attention_mask")}
 
     def score(self, loaded, prepared: PreparedPairs, fault=(), counters: dict | None = None) -> list:
         """Scores of the prepared pairs, from the prepared tensors alone; None where a forward
@@ -118,8 +129,14 @@ class ImageTextModelFilter(OneModelOp, Filter):
         return pool.host(("prepare", self.spec), lambda: load_host_side(self.spec))
 
     def score_parts(self, loaded, parts: list[PreparedPairs], fault=(), counters: dict | None = None) -> list:
-        """Several batches' prepared pairs scored together; their scores, batch by batch."""
-        return split(self.score(loaded, join(parts), fault, counters), parts)
+        """Several batches' prepared pairs scored together; their scores, batch by batch. The
+        scorer hands the parts already joined where it could (`parts.assembled`)."""
+        joined = getattr(parts, "assembled", None) or self.assemble_parts(parts)
+        return split(self.score(loaded, joined, fault, counters), parts)
+
+    def assemble_parts(self, parts: list[PreparedPairs]) -> PreparedPairs:
+        """Several batches' prepared pairs as one (the scorer does this while the forwards before run)."""
+        return join(parts)
 
     # -- the filter: prepare (host), score (model), finish (batch) -------------------------------
     def prepare(self, batch: Batch, processor, text_len: int) -> tuple[PreparedPairs, list]:
@@ -138,8 +155,9 @@ class ImageTextModelFilter(OneModelOp, Filter):
                                       ctx.eoc_special_token)
                 for ref in refs:
                     if ref not in image_ids:  # decoded first: an image that fails is never given an index
-                        image = device_decode.read_jpeg(batch.images, ref) if geo else None
-                        image = image if image is not None else self._flip(batch.images.rgb(ref, target))
+                        with timed(batch.counters, "decode"):
+                            image = device_decode.read_jpeg(batch.images, ref) if geo else None
+                            image = image if image is not None else self._flip(batch.images.rgb(ref, target))
                         image_ids[ref] = len(images)
                         images.append(image)
             except SampleError as e:
@@ -154,8 +172,9 @@ class ImageTextModelFilter(OneModelOp, Filter):
                 sample_chunks.append(list(range(len(pairs), len(pairs) + count)))
                 pairs.extend((t, image_ids[ref]) for ref in refs[first:first + count])
             plan.append(sample_chunks)
-        tokens = processor.tokenizer(texts, truncation=True, max_length=text_len)["input_ids"] if texts else []
-        return self._with_pixels(PreparedPairs(None, tokens, pairs), processor.image_processor, images, geo), plan
+        with timed(batch.counters, "preprocess"):
+            tokens = processor.tokenizer(texts, truncation=True, max_length=text_len)["input_ids"] if texts else []
+            return self._with_pixels(PreparedPairs(None, tokens, pairs), processor.image_processor, images, geo), plan
 
     def _with_pixels(self, prepared: PreparedPairs, image_processor, images: list, geo) -> PreparedPairs:
         """`prepared` with the images' pixels (uint8 and their table where the processor allows it)
@@ -203,11 +222,13 @@ class ImageTextModelFilter(OneModelOp, Filter):
         prepared, plan = self.prepare(batch, processor, text_len)
         scores = []
         if prepared.pairs and scorer is not None:
-            scores = scorer.score(self, prepared, batch.ctx.fault, batch.counters)
+            with timed(batch.counters, "wait"):  # its forwards come back in the scorer's counters
+                scores = scorer.score(self, prepared, batch.ctx.fault, batch.counters)
         elif prepared.pairs:
             import torch
             with torch.inference_mode():
-                scores = self.score(loaded, prepared, batch.ctx.fault, batch.counters)
+                scores = forward_timed(lambda: self.score(loaded, prepared, batch.ctx.fault, batch.counters),
+                                       batch.counters)
         self.finish(batch, plan, scores)
 
     def keep(self, stats: dict) -> bool:
@@ -238,6 +259,24 @@ def _image_side(processor) -> int:
     if isinstance(size, dict):
         return int(size.get("shortest_edge") or size.get("height") or 0)
     return int(getattr(size, "shortest_edge", 0) or getattr(size, "height", 0) or 0)
+
+
+def pad_tokens(tokenizer, rows: list[list[int]]) -> dict:
+    """input_ids and attention_mask of `rows` padded to the longest, exactly as `tokenizer.pad` pads
+    a list (its pad id, on its padding side), in one tensor call per key: the tokenizer's own pad
+    costs a scorer ~0.1 ms a row in Python, every forward."""
+    import torch
+    pad_id, longest = tokenizer.pad_token_id, max(map(len, rows), default=0)
+    if pad_id is None or tokenizer.padding_side not in ("left", "right"):
+        padded = tokenizer.pad({"input_ids": rows}, padding=True, return_tensors="pt")  # it says what is wrong
+        return {k: padded[k] for k in ("input_ids", "attention_mask")}
+    left = tokenizer.padding_side == "left"
+    ids, mask = [], []
+    for r in rows:
+        fill = longest - len(r)
+        ids.append([pad_id] * fill + r if left else r + [pad_id] * fill)
+        mask.append([0] * fill + [1] * len(r) if left else [1] * len(r) + [0] * fill)
+    return {"input_ids": torch.tensor(ids, dtype=torch.long), "attention_mask": torch.tensor(mask, dtype=torch.long)}
 
 
 def max_text_len(model) -> int:

@@ -36,12 +36,12 @@ class ImageTextSimilarityFilter(ImageTextModelFilter):
         model = loaded.model
 
         def encode_images(rows):
-            out = model.vision_model(pixel_values=self.pixel_rows(loaded, prepared, rows))
+            out = model.vision_model(pixel_values=self.pixel_rows(loaded, prepared, rows, counters))
             feats = model.visual_projection(out.pooler_output).float()
             return list((feats / feats.norm(dim=-1, keepdim=True)).cpu())  # one copy per chunk
 
         def encode_texts(rows):
-            out = model.text_model(**self.token_rows(loaded, prepared, rows))
+            out = model.text_model(**self.token_rows(loaded, prepared, rows, counters))
             feats = model.text_projection(out.pooler_output).float()
             return list((feats / feats.norm(dim=-1, keepdim=True)).cpu())  # one copy per chunk
 

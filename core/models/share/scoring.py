@@ -19,9 +19,11 @@ from __future__ import annotations
 import pickle
 import queue
 import threading
+import time
 from dataclasses import dataclass, field
 
 from djx.core.models.share.score_client import ScoreRequest
+from djx.core.run.breakdown import PHASE, forward_timed
 
 JOIN_PAIRS = {"cpu": 64, "cuda": 512}  # pairs scored together at most (each op halves on OOM)
 
@@ -60,6 +62,14 @@ class ScoringDesk:
         return True
 
 
+class AssembledParts(list):
+    """The prepared parts of one group, with what the op assembled of them beforehand
+    (`assembled`: its `assemble_parts`, None where it has none, and the `seconds` it took);
+    score_parts takes them as parts."""
+    assembled = None
+    seconds = 0.0
+
+
 @dataclass
 class _Pending:
     request: ScoreRequest
@@ -68,13 +78,19 @@ class _Pending:
 
 
 class Scorer:
-    """The owner's scoring thread: one op's waiting requests joined into one set of forwards."""
+    """The owner's scoring: one op's waiting requests joined into one set of forwards, in two
+    threads so that the device never waits on the host: the gathering thread takes the requests
+    waiting for one op, up to the forward budget, and assembles them (`op.assemble_parts`: the
+    joined prepared pairs) while the scoring thread runs the forwards of the group before; each
+    request's own thread (the connection's) sends its answer, not the scoring thread."""
 
     def __init__(self, device: str):
         self.device = device
         self._queue: queue.Queue = queue.Queue()
+        self._assembled: queue.Queue = queue.Queue(maxsize=1)  # the next group, ready to score
         self._ops: dict = {}     # key -> the op, unpickled once
         self._models: dict = {}  # spec -> the loaded model, loaded here once
+        threading.Thread(target=self._gather, name="djx-scorer-gather", daemon=True).start()
         threading.Thread(target=self._run, name="djx-scorer", daemon=True).start()
 
     def submit(self, request: ScoreRequest) -> tuple:
@@ -84,13 +100,13 @@ class Scorer:
         pending.done.wait()
         return pending.answer
 
-    def _run(self) -> None:
+    def _gather(self) -> None:
         budget = JOIN_PAIRS["cpu" if self.device == "cpu" else "cuda"]
         held: list = []  # requests taken while joining that belong to another op
         while True:
             first = held.pop(0) if held else self._queue.get()
             if first.request.prepared is None:  # a worker's warm-up: load the op's model now
-                self._answer([first], lambda op, loaded, parts: [[]])
+                self._assembled.put(([first], None, None))
                 continue
             group, pairs = [first], len(first.request.prepared.pairs)
             while pairs < budget:
@@ -103,26 +119,58 @@ class Scorer:
                     pairs += len(more.request.prepared.pairs)
                 else:
                     held.append(more)
+            t0 = time.perf_counter()
+            try:
+                op = self._op(first.request)
+                parts = AssembledParts(p.request.prepared for p in group)
+                if hasattr(op, "assemble_parts"):
+                    parts.assembled = op.assemble_parts(parts)
+            except Exception as e:  # noqa: BLE001  (each waiting worker gets the error to raise)
+                self._fail(group, e)
+                continue
+            parts.seconds = time.perf_counter() - t0
+            self._assembled.put((group, op, parts))  # waits while the scoring thread is busy
+
+    def _run(self) -> None:
+        while True:
+            group, op, parts = self._assembled.get()
+            if op is None:  # a warm-up
+                self._answer(group, lambda op, loaded, parts: [[]])
+                continue
+            first = group[0]
             # forwards and OOM retries, reported once: with the first request; joined: the batches
             # scored in forwards shared with another batch
             counters: dict = {"joined_batches": len(group)} if len(group) > 1 else {}
-            self._answer(group, lambda op, loaded, parts: op.score_parts(loaded, parts, first.request.fault, counters),
-                         counters)
+            counters[PHASE + "assemble"] = parts.seconds
+            t0 = time.perf_counter()
+            self._answer(group, lambda op, loaded, _: forward_timed(
+                lambda: op.score_parts(loaded, parts, first.request.fault, counters), counters), counters,
+                busy_since=t0 - parts.seconds)
 
-    def _answer(self, group: list, score, counters: dict | None = None) -> None:
-        """Answer each request of `group` with its part of `score(op, loaded, parts)`, or the error."""
+    def _answer(self, group: list, score, counters: dict | None = None, busy_since: float | None = None) -> None:
+        """Answer each request of `group` with its part of `score(op, loaded, parts)`, or the error;
+        the scorer's time on the group since `busy_since` is added to `counters` (scorer_busy)."""
         try:
             op = self._op(group[0].request)
             loaded = self._model(op.spec)
             import torch
             with torch.inference_mode():
                 scores = score(op, loaded, [p.request.prepared for p in group])
+            if counters is not None and busy_since is not None:
+                counters[PHASE + "scorer_busy"] = time.perf_counter() - busy_since
             answers = [("scores", s, (counters or {}) if i == 0 else {}) for i, s in enumerate(scores)]
         except Exception as e:  # noqa: BLE001  (each waiting worker gets the error to raise)
-            from djx.core.errors import DjxError
-            answers = [("error", f"{type(e).__name__}: {e}", isinstance(e, DjxError))] * len(group)
+            self._fail(group, e)
+            return
         for pending, answer in zip(group, answers):
             pending.answer = answer
+            pending.done.set()
+
+    @staticmethod
+    def _fail(group: list, e: Exception) -> None:
+        from djx.core.errors import DjxError
+        for pending in group:
+            pending.answer = ("error", f"{type(e).__name__}: {e}", isinstance(e, DjxError))
             pending.done.set()
 
     def _op(self, request: ScoreRequest):

@@ -1,0 +1,82 @@
+"""Where a run's time went: per model op (decode, preprocess, wait for the scorer, transfer,
+forward, the scorer's busy time) and in the main process (read, write), for the summary and the
+report. This is what a device check reads first: a device idle while the workers wait on each
+other, or a main process that caps the run, shows here.
+
+An op reports a phase by adding seconds to `batch.counters["time.<phase>"]` (`timed`); the chain
+sums them per op (OpCounts.phases). The device's scorer reports its phases with the first request
+of each group it scores, so they are counted once per forward, not once per batch. On a GPU the
+host's clock sees asynchronous work when it is waited for: a transfer's time shows in the forward
+that follows it.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+
+PHASE = "time."
+
+# the phases in the order a sample meets them, with the words the summary prints
+STEPS = (("decode", "decode"), ("preprocess", "preprocess"), ("wait", "wait for the scorer"),
+         ("assemble", "assemble (scorer)"), ("transfer", "transfer"), ("forward", "forward"))
+
+
+@contextlib.contextmanager
+def timed(counters: dict | None, phase: str):
+    """Add the block's wall time to `counters` under phase `phase` (no-op without counters)."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        if counters is not None:
+            key = PHASE + phase
+            counters[key] = counters.get(key, 0.0) + time.perf_counter() - t0
+
+
+def forward_timed(score, counters: dict | None):
+    """`score()`, its wall time added to `counters` as the forward's, less the transfer it timed."""
+    before = (counters or {}).get(PHASE + "transfer", 0.0)
+    t0 = time.perf_counter()
+    try:
+        return score()
+    finally:
+        if counters is not None:
+            moved = counters.get(PHASE + "transfer", 0.0) - before
+            counters[PHASE + "forward"] = counters.get(PHASE + "forward", 0.0) + time.perf_counter() - t0 - moved
+
+
+def breakdown(ops: list[dict], main: dict, processing_seconds: float) -> dict:
+    """The summary's `time_breakdown`: the main process's read and write seconds, each op's
+    phases, and the scorer's busy share of the processing time (where it scored)."""
+    out = {"processing_seconds": round(processing_seconds, 3),
+           "main": {k: round(v, 3) for k, v in main.items()}, "ops": {}}
+    busy = 0.0
+    for o in ops:
+        phases = o.get("phases") or {}
+        if phases:
+            out["ops"][o["name"]] = {k: round(v, 3) for k, v in phases.items()}
+            busy += phases.get("scorer_busy", 0.0)
+    if busy:
+        out["scorer_busy_share"] = round(busy / max(processing_seconds, 1e-9), 3)
+    return out
+
+
+def format_breakdown(s: dict) -> list[str]:
+    """The summary's lines on where the time went (none for a summary without them)."""
+    b = s.get("time_breakdown")
+    if not b:
+        return []
+    main = b.get("main") or {}
+    lines = [f"  where the time went: main process read {main.get('read', 0):.1f} s, write "
+             f"{main.get('write', 0):.1f} s of {b.get('processing_seconds', 0):.1f} s processing"]
+    for name, phases in (b.get("ops") or {}).items():
+        steps = [f"{words} {phases[key]:.1f} s" for key, words in STEPS if phases.get(key)]
+        if steps:
+            lines.append(f"    {name} (summed over workers): " + ", ".join(steps))
+        if phases.get("scorer_busy"):
+            host = phases["scorer_busy"] - phases.get("forward", 0.0)
+            lines.append(f"    {name}'s scorer: busy {phases['scorer_busy']:.1f} s, of it host work apart "
+                         f"from the forwards {max(host, 0.0):.1f} s")
+    if "scorer_busy_share" in b:
+        lines.append(f"    scorer busy {b['scorer_busy_share']:.0%} of the processing time")
+    return lines
