@@ -88,12 +88,12 @@ def _write_array(path: Path, records) -> Path:
 def test_convert_round_trips_a_json_array_and_json_lines(tmp_path, djx_cli):
     records = FIXTURE["input"] + ODD
     src = _write_array(tmp_path / "llava.json", records)
-    assert djx_cli("convert", "llava-to-djx", src, tmp_path / "djx.jsonl").rc == 0
+    assert djx_cli("convert", "llava-to-djx", src, tmp_path / "djx.jsonl", "--round-trip").rc == 0
     assert read_jsonl_file(tmp_path / "djx.jsonl")[0]["text"].startswith("[[human]]: <__dj__image>\n")
     assert djx_cli("convert", "djx-to-llava", tmp_path / "djx.jsonl", tmp_path / "back.json").rc == 0
     assert json.loads((tmp_path / "back.json").read_text(encoding="utf-8")) == records
     (tmp_path / "llava.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    assert djx_cli("convert", "llava-to-djx", tmp_path / "llava.jsonl", tmp_path / "djx2.json").rc == 0
+    assert djx_cli("convert", "llava-to-djx", tmp_path / "llava.jsonl", tmp_path / "djx2.json", "--round-trip").rc == 0
     assert djx_cli("convert", "djx-to-llava", tmp_path / "djx2.json", tmp_path / "back.jsonl").rc == 0
     assert read_jsonl_file(tmp_path / "back.jsonl") == records
 
@@ -145,7 +145,8 @@ MEASURE = """
 import resource, sys
 from djx.core.io.llava_files import convert
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(convert(sys.argv[1], sys.argv[2], "llava-to-djx"), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
+done = convert(sys.argv[1], sys.argv[2], "llava-to-djx")
+print((done.written, done.rejected), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
 """
 
 

@@ -16,7 +16,7 @@ def guard_outputs(dataset_path: str, paths: OutputPaths) -> None:
     that the next run would read."""
     _refuse_outputs_that_are_inputs(dataset_path, paths)
     _refuse_outputs_inside_input(dataset_path, paths)
-    _check_writable(os.path.dirname(os.path.abspath(paths.export)))
+    check_writable(os.path.dirname(os.path.abspath(paths.export)))
 
 
 def _outputs(paths: OutputPaths) -> dict[str, str]:
@@ -31,38 +31,45 @@ def _refuse_outputs_that_are_inputs(dataset_path: str, paths: OutputPaths) -> No
     """An output that is an input file (by name, link or hard link) would be overwritten with the
     run's results; one that is a folder could only be found unwritable after all the work."""
     from djx.core.io.dataset import dataset_files
+    refuse_inputs_as_outputs(dataset_files(dataset_path), _outputs(paths), "export_path",
+                             "choose an export_path whose outputs (.jsonl, .dropped.jsonl, .rejected.jsonl, "
+                             ".summary.json) are neither input files nor folders")
+
+
+def refuse_inputs_as_outputs(input_files: list[str], outputs: dict[str, str], where: str, fix: str) -> None:
+    """Refuse, before any work, an output (named: file) that is one of `input_files` (by name, link
+    or hard link: writing it would destroy the input being read) or an existing folder."""
     inputs = {}
-    for f in dataset_files(dataset_path):
+    for f in input_files:
         st = os.stat(f)
         inputs[(st.st_dev, st.st_ino)] = f
-    for name, out in _outputs(paths).items():
+    for name, out in outputs.items():
         try:
             st = os.stat(out)
         except OSError:
             continue
         same = inputs.get((st.st_dev, st.st_ino))
         if same:
-            raise DjxError(f"export_path: the {name} file {out} is the input file {same}; the run would "
-                           f"overwrite it: choose an export_path whose outputs are not input files")
+            raise DjxError(f"{where}: the {name} file {out} is the input file {same}; writing it would "
+                           f"overwrite it: {fix}")
         if os.path.isdir(out):
-            raise DjxError(f"export_path: the {name} file {out} is an existing folder; choose an export_path "
-                           f"whose outputs (.jsonl, .dropped.jsonl, .rejected.jsonl, .summary.json) are not folders")
+            raise DjxError(f"{where}: the {name} file {out} is an existing folder; {fix}")
 
 
-def _check_writable(folder: str) -> None:
+def check_writable(folder: str, where: str = "export_path") -> None:
     """The export folder exists or can be made, and is writable: say so now, not mid-run."""
     existing = folder
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
-        raise DjxError(f"export_path: cannot write under {folder}: {existing} is a file, not a folder")
+        raise DjxError(f"{where}: cannot write under {folder}: {existing} is a file, not a folder")
     try:  # by trying: permission bits do not tell for root, read-only mounts or /proc
         os.makedirs(folder, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".djx-write-probe-")
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise DjxError(f"export_path: cannot write under {folder} ({e.strerror or e})") from None
+        raise DjxError(f"{where}: cannot write under {folder} ({e.strerror or e})") from None
 
 
 def _glob_matches(path: str, pattern: str) -> bool:

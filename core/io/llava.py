@@ -58,6 +58,9 @@ class LlavaOptions:
             raise ValueError(f"{where}: image_broadcast needs split_chunk: true (as in Data-Juicer)")
         if opts.export not in ("llava", "djx"):
             raise ValueError(f"{where}.export: 'llava' or 'djx', got {opts.export!r}")
+        if not opts.sent_separator:
+            raise ValueError(f"{where}.sent_separator: '' joins the turns with nothing between them, and reading "
+                             f"them back (dj_to_llava) cuts every turn to ''; give a separator such as '\\n' or ' '")
         if not opts.image_token.strip():
             raise ValueError(f"{where}.image_token: LLaVA's image token, e.g. '<image>'; got {opts.image_token!r}")
         return opts
@@ -112,6 +115,29 @@ def llava_to_djx(record, opts: LlavaOptions, keys: Keys = Keys()) -> dict:
     if orig or back.keys() != record.keys():
         out[LLAVA_KEY] = {"text": _fingerprint(text), "orig": orig}
     return out
+
+
+def lost_without_orig(record: dict, sample: dict, opts: LlavaOptions, keys: Keys = Keys()) -> str | None:
+    """What of the LLaVA `record` its djx `sample` cannot give back without `__dj__llava__` (None:
+    nothing beyond the whitespace around a turn, which Data-Juicer's tools strip as well)."""
+    bare = {k: v for k, v in sample.items() if k != LLAVA_KEY}
+    try:
+        back = djx_to_llava(bare, opts, keys)
+    except FormatError as e:
+        return f"its text does not read back as turns ({e})"
+    for key, value in record.items():
+        if key not in ("id", "conversations") and back.get(key, "" if key == "image" else _MISSING) != value:
+            return (f"its key {key!r} is djx's text or image key (--text-key, --image-key name others)"
+                    if key in (keys.text_key, keys.image_key) else f"its key {key!r} does not come back")
+    turns, again = record["conversations"], back.get("conversations") or []
+    if len(again) != len(turns):
+        return f"its {len(turns)} turns read back as {len(again)} (a turn holds a role marker such as '[[gpt]]: ')"
+    for i, (a, b) in enumerate(zip(turns, again)):
+        if set(a) != {"from", "value"}:
+            return f"turn {i} has keys besides 'from' and 'value' ({', '.join(sorted(set(a) - {'from', 'value'}))})"
+        if a["from"] != b["from"] or a["value"].strip() != b["value"]:
+            return f"turn {i} reads back as {b['value']!r:.60} instead of {a['value'].strip()!r:.60}"
+    return None
 
 
 def _text_and_images(record: dict, o: LlavaOptions, eoc: str) -> tuple[str, list]:
@@ -187,7 +213,8 @@ def _conversations(text: str, o: LlavaOptions, keys: Keys, orig: dict) -> list:
     if o.only_keep_caption:  # dj_to_llava's restore_questions: the question as read, the caption as now
         convs = orig.get("conversations")
         if not isinstance(convs, list) or len(convs) < 2:
-            raise FormatError("only_keep_caption: the record's question is unknown (it was not read as LLaVA)")
+            raise FormatError("only_keep_caption: the record's question is unknown (it was not read as LLaVA, "
+                              "or converted without `djx convert --round-trip`, which keeps it)")
         return [convs[0], {"from": convs[1]["from"], "value": _clean(text, 1, o, keys.eoc_token)}]
     parts = _ROLE.split(text)
     if parts[0] == "":
@@ -203,7 +230,7 @@ def _clean(sentence: str, index: int, o: LlavaOptions, eoc: str) -> str:
     """dj_to_llava.py's clean_sentence: a turn's value without separators, eoc and later image tokens."""
     tok, sep = o.image_token, o.sent_separator
     sentence = sentence.strip()
-    if sentence.endswith(sep):
+    if sep and sentence.endswith(sep):  # (an empty separator "ends" every text: nothing to cut)
         sentence = sentence[:-len(sep)].strip()
     if sentence.endswith(eoc):
         sentence = sentence[:-len(eoc)].strip()

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 
 from djx.core.errors import DjxError
-from djx.core.io.dataset import dataset_files
-from djx.core.io.llava import FormatError, Keys, LlavaOptions, djx_to_llava, llava_to_djx
+from djx.core.io.dataset import dataset_files, dataset_root
+from djx.core.io.guards import check_writable, refuse_inputs_as_outputs
+from djx.core.io.llava import (LLAVA_KEY, FormatError, Keys, LlavaOptions, djx_to_llava, llava_to_djx,
+                               lost_without_orig)
 from djx.core.io.readers import ReadState, read_files
 from djx.core.records import Rejection
 
@@ -41,9 +44,34 @@ class _Writer:
         self.f.close()
 
 
+class _Lossy(FormatError):
+    """A LLaVA record whose djx record, as written, would not give it back."""
+
+
+@dataclass
+class Converted:
+    """What a conversion wrote: records, rejects, and records whose text holds more image tokens than
+    images (only_keep_caption puts one before every caption, as Data-Juicer does)."""
+    written: int = 0
+    rejected: int = 0
+    extra_image_tokens: int = 0
+    relative_images: int = 0   # llava-to-djx without --image-folder: paths relative to LLaVA's image folder
+
+
+@dataclass(frozen=True)
+class _Paths:
+    """Where one conversion reads image paths from and writes them to."""
+    image_folder: str | None   # absolute
+    absolute: bool             # --image-folder was given absolute: write absolute paths
+    out_dir: str               # relative paths written resolve from here (djx process reads them so)
+    in_root: str               # the input's folder: its relative paths resolve from here
+
+
 def convert(src: str, dst: str, direction: str, opts: LlavaOptions = LlavaOptions(), keys: Keys = Keys(),
-            image_folder: str | None = None) -> tuple[int, int]:
-    """Convert the dataset `src` (a file, folder or glob) into `dst`; (records written, rejected)."""
+            image_folder: str | None = None, round_trip: bool = False) -> Converted:
+    """Convert the dataset `src` (a file, folder or glob) into `dst`. `round_trip`: llava-to-djx keeps,
+    beside each record that needs it, what gives the LLaVA record back byte for byte (`__dj__llava__`);
+    without it a record whose text cannot say its turns again is rejected, never changed silently."""
     if direction not in DIRECTIONS:
         raise DjxError(f"convert: {direction!r} is not one of {', '.join(DIRECTIONS)}")
     if not dst.lower().endswith((".json", ".jsonl")):
@@ -53,56 +81,106 @@ def convert(src: str, dst: str, direction: str, opts: LlavaOptions = LlavaOption
         raise DjxError(f"convert: {src}: reads .json and .jsonl files")
     if image_folder is not None and not os.path.isdir(image_folder):
         raise DjxError(f"--image-folder: no such folder: {image_folder}")
+    dst = os.path.abspath(dst)
     stem = dst[:-len(".jsonl")] if dst.lower().endswith(".jsonl") else dst[:-len(".json")]
     part, rejected_path = dst + ".part", stem + ".rejected.jsonl"
-    out, rejected, n_rejected = _Writer(part, dst.lower().endswith(".json")), None, 0
+    refuse_inputs_as_outputs(files, {"output": dst, "partial output": part, "rejects": rejected_path,
+                                     "partial rejects": rejected_path + ".part"},
+                             "convert", "write the output under another name (or in another folder)")
+    check_writable(os.path.dirname(dst), "convert")
+    paths = _Paths(image_folder and os.path.abspath(image_folder), bool(image_folder and os.path.isabs(image_folder)),
+                   os.path.dirname(dst), dataset_root(src))
     try:
+        done = _convert_files(files, part, rejected_path + ".part", dst.lower().endswith(".json"), direction,
+                              opts, keys, paths, round_trip)
+    except OSError as e:
+        raise DjxError(f"convert: cannot write {dst}: {e.strerror or e}; nothing was written (free space or "
+                       f"choose another folder)") from None
+    os.replace(part, dst)
+    if done.rejected:
+        os.replace(rejected_path + ".part", rejected_path)
+    elif os.path.exists(rejected_path):
+        os.unlink(rejected_path)  # an earlier conversion's rejects: not this one's
+    return done
+
+
+def _convert_files(files: list[str], part: str, rejected_part: str, array: bool, direction: str,
+                   opts: LlavaOptions, keys: Keys, paths: _Paths, round_trip: bool) -> Converted:
+    """The conversion into the `.part` files; on any failure (a full disk, Ctrl-C) none is left."""
+    done, out, rejected = Converted(), None, None
+    try:
+        out = _Writer(part, array)
         for item in read_files(files, ReadState(), parse=True):
             try:
                 if item.error:
                     raise FormatError(item.error)
-                record = _one(item.record, direction, opts, keys, image_folder)
+                record = _one(item.record, direction, opts, keys, paths, round_trip, done)
             except FormatError as e:
                 if rejected is None:
-                    rejected = open(rejected_path, "w", encoding="utf-8")
+                    rejected = open(rejected_part, "w", encoding="utf-8")
                 expected = "LLaVA" if direction == "llava-to-djx" else "djx"
-                rej = Rejection(item.pos, item.line, None, None, f"not a {expected} record: {e}", "bad_input",
+                reason, code = ((str(e), "lossy_conversion") if isinstance(e, _Lossy)
+                                else (f"not a {expected} record: {e}", "bad_input"))
+                rej = Rejection(item.pos, item.line, None, None, reason, code,
                                 record=item.record, raw=item.raw if item.error else None, file=item.file)
                 rejected.write(json.dumps(rej.to_record(tuple(files)), ensure_ascii=False) + "\n")
-                n_rejected += 1
+                done.rejected += 1
                 continue
             out.write(record)
-    except BaseException:
+        done.written = out.n
         out.close()
-        os.unlink(part)
-        raise
-    finally:
         if rejected is not None:
             rejected.close()
-    out.close()
-    os.replace(part, dst)
-    if not n_rejected and os.path.exists(rejected_path):
-        os.unlink(rejected_path)  # an earlier conversion's rejects: not this one's
-    return out.n, n_rejected
+    except BaseException:
+        for f, name in ((out, part), (rejected, rejected_part)):
+            try:
+                if f is not None:
+                    (f.f if f is out else f).close()
+            except OSError:
+                pass  # the disk that failed the write may fail the flush too
+            if os.path.exists(name):
+                os.unlink(name)
+        raise
+    return done
 
 
-def _one(record, direction: str, opts: LlavaOptions, keys: Keys, image_folder: str | None) -> dict:
+def _one(record, direction: str, opts: LlavaOptions, keys: Keys, paths: _Paths, round_trip: bool,
+         done: Converted) -> dict:
     if direction == "llava-to-djx":
         out = llava_to_djx(record, opts, keys)
-        if image_folder is not None:
-            out[keys.image_key] = [os.path.normpath(os.path.join(image_folder, p)) for p in out[keys.image_key]]
+        if not round_trip:
+            lost = None if opts.only_keep_caption else lost_without_orig(record, out, opts, keys)
+            if lost:
+                raise _Lossy(f"not converted: {lost}, so its djx record would not give it back; --round-trip "
+                             f"keeps what does beside it")
+            out.pop(LLAVA_KEY, None)
+        if out[keys.text_key].count(keys.image_token) > len(out[keys.image_key]):
+            done.extra_image_tokens += 1
+        out[keys.image_key] = [_written(p, paths, done) for p in out[keys.image_key]]
         return out
-    if image_folder is not None and isinstance(record, dict) and isinstance(record.get(keys.image_key), list):
-        root = os.path.abspath(image_folder)
-        record = {**record, keys.image_key: [_under(p, root) for p in record[keys.image_key]]}
+    if paths.image_folder is not None and isinstance(record, dict) and isinstance(record.get(keys.image_key), list):
+        record = {**record, keys.image_key: [_under(p, paths) for p in record[keys.image_key]]}
     return djx_to_llava(record, opts, keys)
 
 
-def _under(path, root: str):
-    """`path` relative to `root` when it lies under it (LLaVA joins its image folder and the path)."""
-    if not isinstance(path, str) or not os.path.isabs(path):
+def _written(path: str, paths: _Paths, done: Converted) -> str:
+    """A LLaVA image path as djx reads it from the output: joined to the image folder, absolute when
+    the folder was given absolute, else relative to the output's folder (`djx process` resolves a
+    dataset's relative paths from its folder, not from where convert ran)."""
+    if paths.image_folder is None:
+        done.relative_images += not os.path.isabs(path)
         return path
-    rel = os.path.relpath(path, root)
+    full = os.path.normpath(os.path.join(paths.image_folder, path))
+    return full if paths.absolute or os.path.isabs(path) else os.path.relpath(full, paths.out_dir)
+
+
+def _under(path, paths: _Paths):
+    """`path` (relative ones from the input's folder, as djx reads them) relative to the image folder
+    when it lies under it (LLaVA joins its image folder and the path); else as it was."""
+    if not isinstance(path, str):
+        return path
+    full = os.path.normpath(os.path.join(paths.in_root, path))
+    rel = os.path.relpath(full, paths.image_folder)
     return path if rel.startswith(os.pardir) else rel
 
 
@@ -113,7 +191,10 @@ def add_convert_parser(sub) -> None:
     p.add_argument("input", help="a .json array or .jsonl file (or a folder or glob of them)")
     p.add_argument("output", help="a .json (one array) or .jsonl file")
     p.add_argument("--image-folder", help="llava-to-djx: image paths are joined to this folder (LLaVA's "
-                   "--image_folder); djx-to-llava: paths under it are written relative to it")
+                   "--image_folder) and written absolute if it is given absolute, else relative to the output's "
+                   "folder (where djx process resolves them); djx-to-llava: paths under it are written relative to it")
+    p.add_argument("--round-trip", action="store_true", help="llava-to-djx: keep beside a record what gives it "
+                   "back byte for byte (`__dj__llava__`: e.g. the questions under only_keep_caption)")
     p.add_argument("--image-special-token", default=Keys.image_token, help="djx's image token in the text")
     p.add_argument("--eoc-special-token", default=Keys.eoc_token, help="djx's end-of-chunk token")
     p.add_argument("--text-key", default=Keys.text_key)
@@ -137,10 +218,21 @@ def _convert_cmd(args) -> int:
     except ValueError as e:
         raise DjxError(str(e)) from None
     keys = Keys(args.text_key, args.image_key, args.image_special_token, args.eoc_special_token)
-    written, rejected = convert(args.input, args.output, args.direction, opts, keys, args.image_folder)
-    print(f"djx convert: {written} records written to {args.output}")
-    if rejected:
+    if args.round_trip and args.direction != "llava-to-djx":
+        raise DjxError("--round-trip is for llava-to-djx (djx-to-llava uses what it kept)")
+    done = convert(args.input, args.output, args.direction, opts, keys, args.image_folder, args.round_trip)
+    print(f"djx convert: {done.written} records written to {args.output}")
+    if done.extra_image_tokens:
+        print(f"djx convert: warning: {done.extra_image_tokens} records have more image tokens "
+              f"({keys.image_token}) in their text than images"
+              + (" (only_keep_caption puts one before each caption, as Data-Juicer does)" if opts.only_keep_caption
+                 else "") + "; the ops that read images reject such samples: keep one turn per record, or use "
+                 "--option image_broadcast=true --option split_chunk=true")
+    if done.relative_images:
+        print(f"djx convert: note: {done.relative_images} image paths are relative to LLaVA's image folder; "
+              f"djx process reads them from the output's folder: give --image-folder, or image_root in the recipe")
+    if done.rejected:
         stem = args.output.rsplit(".", 1)[0]
-        print(f"djx convert: {rejected} records rejected, each with its reason: {stem}.rejected.jsonl")
+        print(f"djx convert: {done.rejected} records rejected, each with its reason: {stem}.rejected.jsonl")
         return 1
     return 0
