@@ -172,3 +172,33 @@ def test_a_ctrl_c_inside_a_batch_write_acts_once_the_batch_is_recorded():
             done.append("the rest of the batch")
     assert done == ["the rest of the batch"]
     assert signal.getsignal(signal.SIGINT) is before
+
+
+@pytest.mark.parametrize("damage", ["no seconds", "no read", "counts a list", "lengths of text"])
+def test_a_damaged_resume_manifest_is_one_line_that_says_to_restart(tmp_path, write_recipe, djx_cli, damage):
+    """A manifest cut or edited by hand (a field missing, one of another type) is refused in one
+    line naming --restart, never a KeyError; --restart then runs the whole input."""
+    lines = [json.dumps({"id": i, "text": f"sample number {i:04d}"}) for i in range(40)]
+    lines[30] = '{"id": 30, "text": '
+    (tmp_path / "data.jsonl").write_text("\n".join(lines) + "\n")
+    keys = dict(dataset_path="data.jsonl", export_path="out/o.jsonl", batch_size=8, np=1, start_method="fork",
+                process=[{"text_length_filter": {"min_len": 5}}])
+    res = djx_cli("process", write_recipe(tmp_path / "fail.yaml", on_error="fail", **keys), "--quiet")
+    assert res.rc == 1 and manifest_records(tmp_path) == 24  # a run to resume
+    path = tmp_path / "out/.o.djx-state/manifest.json"
+    manifest = json.loads(path.read_text())
+    if damage == "no seconds":
+        del manifest["counts"]["ops"][0]["seconds"]
+    elif damage == "no read":
+        del manifest["read"]
+    elif damage == "counts a list":
+        manifest["counts"] = []
+    else:
+        manifest["lengths"] = {"kept": "many"}
+    path.write_text(json.dumps(manifest))
+    recipe = write_recipe(tmp_path / "r.yaml", **keys)
+    res = djx_cli("process", recipe, "--quiet")
+    assert res.rc == 1 and res.err.startswith("djx: error: resume state ") and "is damaged" in res.err
+    assert "--restart" in res.err and len(res.err.strip().splitlines()) == 1
+    assert djx_cli("process", recipe, "--quiet", "--restart").rc == 0
+    assert len(read_jsonl_file(tmp_path / "out/o.jsonl")) + len(read_jsonl_file(tmp_path / "out/o.rejected.jsonl")) == 40

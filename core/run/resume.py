@@ -83,6 +83,9 @@ def resume_point(manifest: dict | None, fingerprint: dict, n_ops: int, state_dir
     fresh = ResumePoint(fingerprint, ReadState(), RunCounts([OpCounts() for _ in range(n_ops)]))
     if manifest is None:
         return fresh
+    if not isinstance(manifest, dict):
+        raise ResumeError(f"resume state {state_dir}/manifest.json is damaged (not a JSON object); run again with "
+                          f"--restart to discard it and start over")
     old_limit = (manifest.get("fingerprint") or {}).get("limit")
     if old_limit != fingerprint.get("limit") and not manifest.get("finishing"):
         if old_limit is not None:  # a trial's samples are no part of another run: start over
@@ -96,8 +99,15 @@ def resume_point(manifest: dict | None, fingerprint: dict, n_ops: int, state_dir
         raise ResumeError(f"{state_dir} holds an unfinished run of a different recipe, input or code "
                           f"({_diff(manifest.get('fingerprint', {}), fingerprint)}); run again with "
                           f"--restart (Pipeline.run(restart=True)) to discard it and start over")
-    return ResumePoint(fingerprint, ReadState(**manifest["read"]), RunCounts.from_dict(manifest["counts"]),
-                       manifest)
+    try:
+        read, counts = ReadState(**manifest["read"]), RunCounts.from_dict(manifest["counts"])
+        if len(counts.ops) != n_ops or not all(isinstance(n, int) for n in (manifest.get("lengths") or {}).values()):
+            raise ValueError("its counts or part lengths do not fit this run")
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        what = f"no {e}" if isinstance(e, KeyError) else str(e)
+        raise ResumeError(f"resume state {state_dir}/manifest.json is damaged ({what}); run again with --restart "
+                          f"to discard it and start over") from None
+    return ResumePoint(fingerprint, read, counts, manifest)
 
 
 def fingerprint(recipe, ops: list, files: list[str], root: str) -> dict:
