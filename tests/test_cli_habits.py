@@ -155,3 +155,28 @@ def test_a_run_that_keeps_nothing_of_many_says_the_model_may_not_fit_the_data(tm
     assert summary["kept"] == 0 and summary["dropped"] == 24
     assert ("warning: the run kept none of its 24 samples; image_text_similarity_filter dropped 24 of the 24 it saw: "
             "check its model and bounds (the demo's tiny models mean nothing on real photos)") in res.out + res.err
+
+
+def test_analyze_check_and_explain_take_the_recipe_that_ran(tmp_path, write_jsonl, write_recipe, djx_cli):
+    """`djx process recipe.yaml` then `djx analyze recipe.yaml` (or `--config recipe.yaml`, as
+    Data-Juicer's tools take it): the export the recipe wrote is read, with the recipe's thresholds."""
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": i, "text": "long enough text" if i % 2 else "no"}
+                                              for i in range(6)])
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(data), export_path="out/k.jsonl", np=1,
+                          start_method="fork", process=[{"text_length_filter": {"min_len": 5}}])
+    res = djx_cli("analyze", recipe)
+    assert res.rc == 1 and "run `djx process" in res.err and "--report" in res.err
+    assert "must end" not in res.err and len(res.err.strip().splitlines()) == 1
+    assert djx_cli("process", recipe, "--quiet").rc == 0
+    for args in ((recipe,), ("--config", recipe)):
+        res = djx_cli("analyze", *args)
+        assert res.rc == 0, res.err
+        assert (tmp_path / "out" / "k.analysis" / "report.html").is_file()
+        (tmp_path / "out" / "k.analysis" / "report.html").unlink()
+        res = djx_cli("check", *args)
+        assert res.rc == 0 and "check passed: 6 input = 3 kept + 3 dropped + 0 rejected" in res.out
+        res = djx_cli("explain", *args, "0")
+        assert res.rc == 0 and "text_length_filter" in res.out and "dropped" in res.out, res.err
+    other = write_recipe(tmp_path / "other.yaml", dataset_path=str(data), export_path="elsewhere/k.jsonl")
+    res = djx_cli("analyze", recipe, "--config", other)
+    assert res.rc == 1 and "two recipes given" in res.err
