@@ -94,6 +94,7 @@ def _check(args) -> int:
     from djx.core.run.chain import OpChain
     from djx.core.io.output_reader import export_files
     from djx.core.io.outputs import OutputPaths
+    _export_arg(args, "output", "check")
     paths = OutputPaths.for_export(args.output)
     if not export_files(paths.export):
         raise DjxError(f"no such output: {paths.export} (nor shards of it)")
@@ -148,6 +149,7 @@ def _check_recipe(args, summary: dict | None, summary_path: str):
 
 def _analyze(args, stop=None) -> int:
     from djx.analyze import analyze
+    _export_arg(args, "export", "analyze")
     recipe = _analyze_recipe(args)
     result = analyze(args.export, out_dir=args.out, ops=recipe.build_ops() if recipe else None, recipe=recipe, stop=stop)
     if args.open:
@@ -190,8 +192,21 @@ def _analyze_recipe(args):
         return None
 
 
+def _export_arg(args, attr: str, command: str) -> None:
+    """The export given, or the one the recipe given (positional or --config) writes; that recipe
+    then reads it (its thresholds and keys)."""
+    from djx.analyze.export_arg import resolve_export
+    export, recipe = resolve_export(command, getattr(args, attr), args.config, args.recipe, _plugins(args.custom_ops))
+    setattr(args, attr, export)
+    args.recipe = recipe
+
+
 def _explain(args) -> int:
     from djx.analyze.explain import explain
+    from djx.analyze.export_arg import is_recipe
+    if args.config and args.export and not args.id and not args.where and not is_recipe(args.export):
+        args.export, args.id = None, args.export  # `djx explain --config RECIPE ID`
+    _export_arg(args, "export", "explain")
     print(explain(args.export, args.id, args.where, args.recipe, _plugins(args.custom_ops)))
     return 0
 
@@ -235,14 +250,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=_ops)
 
     p = sub.add_parser("check", help="check an output's stats completeness and counts")
-    p.add_argument("output", help="the export path (kept samples) of a run")
+    p.add_argument("output", nargs="?", help="the export path (kept samples) of a run, or its recipe (.yaml)")
+    p.add_argument("--config", metavar="RECIPE", help="the run's recipe, as `djx process --config` takes it: "
+                   "checks the export it writes")
     p.add_argument("--recipe", help="the run's recipe (default: the effective one its summary recorded)")
     p.add_argument("--custom-ops", action="append", metavar="PATH_OR_MODULE")
     p.add_argument("--input-count", type=int, help="input samples (default: from the run summary)")
     p.set_defaults(fn=_check)
 
     p = sub.add_parser("analyze", help="stats table, histograms, keep-rate curves and report.html of a run's outputs")
-    p.add_argument("export", help="the export path (kept samples) of a finished run")
+    p.add_argument("export", nargs="?", help="the export path (kept samples) of a finished run, or its recipe "
+                   "(.yaml): the export it wrote")
+    p.add_argument("--config", metavar="RECIPE", help="the run's recipe, as `djx process --config` takes it: "
+                   "analyzes the export it wrote")
     p.add_argument("--recipe", help="the run's recipe: draws its thresholds, fills the galleries "
                                     "(default: the effective one its summary recorded)")
     p.add_argument("--out", help="folder for the analysis (default: <stem>.analysis/ next to the export)")
@@ -251,8 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=_analyze, stoppable=True)
 
     p = sub.add_parser("explain", help="one sample's journey: the output it is in, each op's stats, thresholds and verdict")
-    p.add_argument("export", help="the export path (kept samples) of a finished run")
+    p.add_argument("export", nargs="?", help="the export path (kept samples) of a finished run, or its recipe (.yaml)")
     p.add_argument("id", nargs="?", help="the sample's __dj__pos__ (its input record index)")
+    p.add_argument("--config", metavar="RECIPE", help="the run's recipe, as `djx process --config` takes it")
     p.add_argument("--where", metavar="FIELD=VALUE", help="select the sample by a field instead, e.g. id=demo-017")
     p.add_argument("--recipe", help="the run's recipe (default: the one its summary recorded)")
     p.add_argument("--custom-ops", action="append", metavar="PATH_OR_MODULE", help="load plug-in ops")
