@@ -46,13 +46,37 @@ def _first_screen(col: Collector, summary: dict | None, thumbs: dict) -> dict:
     names.update({i: o.get("name") for i, o in enumerate(ops) if o.get("name")})
     funnel = {i: o["dropped"] for i, o in enumerate(ops) if type(o.get("dropped")) is int and o["dropped"] > 0}
     dropped = Counter(funnel) if funnel else col.dropped_by  # the summary's, else the dropped file's
-    drops = [(i, names.get(i, f"op {i}"), n) for i, n in dropped.most_common(TOP)]
+    ranked = dropped.most_common()
+    drops = [(i, names.get(i, f"op {i}"), n) for i, n in ranked[:TOP]]
+    more_drops = _more(ranked[TOP:])
     by_code = s.get("rejected_by_code")
     by_code = Counter({str(c): n for c, n in by_code.items() if type(n) is int}) if isinstance(by_code, dict) else None
-    codes = [(code, n, (col.rejection_examples.get(code) or [{}])[0].get("reason", ""))
-             for code, n in (by_code or col.rejected_by_code).most_common(TOP)]
+    ranked = (by_code or col.rejected_by_code).most_common()
+    codes = [(code, n, (col.rejection_examples.get(code) or [{}])[0].get("reason", "")) for code, n in ranked[:TOP]]
     samples = {kind: [_with_thumbs(item, thumbs) for item in items] for kind, items in col.first.items()}
-    return {"counts": counts, "drops": drops, "codes": codes, "samples": samples}
+    return {"counts": counts, "drops": drops, "more_drops": more_drops, "codes": codes,
+            "more_codes": _more(ranked[TOP:]), "samples": samples, "nothing_kept": _nothing_kept(counts, s, drops)}
+
+
+def _more(rest: list) -> dict | None:
+    """What the top rows leave out: how many more, and their samples."""
+    return {"n": len(rest), "samples": sum(n for _, n in rest)} if rest else None
+
+
+def _nothing_kept(counts: dict, summary: dict, drops: list) -> str | None:
+    """The first screen's warning when the run kept nothing: the terminal's (a model filter that
+    dropped all), else which op dropped most, or that every sample was rejected."""
+    from djx.core.run.summary import nothing_kept_warning
+    if counts["kept"] != 0 or not (counts["dropped"] or counts["rejected"]):
+        return None
+    said = nothing_kept_warning(summary)
+    if said:
+        return said
+    if drops:
+        i, name, n = drops[0]
+        return (f"the run kept none of its samples: {i}. {name} dropped {n}; check its bounds against the "
+                f"histograms and keep-rate curves below")
+    return "the run kept none of its samples: every one was rejected (see Rejected as)"
 
 
 def _shower(col: Collector, filters):

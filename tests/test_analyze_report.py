@@ -215,3 +215,30 @@ def test_a_llava_run_s_report_shows_its_samples_with_their_images(tmp_path):
         assert all("What is this?" in i["text"] for i in items)
     html = Path(result.report).read_text()
     assert html.count("thumbs/") >= 4 and "none with images" not in html
+
+
+def _first_screen(html: str) -> str:
+    return html[html.index('<section id="first-screen">'):html.index("</section>")]
+
+
+def test_the_first_screen_says_how_many_more_ops_dropped_and_that_nothing_was_kept(tmp_path):
+    """Seven filters dropped samples: the top five are listed, then "and 2 more" with their samples;
+    a run that kept nothing says so, and why, before anything else."""
+    ops = [f"text_length_filter_{i}" for i in range(7)]
+    export = tmp_path / "run.jsonl"
+    _write_run(export, ops, [], [(i, {"text_len": i}) for i in range(7) for _ in range(7 - i)])
+    path = Path(OutputPaths.for_export(str(export)).summary)
+    summary = json.loads(path.read_text())
+    for i, op in enumerate(summary["ops"]):  # the funnel: op i dropped 7 - i of the 28
+        seen = 28 - sum(7 - j for j in range(i))
+        op.update({"in": seen, "dropped": 7 - i, "kept": seen - (7 - i)})
+    path.write_text(json.dumps(summary))
+    html = _first_screen(Path(analyze(str(export), log=_quiet).report).read_text())
+    assert len(re.findall(r'class="drop-reason"', html)) == 5
+    assert re.search(r'id="more-drops".*?and 2 more ops.*?<td class="n">3</td>', html, re.S)
+    assert re.search(r'id="nothing-kept".*?Nothing was kept.*?0\. text_length_filter_0 dropped 7', html, re.S)
+    # a model filter that dropped all of many: the terminal's warning, on the first screen
+    summary["ops"][0]["uses_model"] = True
+    path.write_text(json.dumps(summary))
+    html = _first_screen(Path(analyze(str(export), log=_quiet).report).read_text())
+    assert "the run kept none of its 28 samples; text_length_filter_0 dropped 7 of the 28 it saw" in html

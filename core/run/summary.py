@@ -139,7 +139,8 @@ def _reused_and_skipped(s: dict) -> list[str]:
         if o.get("uses_model") and o["in"] and o.get("reused_stats") == o["in"]:
             lines.append(f"  warning: {o['name']} ran no model: it reused the stats all {o['in']} samples carried "
                          f"(recompute_stats: true recomputes them)")
-    lines += _nothing_kept(s)
+    warning = nothing_kept_warning(s)
+    lines += [f"  warning: {warning}"] if warning else []
     unmatched = (s.get("events") or {}).get("stats_rows_unmatched")
     if unmatched:
         lines.append(f"  warning: {unmatched} row(s) of the stats file beside the input are not its records' "
@@ -151,14 +152,16 @@ def _reused_and_skipped(s: dict) -> list[str]:
     return lines
 
 
-def _nothing_kept(s: dict, many: int = 20) -> list[str]:
+def nothing_kept_warning(s: dict, many: int = 20) -> str | None:
     """A warning when a run of many samples kept none and a model filter dropped some: most often a
     model whose scores mean nothing on this data (the demo's tiny models on real photos), or a bound
-    on another scale than the model's."""
-    dropping = [o for o in s.get("ops") or [] if o.get("uses_model") and o.get("dropped")]
-    if s.get("kept") != 0 or (s.get("input") or 0) < many or not dropping:
-        return []
+    on another scale than the model's. Said at the run's end and on the report's first screen."""
+    ops = s.get("ops") if isinstance(s.get("ops"), list) else []
+    dropping = [o for o in ops if isinstance(o, dict) and o.get("uses_model") and type(o.get("dropped")) is int
+                and o["dropped"] > 0]
+    if s.get("kept") != 0 or not isinstance(s.get("input"), int) or s["input"] < many or not dropping:
+        return None
     worst = max(dropping, key=lambda o: o["dropped"])
-    return [f"  warning: the run kept none of its {s['input']} samples; {worst['name']} dropped {worst['dropped']} "
-            f"of the {worst['in']} it saw: check its model and bounds (the demo's tiny models mean nothing on "
-            f"real photos); `djx analyze` shows the scores against the bounds"]
+    return (f"the run kept none of its {s['input']} samples; {worst.get('name')} dropped {worst['dropped']} "
+            f"of the {worst.get('in')} it saw: check its model and bounds (the demo's tiny models mean nothing on "
+            f"real photos); `djx analyze` shows the scores against the bounds")
