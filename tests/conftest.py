@@ -22,7 +22,7 @@ from PIL import Image
 from helpers import (LONG, PLUGIN_SITE, PLUGINS_DIR, REPO_DIR, TESTS_DIR,  # noqa: F401  (re-exported)
                      read_jsonl_file, write_jsonl_file)
 
-RAY_MISSING = "Ray is not installed (pip install -e '.[test,ray]' runs the Ray tests)"
+RAY_MISSING = "Ray is not installed, or does not import (pip install -e '.[test,ray]' runs the Ray tests)"
 
 
 def pytest_configure(config):
@@ -40,16 +40,26 @@ def pytest_configure(config):
 @pytest.hookimpl(tryfirst=True)  # before -m selects: `-m "not ray"` sees the markers added here
 def pytest_collection_modifyitems(config, items):
     """A test that joins the session's Ray cluster is a `ray` test, and every `ray` test is `slow`
-    (a Ray Data run takes seconds to start); where Ray is not installed, every `ray` test skips with
-    what to install (CI installs Ray, so they run there)."""
-    ray_installed = importlib.util.find_spec("ray") is not None
+    (a Ray Data run takes seconds to start); where Ray is not installed (or is, but does not import),
+    every `ray` test skips with what to install (CI installs Ray, so they run there)."""
+    ray_usable = None
     for item in items:
         if "ray_address" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.ray)
         if item.get_closest_marker("ray"):
             item.add_marker(pytest.mark.slow)
-            if not ray_installed:
+            if ray_usable is None:
+                ray_usable = _ray_imports()
+            if not ray_usable:
                 item.add_marker(pytest.mark.skip(reason=RAY_MISSING))
+
+
+def _ray_imports() -> bool:
+    """Whether `import ray` works, tried in a process of its own (this one stays free of Ray: it forks
+    local workers): a half-installed Ray is found by find_spec yet raises ImportError on import."""
+    if importlib.util.find_spec("ray") is None:
+        return False
+    return subprocess.run([sys.executable, "-c", "import ray"], capture_output=True).returncode == 0
 
 
 RAY_HEAD = """

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-pytest.importorskip("ray")
+pytestmark = pytest.mark.ray  # where Ray is absent or does not import, conftest skips these tests
 
 
 def closed_port() -> int:
