@@ -132,10 +132,10 @@ def _convert_files(files: list[str], part: str, rejected_part: str, array: bool,
         if rejected is not None:
             rejected.close()
     except BaseException:
-        for f, name in ((out, part), (rejected, rejected_part)):
+        for handle, name in ((out and out.f, part), (rejected, rejected_part)):
             try:
-                if f is not None:
-                    (f.f if f is out else f).close()
+                if handle is not None:
+                    handle.close()
             except OSError:
                 pass  # the disk that failed the write may fail the flush too
             if os.path.exists(name):
