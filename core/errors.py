@@ -12,7 +12,12 @@ class UsageError(DjxError, TypeError):
 
 
 class RecipeError(DjxError):
-    """The recipe (or an op's parameters) is invalid."""
+    """The recipe (or an op's parameters) is invalid. `items`: its problems one by one, when it has
+    several (a recipe's loader lists each on its own line)."""
+
+    def __init__(self, message: str = "", items: list[str] | None = None):
+        super().__init__(message)
+        self.items = list(items) if items else [message]
 
 
 class OpNotFoundError(RecipeError):

@@ -113,9 +113,9 @@ def test_a_missing_model_file_fails_at_load_naming_the_parameter(tmp_path, monke
     monkeypatch.delenv("DATA_JUICER_EXTERNAL_MODELS_HOME", raising=False)
     with pytest.raises(RecipeError, match=r"language_id_score_filter.model_path: no such file"):
         get_op_class("language_id_score_filter")(model_path=str(tmp_path / "nope.bin"))
-    with pytest.raises(RecipeError, match=r"perplexity_filter: set kenlm_model_path to a KenLM model for 'en'"):
+    with pytest.raises(RecipeError, match=r"perplexity_filter: kenlm_model_path: not set and not in Data-Juicer's cache: set it to a KenLM model"):
         get_op_class("perplexity_filter")(sp_model_path=ppl_models["sp_model_path"])
-    with pytest.raises(RecipeError, match=r"set sp_model_path to a SentencePiece model for 'zh'"):
+    with pytest.raises(RecipeError, match=r"sp_model_path: not set and not in Data-Juicer's cache: set it to a SentencePiece model for 'zh'"):
         get_op_class("perplexity_filter")(lang="zh")
 
 

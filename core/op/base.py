@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Mapping
 from djx.core.recipe.context import STATS_KEY, RunContext
 from djx.core.op.images import BatchImages
 from djx.core.errors import RecipeError, SampleError, UsageError
-from djx.core.op.params import check_ranges, validate_params
+from djx.core.op.params import check_ranges, validate_params, with_defaults
 
 
 class Batch:
@@ -80,13 +80,21 @@ class Op:
         if args:
             raise UsageError(f"{cls.name or cls.__name__} takes keyword parameters only, e.g. "
                             f"{cls.__name__}(min_len=5)")
-        missing = missing_requirement(cls)
-        if missing:
-            raise RecipeError(f"{cls.name or cls.__name__}: {missing}")
+        name = cls.name or cls.__name__
         op = super().__new__(cls)
-        op._params = validate_params(cls, params, cls.name or cls.__name__)
-        check_ranges(cls, op._params, cls.name or cls.__name__)
+        op._params = validate_params(cls, params, name)
+        check_ranges(cls, op._params, name)
+        missing = [m for m in (missing_requirement(cls),) if m] + cls.missing_resources(with_defaults(cls, op._params))
+        if missing:  # every package and file the op lacks, in one error
+            raise RecipeError("; ".join(f"{name}: {m}" for m in missing), items=[f"{name}: {m}" for m in missing])
         return op
+
+    @classmethod
+    def missing_resources(cls, params: dict) -> list[str]:
+        """What the op would read and cannot find here, one line each naming the parameter to set
+        (`params`: the op's parameters, defaults filled in). Checked when the op is made, beside
+        the missing packages, so one error lists all a recipe lacks."""
+        return []
 
     def __init__(self, text_key: str | None = None, image_key: str | None = None,
                  batch_size: int | None = None):

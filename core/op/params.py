@@ -116,6 +116,15 @@ def describe_params(cls: type) -> list[tuple[str, str, Any]]:
     return rows
 
 
+def with_defaults(cls: type, params: dict) -> dict:
+    """`params` with every parameter left out at its default (the most derived __init__'s wins)."""
+    defaults = {n: p.default for klass in reversed(cls.__mro__)
+                if "__init__" in klass.__dict__ and klass is not object
+                for n, p in inspect.signature(klass.__dict__["__init__"]).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    return {**defaults, **params}
+
+
 def check_ranges(cls: type, params: dict, where: str) -> None:
     """A `min_X` above its `max_X` (given, or the default) keeps nothing: say so instead of
     dropping every sample."""

@@ -116,14 +116,19 @@ def build_op(name: str, params: dict | None, where: str | None = None) -> Op:
     try:
         return cls(**(params or {}))
     except RecipeError as e:
-        msg = str(e)
-        if msg.startswith((f"{cls.name}.", f"{cls.name}:")):  # the op's own name: say where it is
-            msg = where + msg[len(cls.name):]
-        raise RecipeError(msg if msg.startswith(where) else f"{where}: {msg}") from None
+        items = [_placed(str(m), cls.name, where) for m in e.items]
+        raise RecipeError("; ".join(items), items=items) from None
     except KeyboardInterrupt:
         raise
     except BaseException as e:  # noqa: BLE001  a plug-in's own check of its parameters, or sys.exit()
         raise RecipeError(f"{where}: the op could not be made: {type(e).__name__}: {e}") from None
+
+
+def _placed(msg: str, name: str, where: str) -> str:
+    """`msg` about op `name`, said of its place in the recipe (`where`, e.g. process[3].name)."""
+    if msg.startswith((f"{name}.", f"{name}:")):  # the op's own name: say where it is
+        msg = where + msg[len(name):]
+    return msg if msg.startswith(where) else f"{where}: {msg}"
 
 
 def registered_ops() -> dict[str, type[Op]]:

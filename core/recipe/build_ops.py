@@ -39,7 +39,7 @@ def build_ops(recipe) -> list:
             params, _ = without_dj_op_keys(cls, params)
             ops.append(build_op(name, resolve_path_params(cls, params, recipe.base_dir), f"process[{i}].{name}"))
         except RecipeError as e:
-            errors.append(str(e))
+            errors.extend(e.items)
     if errors:
         hint = f"{FIND_OPS_HINT}; skip_unknown_ops: true runs without the unknown ones" if unknown else ""
         raise RecipeError(problems(errors, hint))

@@ -6,7 +6,10 @@ share Data-Juicer's `tokenization` switch: a SentencePiece model split words ins
 """
 from __future__ import annotations
 
+import os
+
 from djx import Batch, Filter, RecipeError, range_reason
+from djx.ops.common.dj_cache import dj_models_dir, in_dj_dirs, not_found
 from djx.ops.common.text_words import TEXT_EXTRA, load_sentencepiece, refine_words, share_in, split_words
 
 
@@ -44,7 +47,8 @@ class TextStatFilter(Filter):
 
 class WordsStatFilter(TextStatFilter):
     """A text filter over words: Data-Juicer's `lang` and `tokenization` (a SentencePiece model at
-    `tokenizer_model` splits words when on; Data-Juicer fetches its own `{lang}.sp.model`)."""
+    `tokenizer_model` splits words when on; unset, Data-Juicer's `{lang}.sp.model` where its model
+    cache has it)."""
 
     requires = {"emoji": TEXT_EXTRA}
     path_params = ("tokenizer_model",)
@@ -56,10 +60,18 @@ class WordsStatFilter(TextStatFilter):
         self.tokenizer = None
         if tokenization:
             try:
-                self.tokenizer = load_sentencepiece(tokenizer_model, lang)
+                self.tokenizer = load_sentencepiece(tokenizer_model or in_dj_dirs(f"{lang}.sp.model"), lang)
             except ImportError:
                 raise RecipeError(f"{self.name}: tokenization: true needs the Python package "
                                   f"'sentencepiece', which is not installed: {TEXT_EXTRA}") from None
+
+    @classmethod
+    def missing_resources(cls, params: dict) -> list[str]:
+        lang = params["lang"]
+        if not params["tokenization"] or params["tokenizer_model"] or in_dj_dirs(f"{lang}.sp.model"):
+            return []
+        return [not_found("tokenizer_model", f"a SentencePiece model for {lang!r} (tokenization: true)",
+                          os.path.join(dj_models_dir(), f"{lang}.sp.model"))]
 
     def words(self, text: str) -> list[str]:
         return split_words(text, self.tokenizer)

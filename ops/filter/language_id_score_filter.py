@@ -1,5 +1,5 @@
 from djx import Batch, Filter, ModelSpec, SampleError, register_op
-from djx.ops.common.text_models import LANGID_INSTALL, langid_model, utf8_text
+from djx.ops.common.text_models import LANGID_INSTALL, langid_missing, langid_model, utf8_text
 
 
 @register_op("language_id_score_filter")
@@ -25,6 +25,10 @@ class LanguageIDScoreFilter(Filter):
         self.lang = [lang] if isinstance(lang, str) and lang else (list(lang) if lang else None)
         self.min_score = min_score
         self.model = ModelSpec("fasttext", langid_model(self.name, model_path))
+
+    @classmethod
+    def missing_resources(cls, params: dict) -> list[str]:
+        return langid_missing(params["model_path"])
 
     def compute_sample(self, sample: dict, batch: Batch) -> None:
         text = utf8_text(batch.text(sample)).lower().replace("\n", " ")

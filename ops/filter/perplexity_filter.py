@@ -1,5 +1,5 @@
 from djx import Batch, Filter, ModelSpec, SampleError, range_reason, register_op
-from djx.ops.common.text_models import PERPLEXITY_INSTALL, perplexity_models, utf8_text
+from djx.ops.common.text_models import PERPLEXITY_INSTALL, perplexity_missing, perplexity_models, utf8_text
 
 
 @register_op("perplexity_filter")
@@ -8,7 +8,7 @@ class PerplexityFilter(Filter):
     split into SentencePiece pieces, each line scored by KenLM (with sentence begin and end), and
     the perplexity is 10 ** (-log10 prob / (pieces + one end per line)), rounded to 0.1, as in
     Data-Juicer. `sp_model_path` and `kenlm_model_path` (ARPA or KenLM binary): unset, Data-Juicer's
-    `{lang}.sp.model` and `{lang}.arpa.bin` where it has them here."""
+    `{lang}.sp.model` and `{lang}.arpa.bin` where it has them here (DATA_JUICER_MODELS_CACHE)."""
 
     stats_keys = ("perplexity",)
     stat_shapes = {"perplexity": "scalar"}
@@ -23,6 +23,10 @@ class PerplexityFilter(Filter):
         sp_path, lm_path = perplexity_models(self.name, lang, sp_model_path, kenlm_model_path)
         self.sp_model = ModelSpec("sentencepiece", sp_path)
         self.kenlm_model = ModelSpec("kenlm", lm_path)
+
+    @classmethod
+    def missing_resources(cls, params: dict) -> list[str]:
+        return perplexity_missing(params["lang"], params["sp_model_path"], params["kenlm_model_path"])
 
     def compute_sample(self, sample: dict, batch: Batch) -> None:
         pieces = batch.pool.get(self.sp_model).model.encode_as_pieces(utf8_text(batch.text(sample)))

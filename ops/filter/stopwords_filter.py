@@ -1,4 +1,5 @@
 from djx import register_op
+from djx.ops.common.dj_cache import dj_word_lists_dir
 from djx.ops.common.text_filter import WordShareFilter
 from djx.ops.common.text_words import pick_language, read_word_lists, stopwords_iso
 
@@ -8,11 +9,11 @@ class StopWordsFilter(WordShareFilter):
     """Keep samples whose share of stopwords is within [min_ratio, max_ratio]: `stopwords_ratio` =
     lower-cased words (stripped of special characters, plus their joins of `words_aug_group_sizes`
     words with `use_words_aug`) found in the `lang` stopword list ('all': every language).
-    The lists: the stopwords*.json files in `stopwords_dir` (Data-Juicer's format), or by default
-    those of the `stopwordsiso` package (not Data-Juicer's lists: give its stopwords.json's folder
-    as stopwords_dir for its numbers).
+    The lists: the stopwords*.json files in `stopwords_dir` (Data-Juicer's format); unset, those of
+    Data-Juicer's asset cache where it holds its stopwords.json (DATA_JUICER_ASSETS_CACHE), else
+    those of the `stopwordsiso` package (not Data-Juicer's lists: its numbers differ).
     With `tokenization`, words are the pieces of the SentencePiece model at `tokenizer_model` (a djx
-    parameter: Data-Juicer loads its own {lang}.sp.model from its cache or the network)."""
+    parameter; unset, Data-Juicer's {lang}.sp.model where its model cache has it)."""
 
     stat = "stopwords_ratio"
     stat_range = (0, 1)
@@ -24,6 +25,7 @@ class StopWordsFilter(WordShareFilter):
                  tokenizer_model: str | None = None, **common):
         super().__init__(lang, tokenization, min_ratio, max_ratio, use_words_aug, words_aug_group_sizes,
                          words_aug_join_char, tokenizer_model, **common)
+        stopwords_dir = stopwords_dir or dj_word_lists_dir("stopwords")
         self.stopwords_dir = stopwords_dir
         lists = read_word_lists(stopwords_dir, "stopwords", "stopwords_dir") if stopwords_dir else stopwords_iso()
         self.vocabulary = pick_language(lists, lang, "stopwords_dir" if stopwords_dir else "stopwordsiso")

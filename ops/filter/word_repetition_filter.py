@@ -9,7 +9,7 @@ class WordRepetitionFilter(WordsStatFilter):
     `word_rep_ratio` = the share of `rep_len`-word n-grams that occur more than once, over the
     lower-cased words stripped of special characters (0.0 for fewer than rep_len words).
     With `tokenization`, words are the pieces of the SentencePiece model at `tokenizer_model` (a djx
-    parameter: Data-Juicer loads its own {lang}.sp.model from its cache or the network)."""
+    parameter; unset, Data-Juicer's {lang}.sp.model where its model cache has it)."""
 
     stat = "word_rep_ratio"
     stat_range = (0, 1)

@@ -10,7 +10,7 @@ class WordsNumFilter(WordsStatFilter):
     """Keep samples whose word count is within [min_num, max_num]: `num_words` = the words left
     once each is stripped of special characters (case kept; a word of only such characters drops).
     With `tokenization`, words are the pieces of the SentencePiece model at `tokenizer_model` (a djx
-    parameter: Data-Juicer loads its own {lang}.sp.model from its cache or the network)."""
+    parameter; unset, Data-Juicer's {lang}.sp.model where its model cache has it)."""
 
     stat = "num_words"
     low_name, high_name = "min_num", "max_num"

@@ -87,10 +87,10 @@ def test_empty_text_gets_zero_not_an_error(word_lists):
 
 
 RECIPE_ERRORS = [
-    ("flagged_words_filter", {}, "needs flagged_words_dir"),
+    ("flagged_words_filter", {}, "flagged_words_dir: not set"),
     ("flagged_words_filter", {"flagged_words_dir": "/nonexistent/words"}, "is not a folder"),
     ("stopwords_filter", {"stopwords_dir": "@words", "lang": "fr"}, "'fr' has no list in stopwords_dir (it has: all, en)"),
-    ("words_num_filter", {"tokenization": True}, "needs tokenizer_model"),
+    ("words_num_filter", {"tokenization": True}, "tokenizer_model: not set"),
     ("word_repetition_filter", {"tokenization": True, "tokenizer_model": "/nonexistent.model"}, "cannot load a SentencePiece model"),
     ("character_repetition_filter", {"rep_len": 0}, "rep_len: must be >= 1"),
     ("stopwords_filter", {"stopwords_dir": "@words", "words_aug_group_sizes": [2, 0]}, "words_aug_group_sizes: must be >= 1"),

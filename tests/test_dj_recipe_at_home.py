@@ -1,0 +1,108 @@
+"""A Data-Juicer user's recipe runs as it is: what Data-Juicer keeps in its caches
+(DATA_JUICER_CACHE_HOME: assets/flagged_words.json, models/en.sp.model, models/en.arpa.bin) is found
+there, and what is nowhere is listed in one error at load, each line with the key to set and the
+place Data-Juicer would have used."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import text_resources as R
+
+ASSETS = Path(__file__).parent / "assets"
+RECIPE = ASSETS / "dj_recipes" / "llava-pretrain-refine.yaml"
+MODELS = ASSETS / "models"
+
+
+@pytest.fixture
+def dj_cache_home(tmp_path, monkeypatch) -> Path:
+    """An empty Data-Juicer cache home (assets/, models/), the only one this test's djx can see."""
+    home = tmp_path / "dj-cache"
+    (home / "assets").mkdir(parents=True)
+    (home / "models").mkdir()
+    monkeypatch.setenv("DATA_JUICER_CACHE_HOME", str(home))
+    for var in ("DATA_JUICER_ASSETS_CACHE", "DATA_JUICER_MODELS_CACHE", "DATA_JUICER_EXTERNAL_MODELS_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    return home
+
+
+def _fill(home: Path) -> None:
+    """What Data-Juicer would have downloaded, under its own file names (tiny stand-ins)."""
+    (home / "assets" / "flagged_words.json").write_text(json.dumps({"en": ["badword"]}))
+    sp = R.train_sentencepiece(home / "models" / "en.sp.model")
+    R.write_arpa(home / "models" / "en.arpa.bin", sp)  # KenLM reads ARPA text under any name
+
+
+def _dj_format_data(folder: Path) -> Path:
+    """LLaVA pretrain data as the recipe expects it: converted to Data-Juicer's format, caption only."""
+    lines = []
+    for i, photo in enumerate(sorted((ASSETS / "faces").glob("*.jpg"))):
+        shutil.copy(photo, folder / photo.name)
+        lines.append({"id": i, "images": [photo.name],
+                      "text": f"<image>a photo of people and places number {i} <|__dj__eoc|>"})
+    path = folder / "blip_laion_cc_sbu_558k_dj_fmt_only_caption.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return path
+
+
+def test_every_missing_resource_of_a_recipe_is_named_in_one_error_with_where_data_juicer_keeps_it(
+        tmp_path, dj_cache_home, djx_cli):
+    res = djx_cli("process", "--config", RECIPE, "--set", f"dataset_path={_dj_format_data(tmp_path)}",
+                  "--set", f"export_path={tmp_path / 'out.jsonl'}")
+    assert res.rc == 1
+    err = res.err
+    assert "3 problems" in err, err
+    assert f"process[4].flagged_words_filter: flagged_words_dir: not set" in err
+    assert str(dj_cache_home / "assets" / "flagged_words.json") in err
+    assert "process[5].perplexity_filter: sp_model_path: not set" in err
+    assert str(dj_cache_home / "models" / "en.sp.model") in err
+    assert "process[5].perplexity_filter: kenlm_model_path: not set" in err
+    assert str(dj_cache_home / "models" / "en.arpa.bin") in err
+
+
+def test_a_missing_package_and_a_missing_file_of_one_op_are_named_together():
+    from djx import Filter, RecipeError
+
+    class NeedsBoth(Filter):
+        name = "needs_both_filter"
+        stats_keys = ("x",)
+        requires = {"djx_no_such_package": "pip install djx-no-such-package"}
+
+        def __init__(self, model_path: str | None = None, **common):
+            super().__init__(**common)
+
+        @classmethod
+        def missing_resources(cls, params):
+            return [] if params["model_path"] else ["model_path: not set: set it to the model file"]
+
+        def compute_sample(self, sample, batch):
+            pass
+
+    with pytest.raises(RecipeError) as e:
+        NeedsBoth()
+    assert e.value.items == ["needs_both_filter: needs the Python package 'djx_no_such_package', which is not "
+                             "installed: pip install djx-no-such-package",
+                             "needs_both_filter: model_path: not set: set it to the model file"]
+
+
+@pytest.mark.slow
+@pytest.mark.models
+def test_data_juicers_recipe_runs_with_only_data_and_model_paths_changed_when_its_cache_is_there(
+        tmp_path, dj_cache_home, djx_cli):
+    _fill(dj_cache_home)
+    data = _dj_format_data(tmp_path)
+    res = djx_cli("process", "--config", RECIPE, "--quiet", "--set", f"dataset_path={data}",
+                  "--set", f"export_path={tmp_path / 'out' / 'refined.jsonl'}",
+                  "--set", f"process.11.image_text_similarity_filter.hf_clip={MODELS / 'tiny-clip'}",
+                  "--set", f"process.12.image_text_matching_filter.hf_blip={MODELS / 'tiny-blip-itm'}")
+    assert res.rc == 0, res.err
+    summary = json.loads((tmp_path / "out" / "refined.summary.json").read_text())
+    assert len(summary["ops"]) == 13 and summary["skipped_ops"] == []
+    assert summary["input"] == summary["kept"] + summary["dropped"] == len(data.read_text().splitlines())
+    assert summary["check"]["ok"] is True
+    by_name = {op["name"]: op for op in summary["ops"]}
+    assert by_name["flagged_words_filter"]["in"] == summary["input"]  # the list from the cache was read
+    assert by_name["perplexity_filter"]["in"] > 0
