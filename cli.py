@@ -38,8 +38,8 @@ def _paths_from_cwd(overrides: dict) -> None:
 
 def _process(args, stop=None) -> int:
     from djx.core.pipeline import Pipeline
-    from djx.core.recipe.recipe import parse_set
-    overrides = parse_set(args.set)
+    from djx.core.recipe.overrides import parse_set
+    overrides = {**getattr(args, "dj_overrides", {}), **parse_set(args.set)}
     _paths_from_cwd(overrides)
     if args.np is not None:
         overrides["np"] = args.np
@@ -211,7 +211,7 @@ def _explain(args) -> int:
     return 0
 
 
-def _add_process(sub) -> None:
+def _add_process(sub) -> argparse.ArgumentParser:
     """`djx process RECIPE`: run a recipe."""
     p = sub.add_parser("process", help="run a recipe")
     p.add_argument("recipe", nargs="?", help="the recipe, a YAML file in Data-Juicer's format (dataset_path, "
@@ -221,8 +221,10 @@ def _add_process(sub) -> None:
     p.add_argument("--export-path", help="where the kept samples go (overrides the recipe); relative to the current folder")
     p.add_argument("--executor", choices=["local", "ray"])
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="override any recipe key; dotted keys reach into ops, e.g. process.0.text_length_filter.min_len=3; "
-                        "dataset_path and export_path given here are relative to the current folder")
+                   help="override any recipe key; dotted keys reach into ops, e.g. text_length_filter.min_len=3 "
+                        "(an op the recipe has once) or process.0.text_length_filter.min_len=3; Data-Juicer's "
+                        "--KEY VALUE and --OP.PARAM VALUE work too; dataset_path and export_path given here are "
+                        "relative to the current folder")
     p.add_argument("--custom-ops", action="append", metavar="PATH_OR_MODULE", help="load plug-in ops")
     p.add_argument("--dry-run", action="store_true",
                    help="check what can be checked without running (dataset, models, memory, paths), print the plan; "
@@ -233,6 +235,21 @@ def _add_process(sub) -> None:
     p.add_argument("--limit", type=int, metavar="N",
                    help="a trial run: process the first N samples and estimate the whole dataset")
     p.set_defaults(fn=_process, stoppable=True)
+    return p
+
+
+def _split_dj_options(process: argparse.ArgumentParser, argv: list[str]) -> tuple[list[str], dict]:
+    """`djx process` also takes what Data-Juicer's `dj-process` takes: `--KEY VALUE` for any recipe
+    key (--dataset_path, --export_path, --np, --text_keys ...) and `--OP.PARAM VALUE`; they are
+    overrides, as --set KEY=VALUE is."""
+    from djx.core.recipe.overrides import dj_options
+    commands = [i for i, a in enumerate(argv) if not a.startswith("-")]
+    if not commands or argv[commands[0]] != "process":
+        return argv, {}
+    at = commands[0] + 1
+    own = {o for action in process._actions for o in action.option_strings}
+    rest, overrides = dj_options(argv[at:], own)
+    return argv[:at] + rest, overrides
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -242,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"djx {__version__}")
     sub = parser.add_subparsers(dest="cmd", required=True)
 
-    _add_process(sub)
+    parser.process = _add_process(sub)  # kept: main() splits Data-Juicer's options by its own
 
     p = sub.add_parser("ops", help="list ops, or show one")
     p.add_argument("name", nargs="?")
@@ -289,7 +306,14 @@ def main(argv=None) -> int:
     if not (sys.argv[1:] if argv is None else argv):  # `djx` alone: the commands, not a usage error
         parser.print_help()
         return 2
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        argv, dj_overrides = _split_dj_options(parser.process, argv)
+    except DjxError as e:
+        print(f"djx: error: {e}", file=sys.stderr)
+        return 1
     args = parser.parse_args(argv)
+    args.dj_overrides = dj_overrides
     # process and analyze stop between steps on SIGTERM, saving what they did; the other commands
     # only read, and a SIGTERM ends them as it ends any program
     stop = Stop() if getattr(args, "stoppable", False) else None

@@ -180,3 +180,35 @@ def test_analyze_check_and_explain_take_the_recipe_that_ran(tmp_path, write_json
     other = write_recipe(tmp_path / "other.yaml", dataset_path=str(data), export_path="elsewhere/k.jsonl")
     res = djx_cli("analyze", recipe, "--config", other)
     assert res.rc == 1 and "two recipes given" in res.err
+
+
+def test_data_juicers_command_line_overrides_are_taken_as_it_types_them(tmp_path, text_dataset, write_recipe,
+                                                                        djx_cli, read_jsonl, monkeypatch):
+    # dj-process --config r.yaml --np 1 --export_path p --OP.PARAM V: each a recipe override
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path="nowhere.jsonl", export_path="unused.jsonl",
+                          np=4, start_method="fork", process=[{"text_length_filter": {"min_len": 100}}])
+    monkeypatch.chdir(tmp_path)
+    res = djx_cli("process", "--config", recipe, "--quiet", "--np", "1", "--dataset_path", text_dataset.path,
+                  "--export_path", "out/kept.jsonl", "--text_length_filter.min_len", "4",
+                  "--export_dropped=false")
+    assert res.rc == 0, res.err
+    assert [s["id"] for s in read_jsonl(tmp_path / "out" / "kept.jsonl")] == text_dataset.kept_ids(4)
+    assert not (tmp_path / "out" / "kept.dropped.jsonl").exists()
+    res = djx_cli("process", "--config", recipe, "--no_such_key", "1")
+    assert res.rc == 1 and "unknown recipe key 'no_such_key'" in res.err
+
+
+def test_an_op_named_once_takes_set_without_its_index_and_a_wrong_index_names_the_op_there(
+        tmp_path, write_recipe, djx_cli):
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path="d.jsonl", export_path="k.jsonl", process=[
+        {"text_length_filter": {"min_len": 4}}, {"words_num_filter": {}}, {"text_length_filter": {"max_len": 9}}])
+    from djx.core.recipe.recipe import load_recipe
+    assert load_recipe(recipe, {"words_num_filter.min_num": 2}).process[1] == ("words_num_filter", {"min_num": 2})
+    res = djx_cli("process", recipe, "--set", "text_length_filter.min_len=3")
+    assert res.rc == 1 and "text_length_filter appears 2 times in the recipe; say which: " \
+        "process.0.text_length_filter.min_len, process.2.text_length_filter.min_len" in res.err, res.err
+    res = djx_cli("process", recipe, "--set", "process.2.words_num_filter.min_num=3")
+    assert res.rc == 1 and "process.2 is text_length_filter, not words_num_filter; words_num_filter is at " \
+        "process.1 (--set process.1.words_num_filter.min_num=...)" in res.err, res.err
+    res = djx_cli("process", recipe, "--set", "process.3.words_num_filter.min_num=3")
+    assert res.rc == 1 and "the recipe has 3 ops (process.0 to process.2), none at 3" in res.err, res.err

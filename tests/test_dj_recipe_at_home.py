@@ -94,10 +94,11 @@ def test_data_juicers_recipe_runs_with_only_data_and_model_paths_changed_when_it
         tmp_path, dj_cache_home, djx_cli):
     _fill(dj_cache_home)
     data = _dj_format_data(tmp_path)
-    res = djx_cli("process", "--config", RECIPE, "--quiet", "--set", f"dataset_path={data}",
-                  "--set", f"export_path={tmp_path / 'out' / 'refined.jsonl'}",
-                  "--set", f"process.11.image_text_similarity_filter.hf_clip={MODELS / 'tiny-clip'}",
-                  "--set", f"process.12.image_text_matching_filter.hf_blip={MODELS / 'tiny-blip-itm'}")
+    # as a Data-Juicer user types it: dj-process --config R --dataset_path D --OP.PARAM V
+    res = djx_cli("process", "--config", RECIPE, "--quiet", "--dataset_path", data,
+                  "--export_path", tmp_path / "out" / "refined.jsonl",
+                  "--image_text_similarity_filter.hf_clip", MODELS / "tiny-clip",
+                  "--image_text_matching_filter.hf_blip", MODELS / "tiny-blip-itm")
     assert res.rc == 0, res.err
     summary = json.loads((tmp_path / "out" / "refined.summary.json").read_text())
     assert len(summary["ops"]) == 13 and summary["skipped_ops"] == []

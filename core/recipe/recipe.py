@@ -19,6 +19,7 @@ from djx.core.op.params import coerce, _type_name
 from djx.core.io.dataset import dataset_root
 from djx.core.recipe.build_ops import problems, without_dj_op_keys
 from djx.core.recipe.formats import check_format, llava_options
+from djx.core.recipe.overrides import apply_overrides, parse_set  # noqa: F401  (parse_set: its old home)
 from djx.core.run.provenance import stats_key
 
 
@@ -140,8 +141,7 @@ def load_recipe(path: str, overrides: dict | None = None, custom_ops: list[str] 
                           f"got {type(raw).__name__}")
     if isinstance(raw.get("process"), list):  # bare `- op_name` entries take --set keys too
         raw["process"] = [{e: {}} if isinstance(e, str) else e for e in raw["process"]]
-    for key, value in (overrides or {}).items():
-        _set_dotted(raw, key, value)
+    apply_overrides(raw, overrides or {}, _FIELDS)
     if custom_ops:
         raw["custom_ops"] = list(raw.get("custom_ops") or []) + list(custom_ops)
     return recipe_from_dict(raw, base_dir=os.path.dirname(os.path.abspath(path)))
@@ -259,39 +259,3 @@ def _parse_process(value) -> tuple:
 def _abs(path: str, base_dir: str) -> str:
     path = os.path.expanduser(path)
     return path if os.path.isabs(path) else os.path.normpath(os.path.join(base_dir, path))
-
-
-def parse_set(items: list[str]) -> dict:
-    """`--set KEY=VALUE` pairs; values are YAML (so 8 is an int, true a bool, [a, b] a list)."""
-    out = {}
-    for item in items or ():
-        if "=" not in item:
-            raise RecipeError(f"--set expects KEY=VALUE, got {item!r}")
-        key, _, value = item.partition("=")
-        try:
-            out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
-        except yaml.YAMLError as e:
-            raise RecipeError(f"--set {item}: the value is not valid YAML ({str(e).splitlines()[0]}); "
-                              f"quote a string value, e.g. --set '{key.strip()}=\"{value}\"'") from None
-    return out
-
-
-def _set_dotted(raw: dict, key: str, value) -> None:
-    """Set raw['a']['b'][0]... from 'a.b.0'; list indices are numbers."""
-    parts = key.split(".")
-    try:
-        node = raw
-        for i, part in enumerate(parts[:-1]):
-            if isinstance(node, list):
-                node = node[int(part)]
-            else:
-                if node.get(part) is None:
-                    node[part] = [] if parts[i + 1].isdigit() else {}
-                node = node[part]
-        last = parts[-1]
-        if isinstance(node, list):
-            node[int(last)] = value
-        else:
-            node[last] = value
-    except (ValueError, IndexError, TypeError, AttributeError, KeyError):
-        raise RecipeError(f"--set {key}: no such place in the recipe") from None

@@ -208,7 +208,8 @@ def test_set_into_a_bare_op_entry_sets_its_parameter(tmp_path, write_recipe):
 def test_set_to_a_place_the_recipe_does_not_have_is_refused(tmp_path, write_recipe):
     recipe = write_recipe(tmp_path / "r.yaml", dataset_path="d.jsonl", export_path="o.jsonl",
                           process=[{"text_length_filter": {"min_len": 8}}])
-    with pytest.raises(RecipeError, match=r"--set process\.3\.text_length_filter\.min_len: no such place"):
+    with pytest.raises(RecipeError, match=r"--set process\.3\.text_length_filter\.min_len: the recipe has 1 op "
+                                          r"\(process\.0 to process\.0\), none at 3; text_length_filter is at process\.0"):
         load_recipe(str(recipe), {"process.3.text_length_filter.min_len": 3})
 
 
