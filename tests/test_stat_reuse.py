@@ -105,3 +105,63 @@ def test_a_stat_that_an_earlier_filter_of_the_run_wrote_is_computed_again(tmp_pa
     alone, bb_only = kept("alone", [score("bb", 0.46)])
     assert after_a == bb_only and len(bb_only) < both["input"]
     assert [op["reused_stats"] for op in both["ops"]] == [0, 0]
+
+
+BLIP = str(ASSETS / "models" / "tiny-blip-itm")
+AESTHETICS = str(ASSETS / "models" / "tiny-aesthetics-predictor-v2-linear")
+
+
+def _model_process(clip_min: float) -> list[dict]:
+    return [{"image_text_similarity_filter": {"hf_clip": CLIP, "min_score": clip_min}},
+            {"image_text_matching_filter": {"hf_blip": BLIP, "min_score": 0.0}},
+            {"image_aesthetics_filter": {"hf_scorer_model": AESTHETICS, "min_score": -100.0, "max_score": 100.0}}]
+
+
+@pytest.mark.models
+@pytest.mark.parametrize("fmt", ["llava", "json", "parquet"])
+def test_refiltering_an_export_in_any_format_loads_no_model(fmt, tmp_path, write_recipe, djx_cli):
+    """LLaVA records (dataset_format: llava) and djx's .json and .parquet exports reuse their stats as
+    a .jsonl export does: a tighter bound computes nothing and loads none of CLIP, BLIP, aesthetics."""
+    rows = [json.loads(line) for line in (DEMO / "demo.jsonl").read_text().splitlines()[:12]]
+    (tmp_path / "data").mkdir()
+    if fmt == "llava":
+        data = tmp_path / "data" / "d.json"
+        data.write_text(json.dumps([{"id": r["id"], "image": r["images"][0], "conversations": [
+            {"from": "human", "value": "<image>\nWhat is shown?"},
+            {"from": "gpt", "value": r["text"].replace("<__dj__image>", "").replace("<|__dj__eoc|>", "").strip()}]}
+            for r in rows]))
+        extra, export = {"dataset_format": "llava"}, "out/o.json"
+    else:
+        data = tmp_path / "data" / "d.jsonl"
+        data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        extra, export = {}, f"out/o.{fmt}"
+    first = write_recipe(tmp_path / "one" / "r.yaml", dataset_path=str(data), export_path=export,
+                         image_root=str(DEMO), np=1, start_method="fork", process=_model_process(-1.0), **extra)
+    res = djx_cli("process", first, "--quiet")
+    assert res.rc == 0, res.err
+    out = tmp_path / "one" / export
+    one = json.loads(out.with_name("o.summary.json").read_text())
+    assert one["kept"] == 12 and one["max_model_loads_per_process"] >= 1
+    again = write_recipe(tmp_path / "two" / "r.yaml", dataset_path=str(out), export_path=export,
+                         image_root=str(DEMO), np=1, start_method="fork", process=_model_process(0.0), **extra)
+    res = djx_cli("process", again, "--quiet")
+    assert res.rc == 0, res.err
+    two = json.loads((tmp_path / "two" / export).with_name("o.summary.json").read_text())
+    assert two["max_model_loads_per_process"] == 0 and all(not v for v in two["model_loads"].values())
+    assert [op["reused_stats"] for op in two["ops"]][0] == 12
+    assert "models were loaded" not in res.out
+
+
+def test_language_ids_are_reused_as_the_numbers_are(tmp_path, text_dataset, write_recipe, djx_cli):
+    """language_id_score_filter writes a label (`lang`, a string) beside its score: both are reused."""
+    pytest.importorskip("fasttext")
+    import text_resources as R
+    lid = R.write_fasttext_lid(tmp_path / "lid.bin")
+    process = [{"language_id_score_filter": {"model_path": str(lid), "min_score": 0.0}}]
+    first = write_recipe(tmp_path / "one" / "r.yaml", dataset_path=str(text_dataset.path), export_path="out/o.jsonl",
+                         np=1, start_method="fork", process=process)
+    one = _run(djx_cli, first)
+    again = write_recipe(tmp_path / "two" / "r.yaml", dataset_path=str(tmp_path / "one" / "out" / "o.jsonl"),
+                         export_path="out/o.jsonl", np=1, start_method="fork", process=process)
+    two = _run(djx_cli, again)
+    assert one["kept"] > 0 and two["ops"][0]["reused_stats"] == one["kept"] == two["kept"]

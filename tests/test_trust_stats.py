@@ -73,12 +73,12 @@ def test_a_model_filter_reuses_only_while_the_images_are_unchanged(tmp_path, rea
     first = run(djx_cli, write_recipe, tmp_path / "one", tmp_path / "d.jsonl", clip)
     again = run(djx_cli, write_recipe, tmp_path / "two", first["export"], clip)
     assert again["ops"][0]["reused_stats"] == first["kept"] == 6
-    assert "warning: image_text_similarity_filter ran no model" in again["table"]
+    assert "warning: image_text_similarity_filter computed nothing" in again["table"] and "ran no model" in again["table"]
     assert "loading models" in first["log"] and "loading models" not in again["log"]
     image = tmp_path / read_jsonl(first["export"])[0]["images"][0]
     shutil.copy(tmp_path / "images" / Path(read_jsonl(first["export"])[1]["images"][0]).name, image)
     third = run(djx_cli, write_recipe, tmp_path / "three", first["export"], clip)
-    assert third["ops"][0]["reused_stats"] == 5 and "ran no model" not in third["table"]
+    assert third["ops"][0]["reused_stats"] == 5 and "computed nothing" not in third["table"]
 
 
 @pytest.mark.parametrize("stats", ["0.9", [0.9], 3, None])

@@ -128,8 +128,9 @@ class Filter(Op):
     stats_keys: ClassVar[tuple[str, ...]] = ()
     """The stats this filter writes; every sample it sees must carry each of them."""
     stat_shapes: ClassVar[Mapping[str, str]] = MappingProxyType({})
-    """Per stat, 'scalar', 'per_image' or 'per_chunk': how a stat the input already carries is
-    checked before it is reused (a stat not named here: any finite number or list of them)."""
+    """Per stat, 'scalar', 'per_image', 'per_chunk' or 'label' (a non-empty string): how a stat the
+    input already carries is checked before it is reused (a stat not named here: any finite number or
+    list of them)."""
     verdict_params: ClassVar[tuple[str, ...] | None] = None
     """The parameters that choose the verdict from the stats without changing them (thresholds):
     stats djx wrote are reused when only these differ. None: `any_or_all` and every min_*/max_*."""

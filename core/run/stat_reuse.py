@@ -3,7 +3,8 @@ thresholds computes nothing and loads no model.
 
 A filter's stats are reused when every one of them is present and valid: finite numbers inside
 the filter's `stat_ranges`, and for the shapes a filter declares in `stat_shapes`, one value per
-image (`per_image`), one per chunk that holds images (`per_chunk`) or one number (`scalar`); and
+image (`per_image`), one per chunk that holds images (`per_chunk`), one number (`scalar`) or one
+non-empty string (`label`, e.g. language_id_score_filter's `lang`); and
 when djx vouches for them (run/provenance.py: djx wrote them with the same op, or the recipe says
 `trust_input_stats`). Anything else is recomputed; so is everything with `recompute_stats: true`.
 """
@@ -15,6 +16,7 @@ from djx.core.recipe.context import STATS_KEY, RunContext
 from djx.core.op.base import Filter
 from djx.core.io.export_input import with_stats_rows
 from djx.core.io.reinput import input_sample, unwrap_rejected
+from djx.core.run.formats import sample_of
 from djx.core.run.provenance import StatBooks
 
 
@@ -29,7 +31,7 @@ def reusable(op, sample: dict, ctx: RunContext) -> bool:
     for key in op.stats_keys:
         if key not in stats or not _valid(stats[key], shapes.get(key), op, sample, ctx):
             return False
-        if key in ranges and not all(_within(v, *ranges[key]) for v in _values(stats[key])):
+        if key in ranges and shapes.get(key) != "label" and not all(_within(v, *ranges[key]) for v in _values(stats[key])):
             return False
     return True
 
@@ -45,6 +47,8 @@ def _within(v, low, high) -> bool:
 def _valid(value, shape: str | None, op, sample: dict, ctx: RunContext) -> bool:
     if shape == "scalar":
         return _number(value)
+    if shape == "label":
+        return isinstance(value, str) and bool(value)
     if shape in ("per_image", "per_chunk"):
         n = _expected_length(shape, op, sample, ctx)
         return n is not None and isinstance(value, list) and len(value) == n and all(map(_number, value))
@@ -90,9 +94,10 @@ def models_unneeded(chain, files: list[str], stats_file: str | None = None) -> b
         item = next(with_stats_rows(iter([item]), stats_file, 0))
     parse_pending([item])
     unwrap_rejected(item)
-    if not isinstance(item.record, dict) or not isinstance(item.record.get(STATS_KEY, {}), dict):
+    record, reason = sample_of(item, chain.ctx, reads_input=True)  # a LLaVA record as the ops will see it
+    if reason or not isinstance(record, dict) or not isinstance(record.get(STATS_KEY, {}), dict):
         return False
-    sample = input_sample(item.record, 0)
+    sample = input_sample(record, 0)
     books = StatBooks(chain.ctx, chain.ops)
     books.take(sample)
     return all(reusable(op, sample, chain.ctx) and books.vouches(k, op, sample)

@@ -137,8 +137,10 @@ def _reused_and_skipped(s: dict) -> list[str]:
         + ([f"  skipped (unknown ops, skip_unknown_ops): {', '.join(skipped)}"] if skipped else [])
     for o in s.get("ops") or []:
         if o.get("uses_model") and o["in"] and o.get("reused_stats") == o["in"]:
-            lines.append(f"  warning: {o['name']} ran no model: it reused the stats all {o['in']} samples carried "
-                         f"(recompute_stats: true recomputes them)")
+            loaded = s.get("max_model_loads_per_process", 0) > 0  # a model loaded anyway is said, not hidden
+            lines.append(f"  warning: {o['name']} computed nothing: it reused the stats all {o['in']} samples carried"
+                         + (" (models were loaded all the same)" if loaded else ", and ran no model")
+                         + " (recompute_stats: true recomputes them)")
     warning = nothing_kept_warning(s)
     lines += [f"  warning: {warning}"] if warning else []
     unmatched = (s.get("events") or {}).get("stats_rows_unmatched")

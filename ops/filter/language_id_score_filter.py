@@ -11,7 +11,7 @@ class LanguageIDScoreFilter(Filter):
     quantized release of the same model: scores differ slightly from lid.176.bin's)."""
 
     stats_keys = ("lang", "lang_score")
-    stat_shapes = {"lang_score": "scalar"}
+    stat_shapes = {"lang": "label", "lang_score": "scalar"}
     # fastText adds 1e-5 to each probability it takes the log of (once with softmax, once per tree node
     # with lid.176's hierarchical softmax): a sure score is a little above 1 (1.000034 measured)
     stat_ranges = {"lang_score": (0, 1.001)}
