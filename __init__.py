@@ -10,6 +10,7 @@ from djx.core.models.pool import ModelPool, ModelSpec, register_model_loader
 from djx.core.op.base import Batch, Filter, Mapper, Op
 from djx.core.op.reasons import range_reason
 from djx.core.pipeline import Pipeline
+from djx.core.run.outcome import SampleOutcome
 from djx.core.plan.planner import DeviceInfo, Plan, plan_workers
 from djx.core.recipe.recipe import Recipe, load_recipe
 from djx.core.op.registry import build_op, get_op_class, register_op, registered_ops
@@ -18,6 +19,6 @@ __version__ = "0.1.0"
 
 __all__ = ["Batch", "CheckError", "DROP_KEY", "DeviceInfo", "DjxError", "Filter", "Mapper",
            "ModelPool", "ModelSpec", "Op", "OpChain", "POSITION_KEY", "Pipeline", "Plan",
-           "RecipeError", "Recipe", "ResumeError", "RunContext", "STATS_KEY", "SampleError",
+           "RecipeError", "Recipe", "ResumeError", "RunContext", "STATS_KEY", "SampleError", "SampleOutcome",
            "build_op", "check_outputs", "get_op_class", "load_recipe", "plan_workers",
            "range_reason", "register_model_loader", "register_op", "registered_ops", "UsageError"]

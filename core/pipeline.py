@@ -2,7 +2,8 @@
 
     Pipeline.from_recipe("recipe.yaml").run()
     Pipeline(ops=[TextLengthFilter(min_len=5)], np=2).run("in.jsonl", "out/kept.jsonl")
-    for sample in Pipeline(ops=[...]).process(samples): ...
+    for sample in Pipeline(ops=[...]).process(samples): ...      # the kept samples
+    for outcome in Pipeline(ops=[...]).results(samples): ...     # every sample: kept, dropped, rejected, why
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import json
 import os
 import time
 from contextlib import closing
+from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from djx.core.run.chain import OpChain
@@ -32,6 +34,7 @@ from djx.core.recipe.recipe import Recipe, load_recipe, recipe_from_dict
 from djx.core.records import Item
 from djx.core.plan.resources import cpu_count
 from djx.core.run.resume import fingerprint, resume_point
+from djx.core.run.outcome import SampleOutcome, outcomes
 from djx.core.run.stat_reuse import models_unneeded
 from djx.core.run.stop import RUN_SAVED, Stopped
 from djx.core.models.share.folder import remove_stale
@@ -103,10 +106,10 @@ class Pipeline:
         return "\n".join(lines + slow_dtype_warnings(specs, plan.devices))
 
     # -- in memory --------------------------------------------------------------------------
-    def process(self, samples: Iterable[dict]) -> Iterator[dict]:
-        """Run the ops over in-memory samples in this process; yield the kept ones with stats.
-
-        `self.last_counts` holds kept/dropped/rejected counts once the iterator is exhausted."""
+    def results(self, samples: Iterable[dict]) -> Iterator[SampleOutcome]:
+        """Run the ops over in-memory samples in this process; yield what became of every one, in
+        input order: kept (with its stats), dropped (the filter and its reason) or rejected (the
+        reason and code). `self.last_counts` holds the counts once the iterator is exhausted."""
         chain = self.chain()
         pool = process_pool()
         counts = {"input": 0, "kept": 0, "dropped": 0, "rejected": 0, "rejected_records": []}
@@ -121,24 +124,49 @@ class Pipeline:
             counts["dropped"] += len(res.dropped)
             counts["rejected"] += len(res.rejected)
             counts["rejected_records"] += [rej.to_record() for rej in res.rejected]
-            yield from res.kept
+            yield from outcomes(res)
+
+    def process(self, samples: Iterable[dict]) -> Iterator[dict]:
+        """The kept samples of `results(samples)`, with their stats (the dropped and rejected ones
+        are counted in `self.last_counts`; `results` gives each with its reason)."""
+        return (o.sample for o in self.results(samples) if o.kept)
 
     # -- files ------------------------------------------------------------------------------
     def run(self, dataset_path: str | None = None, export_path: str | None = None, *,
             restart: bool = False, progress: bool = True, log=print, plan: Plan | None = None,
             limit: int | None = None, stop=None) -> dict:
-        """Process a dataset (a file, a folder of files or a glob) into the export files; return the summary (also written as JSON).
+        """Process a dataset (a file, a folder of files or a glob) into the export files; return the
+        summary (also written as JSON next to the export).
 
-        Resumes an interrupted run of the same recipe and input unless `restart`. `limit`: a trial
-        run of the first `limit` samples, whose summary estimates the whole dataset. `stop` (a
-        core.run.stop.Stop, as the command line makes): once requested, the run stops after the
-        batch it is writing, saves its progress and raises Stopped. Raises CheckError (after
-        writing the outputs) when the stats or the counts do not add up."""
+        `progress`: show start-up, samples done, rate and time left while it runs (a bar on a
+        terminal, else a line every DJX_PROGRESS_EVERY_S seconds, on stderr); False for none.
+        `log`: called with each line a run says besides progress (the plan, notes, warnings, the
+        summary table); `print` by default, e.g. `logging.getLogger("djx").info` or `lambda line: None`.
+        Resumes an interrupted run of the same recipe and input unless `restart`. `plan`: workers
+        and devices to use instead of planning them. `limit`: a trial run of the first `limit`
+        samples, whose summary estimates the whole dataset. `stop` (a core.run.stop.Stop, as the
+        command line makes): once requested, the run stops after the batch it is writing, saves its
+        progress and raises Stopped. Raises CheckError (after writing the outputs) when the stats or
+        the counts do not add up."""
         t0 = time.monotonic()
         refuse_unguarded_main()
         remove_stale()  # shared weights left behind by runs that were killed
         recipe = self._with_paths(dataset_path, export_path)
         _check_limit(limit, recipe)
+        run = self._open(recipe, log)
+        start = self._resume_point(run, recipe, restart, limit, log)
+        if start.finishing:  # killed while moving its outputs into place: complete that, nothing else
+            return run.writer.complete_interrupted(log)
+        plan = plan or self.plan(recipe.np)
+        refuse_short_host_memory(self, plan, recipe.np)
+        log(self.describe(plan))
+        summary = self._execute(run, start, plan, recipe, progress, log, limit, stop, t0)
+        if recipe.report:
+            _write_report(self.ops, recipe, run.paths.export, log, stop)
+        return summary
+
+    def _open(self, recipe: Recipe, log) -> "_RunFiles":
+        """The run's input files, output paths and writer, and its op chain."""
         files = dataset_files(recipe.dataset_path)
         paths = OutputPaths.for_export(recipe.export_path)
         guard_outputs(recipe.dataset_path, paths)
@@ -152,38 +180,39 @@ class Pipeline:
         chain.lazy_models = models_unneeded(chain, files, side_stats)  # a re-filter of an export loads no model
         writer = OutputWriter(paths, recipe.export_dropped, recipe.keep_stats_in_res_ds, recipe.export_shard_size,
                               training_ready=writes_llava(chain.ctx))
-        start = resume_point(None if restart else writer.load_manifest(),
-                             {**fingerprint(recipe, self.ops, files, root), **({"limit": limit} if limit else {})},
-                             len(self.ops), paths.state_dir)
+        return _RunFiles(files, root, paths, chain, side_stats, writer)
+
+    def _resume_point(self, run: "_RunFiles", recipe: Recipe, restart: bool, limit: int | None, log):
+        """Where this run starts: from scratch, or where an interrupted run of the same work stopped."""
+        start = resume_point(None if restart else run.writer.load_manifest(),
+                             {**fingerprint(recipe, self.ops, run.files, run.root), **({"limit": limit} if limit else {})},
+                             len(self.ops), run.paths.state_dir)
         if limit is not None and not restart and not start.resumed:
-            _refuse_trial_over_full_run(paths, limit)
+            _refuse_trial_over_full_run(run.paths, limit)
         if start.note:
             log(start.note)
-        if start.finishing:  # killed while moving its outputs into place: complete that, nothing else
-            return writer.complete_interrupted(log)
-        if start.resumed:
+        if start.resumed and not start.finishing:
             log(f"[djx] resuming: {start.read.records} samples already done, reading on from there")
-        plan = plan or self.plan(recipe.np)
-        refuse_short_host_memory(self, plan, recipe.np)
-        log(self.describe(plan))
-        executor = make_executor(chain, plan, recipe, replan=lambda measured: self.plan(recipe.np, measured), log=log)
-        clock = RunClock(measure_input(files), limit, t0)
-        source = DatasetSource(files, start.read, recipe.batch_size, recipe.max_batch_bytes, limit, clock.processing,
-                               recipe.max_record_bytes, side_stats)
+        return start
+
+    def _execute(self, run: "_RunFiles", start, plan: Plan, recipe: Recipe, progress: bool, log,
+                 limit: int | None, stop, t0: float) -> dict:
+        """The executor's results into the ledger, batch by batch; the summary."""
+        executor = make_executor(run.chain, plan, recipe, replan=lambda measured: self.plan(recipe.np, measured), log=log)
+        clock = RunClock(measure_input(run.files), limit, t0)
+        source = DatasetSource(run.files, start.read, recipe.batch_size, recipe.max_batch_bytes, limit, clock.processing,
+                               recipe.max_record_bytes, run.side_stats)
         # the results are closed on the way out, before the ledger saves and the error is said: an
         # executor's clean-up (Ray's shutdown, its log's end) never waits for the traceback's end
-        with RunLedger(writer, start, chain, recipe, executor, progress, log, t0, clock) as ledger, \
+        with RunLedger(run.writer, start, run.chain, recipe, executor, progress, log, t0, clock) as ledger, \
                 closing(executor.run(source, stop)) as results:
             for result in results:
                 ledger.add(result)
                 if stop is not None:
                     stop.check(RUN_SAVED)
-            clock.partial = limit is not None and has_more(files, source.state)
+            clock.partial = limit is not None and has_more(run.files, source.state)
             ledger.end(source.state)
-            summary = ledger.finish(plan, source.state, source.read_seconds)
-        if recipe.report:
-            _write_report(self.ops, recipe, paths.export, log, stop)
-        return summary
+            return ledger.finish(plan, source.state, source.read_seconds)
 
     def _with_paths(self, dataset_path: str | None, export_path: str | None) -> Recipe:
         """The recipe, with the paths given to run() in place of its own."""
@@ -194,6 +223,18 @@ class Pipeline:
                                  "dataset_path": os.path.abspath(dataset_path or recipe.dataset_path),
                                  "export_path": os.path.abspath(export_path or recipe.export_path)},
                                 base_dir=recipe.base_dir)
+
+
+@dataclass(frozen=True)
+class _RunFiles:
+    """What one run reads and writes: its input files (and their root), output paths and writer,
+    the op chain over them, and the stats file beside an export it reads (or None)."""
+    files: list
+    root: str
+    paths: OutputPaths
+    chain: OpChain
+    side_stats: str | None
+    writer: OutputWriter
 
 
 def _check_limit(limit, recipe: Recipe) -> None:

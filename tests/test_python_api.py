@@ -83,3 +83,24 @@ def test_api_misuse_is_a_djx_error_that_says_what_to_pass():
     with pytest.raises(DjxError, match="must decorate a Filter or Mapper"):
         register_op("not_an_op")(dict)
     assert issubclass(UsageError, TypeError)  # what it is in Python, for code that catches TypeError
+
+
+def test_results_give_every_sample_its_outcome_and_reason_in_input_order(tmp_path):
+    from djx import SampleOutcome
+    from djx.ops.filter.image_shape_filter import ImageShapeFilter
+    pipe = Pipeline(ops=[TextLengthFilter(min_len=5), ImageShapeFilter(min_width=1)])
+    samples = [{"text": "hello world", "images": []}, {"text": "hi", "images": []},
+               {"text": "hello there", "images": [str(tmp_path / "missing.jpg")]}, {"text": 7}]
+    out = list(pipe.results(samples))
+    assert all(isinstance(o, SampleOutcome) for o in out)
+    assert [(o.position, o.outcome) for o in out] == [(0, "kept"), (1, "dropped"), (2, "rejected"), (3, "rejected")]
+    assert out[0].kept and out[0].reason is None and "text_len" in out[0].sample["__dj__stats__"]
+    assert out[1].op == "text_length_filter" and "below min_len 5" in out[1].reason
+    assert out[1].sample["__dj__stats__"]["text_len"] == 2
+    assert out[2].op == "image_shape_filter" and out[2].code and "missing.jpg" in out[2].reason
+    assert out[3].sample == {"text": 7} and out[3].reason
+    # process() still yields the kept ones, with the counts of the rest
+    kept = list(pipe.process(samples))
+    assert [s["text"] for s in kept] == ["hello world"]
+    assert {k: pipe.last_counts[k] for k in ("input", "kept", "dropped", "rejected")} == \
+        {"input": 4, "kept": 1, "dropped": 1, "rejected": 2}
