@@ -107,3 +107,20 @@ def test_data_juicers_recipe_runs_with_only_data_and_model_paths_changed_when_it
     by_name = {op["name"]: op for op in summary["ops"]}
     assert by_name["flagged_words_filter"]["in"] == summary["input"]  # the list from the cache was read
     assert by_name["perplexity_filter"]["in"] > 0
+
+
+def test_an_op_given_its_files_reaches_a_spawned_worker_whatever_the_cache_holds(tmp_path, dj_cache_home):
+    """A worker unpickles each op (its __new__ gets no parameters there): the files are checked when
+    the op is made, never again where the recipe's parameters are not in view."""
+    import pickle
+
+    from djx import build_op
+    pytest.importorskip("kenlm")
+    sp = R.train_sentencepiece(tmp_path / "my.sp.model")
+    arpa = R.write_arpa(tmp_path / "my.arpa", sp)
+    (tmp_path / "words").mkdir()
+    (tmp_path / "words" / "flagged_words.json").write_text(json.dumps({"en": ["badword"]}))
+    op = build_op("perplexity_filter", {"sp_model_path": str(sp), "kenlm_model_path": str(arpa)})
+    words = build_op("flagged_words_filter", {"flagged_words_dir": str(tmp_path / "words")})
+    assert pickle.loads(pickle.dumps(op)).kenlm_model == op.kenlm_model  # Data-Juicer's cache is empty here
+    assert pickle.loads(pickle.dumps(words)).vocabulary == frozenset({"badword"})

@@ -84,9 +84,9 @@ class Op:
         op = super().__new__(cls)
         op._params = validate_params(cls, params, name)
         check_ranges(cls, op._params, name)
-        missing = [m for m in (missing_requirement(cls),) if m] + cls.missing_resources(with_defaults(cls, op._params))
-        if missing:  # every package and file the op lacks, in one error
-            raise RecipeError("; ".join(f"{name}: {m}" for m in missing), items=[f"{name}: {m}" for m in missing])
+        package = missing_requirement(cls)
+        if package:  # with the files it lacks too, in one error (unpickling never gets here: main had it)
+            _refuse_missing(name, [package] + cls.missing_resources(with_defaults(cls, op._params)))
         return op
 
     @classmethod
@@ -100,12 +100,20 @@ class Op:
                  batch_size: int | None = None):
         if batch_size is not None and batch_size < 1:
             raise RecipeError(f"{self.name}.batch_size: must be >= 1, got {batch_size}")
+        # here, not in __new__: unpickling an op in a worker calls __new__ without its parameters
+        _refuse_missing(self.name or type(self).__name__,
+                        type(self).missing_resources(with_defaults(type(self), getattr(self, "_params", {}))))
         self.text_key = text_key
         self.image_key = image_key
         self.batch_size = batch_size
 
     def model_specs(self) -> list:
         """The ModelSpecs this op will ask the pool for; lets the planner size workers up front."""
+        return []
+
+    def notes(self) -> list[str]:
+        """What a run should tell the user about this op, once, with its plan (one line each, only
+        lines that say what to do): said in the main process, so the op's workers can stay quiet."""
         return []
 
     def params(self) -> dict[str, Any]:
@@ -172,6 +180,12 @@ class Mapper(Op):
     def process(self, batch: Batch) -> None:
         """Transform the batch's samples; one that cannot be transformed: batch.reject(i, reason)."""
         raise NotImplementedError
+
+
+def _refuse_missing(name: str, missing: list[str]) -> None:
+    """Every package and file an op lacks, in one error (a recipe lists each on its own line)."""
+    if missing:
+        raise RecipeError("; ".join(f"{name}: {m}" for m in missing), items=[f"{name}: {m}" for m in missing])
 
 
 def missing_requirement(cls: type) -> str | None:
