@@ -97,7 +97,8 @@ class Pipeline:
         """The plan, the recipe's notes and the warnings a run or a dry run starts with."""
         from djx.core.plan.preflight import hub_notes
         specs = self.chain().model_specs()
-        lines = [plan.describe()] + [f"  note: {note}" for note in self.recipe.notes()] + hub_notes(specs)
+        notes = self.recipe.notes() + [note for op in self.chain().ops for note in op.notes()]
+        lines = [plan.describe()] + [f"  note: {note}" for note in notes] + hub_notes(specs)
         if self.recipe.scoring == "device" and self.recipe.executor == "ray":
             from djx.core.executors.ray.scorers import describe
             from djx.core.executors.ray.stages import stage_groups

@@ -88,6 +88,20 @@ def _predictor_skeleton(spec: ModelSpec):
     return _predictor_class(spec, config)(config)
 
 
+def _clip_image_processor_class():
+    """CLIP's image processor as transformers would pick it: its torchvision backend where torchvision
+    is installed, else its PIL twin, asked for by name (asking for `CLIPImageProcessor` without
+    torchvision makes transformers 5 warn in every worker that it falls back to the same class;
+    older transformers have only `CLIPImageProcessor`)."""
+    import importlib.util
+    import transformers
+    if importlib.util.find_spec("torchvision") is None:
+        pil = getattr(transformers, "CLIPImageProcessorPil", None)
+        if pil is not None:
+            return pil
+    return transformers.CLIPImageProcessor
+
+
 @register_model_loader("aesthetics_predictor", estimate=_estimate(_predictor_skeleton))
 def load_aesthetics_predictor(spec: ModelSpec, device: str) -> LoadedModel:
     """A LAION aesthetics predictor (shunk031's layout) and its CLIP image processor."""
@@ -98,7 +112,7 @@ def load_aesthetics_predictor(spec: ModelSpec, device: str) -> LoadedModel:
         config = transformers.CLIPVisionConfig.from_pretrained(spec.name, **kw)
         cls = _predictor_class(spec, config)
         model = cls.from_pretrained(spec.name, config=config, **kw)
-        processor = transformers.CLIPImageProcessor.from_pretrained(spec.name, **kw)
+        processor = _clip_image_processor_class().from_pretrained(spec.name, **kw)
     except (OSError, ValueError, KeyError) as e:
         raise _cannot_load("an aesthetics predictor", spec, e) from None
     return _finish(model, processor, spec, device)

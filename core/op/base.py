@@ -116,6 +116,11 @@ class Op:
         lines that say what to do): said in the main process, so the op's workers can stay quiet."""
         return []
 
+    def notes(self) -> list[str]:
+        """What a run should tell the user about this op, once, with its plan (one line each, only
+        lines that say what to do): said in the main process, so the op's workers can stay quiet."""
+        return []
+
     def params(self) -> dict[str, Any]:
         """The op's parameters as given (for plans, summaries and fingerprints)."""
         return dict(self._params)

@@ -14,6 +14,7 @@ import os
 
 from djx import ModelSpec, RecipeError, SampleError, register_model_loader
 from djx.ops.common.dj_cache import dj_models_dir, in_dj_dirs, not_found
+from djx.ops.common.quiet import quiet_stderr
 
 LANGID_INSTALL = "pip install '.[langid]' in djx's checkout"
 PERPLEXITY_INSTALL = "pip install '.[perplexity]' in djx's checkout"
@@ -137,10 +138,30 @@ def load_fasttext(spec: ModelSpec, device: str) -> TextModel:
     return TextModel(fasttext.load_model(spec.name))
 
 
+def kenlm_advice(spec: ModelSpec) -> str | None:
+    """KenLM reads an ARPA text file slowly (and says so on stderr, with a progress bar, in every
+    process): once per run, what to do about it."""
+    try:
+        with open(spec.name, "rb") as f:
+            binary = f.read(len(KENLM_BINARY_MAGIC)) == KENLM_BINARY_MAGIC
+    except OSError:
+        return None
+    return None if binary else (f"{spec.name} is an ARPA text model, which KenLM loads slowly in each worker: "
+                                f"`build_binary {spec.name} {os.path.splitext(spec.name)[0]}.bin` (KenLM's tool) "
+                                f"and give that file for a faster start")
+
+
+KENLM_BINARY_MAGIC = b"mmap lm http://kheafield.com/code"
+
+
 @register_model_loader("kenlm", estimate=_size)
 def load_kenlm(spec: ModelSpec, device: str) -> TextModel:
     import kenlm
-    return TextModel(kenlm.Model(spec.name))
+    with quiet_stderr() as said:  # KenLM's advice and progress bar (C++, on fd 2): the op's notes() say it once
+        try:
+            return TextModel(kenlm.Model(spec.name))
+        except (OSError, RuntimeError) as e:
+            raise RuntimeError(f"{e} {said()}".strip()) from None
 
 
 @register_model_loader("sentencepiece", estimate=_size)

@@ -1,5 +1,5 @@
 from djx import Batch, Filter, ModelSpec, SampleError, range_reason, register_op
-from djx.ops.common.text_models import PERPLEXITY_INSTALL, perplexity_missing, perplexity_models, utf8_text
+from djx.ops.common.text_models import PERPLEXITY_INSTALL, kenlm_advice, perplexity_missing, perplexity_models, utf8_text
 
 
 @register_op("perplexity_filter")
@@ -27,6 +27,10 @@ class PerplexityFilter(Filter):
     @classmethod
     def missing_resources(cls, params: dict) -> list[str]:
         return perplexity_missing(params["lang"], params["sp_model_path"], params["kenlm_model_path"])
+
+    def notes(self) -> list[str]:
+        advice = kenlm_advice(self.kenlm_model)
+        return [f"{self.name}: {advice}"] if advice else []
 
     def compute_sample(self, sample: dict, batch: Batch) -> None:
         pieces = batch.pool.get(self.sp_model).model.encode_as_pieces(utf8_text(batch.text(sample)))
