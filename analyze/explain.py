@@ -83,12 +83,40 @@ def _recorded_plugins(summary: dict | None) -> list:
     return [str(p) for p in plugins] if isinstance(plugins, list) else []
 
 
-def journey(kind: str, path: str, rec: dict, ops: list | None, summary: dict | None) -> list[str]:
-    """The lines that tell one sample's journey."""
+def run_recipe(recipe_path: str | None, summary: dict | None, custom_ops=()):
+    """The run's recipe (`--recipe`, else the one its summary recorded; ops not built), or None."""
+    from djx.core.recipe.recipe import load_recipe
+    try:
+        return load_recipe(recipe_path, custom_ops=list(custom_ops)) if recipe_path \
+            else recorded_recipe(summary, custom_ops)
+    except DjxError:
+        return None
+
+
+def text_the_ops_saw(sample, recipe) -> str | None:
+    """The text a LLaVA record's filters judged (dataset_format: llava maps the record's turns to
+    one `[[human]]: ... [[gpt]]: ...` text), or None for a sample in djx's format, shown as it is."""
+    from djx.core.io.llava import FormatError, llava_to_djx
+    from djx.core.run.formats import keys_of
+    if recipe is None or recipe.dataset_format != "llava" or not isinstance(sample, dict) \
+            or "conversations" not in sample:
+        return None
+    ctx = recipe.run_context()
+    try:
+        return llava_to_djx(sample, ctx.llava, keys_of(ctx)).get(ctx.text_key)
+    except FormatError:
+        return None
+
+
+def journey(kind: str, path: str, rec: dict, ops: list | None, summary: dict | None, recipe=None) -> list[str]:
+    """The lines that tell one sample's journey (`recipe`: the run's, for the text its ops saw)."""
     sample = rec.get("record") if kind == "rejected" else rec
     lines = [f"sample {POSITION_KEY}={rec.get(POSITION_KEY)}: {kind}, in {path}"]
     if isinstance(sample, dict):
         lines += [f"  {k}: {_short(v)}" for k, v in sample.items() if not k.startswith("__dj")]
+    seen = text_the_ops_saw(sample, recipe)
+    if seen is not None:  # LLaVA turns: the one text the text filters judged, as they judged it
+        lines.append(f"  text the ops saw (dataset_format: llava): {_short(json.dumps(seen, ensure_ascii=False), 1000)}")
     mapped = (rec.get(DROP_KEY) or {}).get("text_as_read") if kind == "dropped" else rec.get("text_seen")
     if isinstance(mapped, str):  # a mapper changed the text: the other text the verdict involves
         lines.append(f"  {'text as read' if kind == 'dropped' else 'text the op saw'}: {_short(mapped)}")
@@ -206,7 +234,8 @@ def explain(export: str, sample_id: str | None, where: str | None, recipe: str |
         what = f"{POSITION_KEY} {pos}" if pos is not None else f"{selector[0]}={selector[1]}"
         raise DjxError(f"no sample with {what} in the outputs of {paths.export} (kept, dropped, rejected)")
     ops = recipe_ops(recipe, summary, custom_ops)
-    blocks = ["\n".join(journey(kind, path, rec, ops, summary)) for kind, path, rec in found]
+    run = run_recipe(recipe, summary, custom_ops)
+    blocks = ["\n".join(journey(kind, path, rec, ops, summary, run)) for kind, path, rec in found]
     if len(found) >= MAX_MATCHES and selector:
         blocks.append(f"(the first {MAX_MATCHES} matches; select one by its {POSITION_KEY})")
     return "\n\n".join(blocks)

@@ -64,3 +64,20 @@ def test_explain_errors_say_what_to_give(tmp_path, mm_records, make_image, write
     assert "no such output" in djx_cli("explain", tmp_path / "nowhere.jsonl", "1").err
     summary = json.loads(export.with_name("o.summary.json").read_text())
     assert [list(op)[0] for op in summary["recipe"]["process"]] == [list(op)[0] for op in PROCESS]
+
+
+def test_explain_shows_the_text_a_llava_records_filters_judged(tmp_path, make_image, write_recipe, djx_cli):
+    """With dataset_format: llava the filters see the turns as one `[[human]]: ... [[gpt]]: ...` text,
+    not the caption: explain shows that text, so a drop reason can be read against it."""
+    make_image("a.png", (40, 40))
+    records = [{"id": "cap", "image": "images/a.png", "conversations": [
+        {"from": "human", "value": "<image>\nDescribe the photo."}, {"from": "gpt", "value": "a red circle"}]}]
+    (tmp_path / "d.json").write_text(json.dumps(records))
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path="d.json", export_path="out/o.json", np=1,
+                          dataset_format="llava", process=[{"text_length_filter": {"max_len": 20}}])
+    res = djx_cli("process", recipe, "--quiet")
+    assert res.rc == 0, res.err
+    out = djx_cli("explain", tmp_path / "out" / "o.json", "0").out
+    assert "DROPPED: text_len=" in out
+    assert 'text the ops saw (dataset_format: llava): "[[human]]: <__dj__image>\\nDescribe the photo.\\n' \
+           '[[gpt]]: a red circle <|__dj__eoc|>"' in out
