@@ -34,7 +34,8 @@ def _yaml_value(value: str, where: str, key: str):
 def dj_options(tokens: list[str], own_options: set[str]) -> tuple[list[str], dict]:
     """Split `tokens` into the options djx's parser knows (`own_options`: its exact spellings, which
     also match with `_` for `-`: --export_path, --dry_run) and Data-Juicer's `--KEY VALUE` /
-    `--KEY=VALUE` overrides (KEY a recipe key or OP.PARAM; a KEY followed by no value is true)."""
+    `--KEY=VALUE` overrides (KEY a recipe key or OP.PARAM; a KEY followed by no value is true);
+    Data-Juicer's `--custom-operator-paths P...` becomes djx's `--custom-ops P` for each."""
     rest, overrides, i = [], {}, 0
     while i < len(tokens):
         token = tokens[i]
@@ -43,6 +44,11 @@ def dj_options(tokens: list[str], own_options: set[str]) -> tuple[list[str], dic
             rest.append(token)
         elif name.replace("_", "-") in own_options:
             rest.append(name.replace("_", "-") + eq + inline)
+        elif name in ("--custom-operator-paths", "--custom_operator_paths"):  # Data-Juicer's, nargs="+"
+            values = [inline] if eq else []
+            while not eq and i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+                values, i = values + [tokens[i + 1]], i + 1
+            rest += [arg for v in values for arg in ("--custom-ops", v)]
         else:
             key = name[2:]
             if eq:

@@ -220,3 +220,14 @@ def test_set_parses_key_equals_yaml_value():
         parse_set(["np"])
     with pytest.raises(RecipeError, match="not valid YAML .*quote a string value"):
         parse_set(["project_name=[unclosed"])
+
+
+def test_data_juicers_command_line_splits_into_djx_options_and_overrides():
+    from djx.core.recipe.overrides import dj_options
+    own = {"--config", "--np", "--custom-ops", "--export-path", "--dry-run"}
+    rest, overrides = dj_options(["--config", "r.yaml", "--np", "2", "--export_path=o.jsonl", "--dry_run",
+                                  "--custom-operator-paths", "a.py", "b.py", "--text_keys", "caption",
+                                  "--image_text_similarity_filter.min_score", "0.3", "--open_tracer"], own)
+    assert rest == ["--config", "r.yaml", "--np", "2", "--export-path=o.jsonl", "--dry-run",
+                    "--custom-ops", "a.py", "--custom-ops", "b.py"]
+    assert overrides == {"text_keys": "caption", "image_text_similarity_filter.min_score": 0.3, "open_tracer": True}
