@@ -26,6 +26,7 @@ from djx.core.run.ledger import RunLedger
 from djx.core.models.pool import estimate_bytes, process_pool
 from djx.core.io.guards import guard_outputs
 from djx.core.io.outputs import OutputPaths, OutputWriter
+from djx.core.io.user_key import user_key
 from djx.core.plan.planner import Plan, cuda_inventory, plan_workers
 from djx.core.plan.preflight import refuse_short_host_memory, refuse_unguarded_main
 from djx.core.io.dataset import dataset_files, dataset_root
@@ -157,7 +158,7 @@ class Pipeline:
         run = self._open(recipe, log)
         start = self._resume_point(run, recipe, restart, limit, log)
         if start.finishing:  # killed while moving its outputs into place: complete that, nothing else
-            return run.writer.complete_interrupted(log)
+            return run.writer.complete_interrupted(start.manifest, log)
         plan = plan or self.plan(recipe.np)
         refuse_short_host_memory(self, plan, recipe.np)
         log(self.describe(plan))
@@ -180,7 +181,7 @@ class Pipeline:
             log(warning)
         chain.lazy_models = models_unneeded(chain, files, side_stats)  # a re-filter of an export loads no model
         writer = OutputWriter(paths, recipe.export_dropped, recipe.keep_stats_in_res_ds, recipe.export_shard_size,
-                              training_ready=writes_llava(chain.ctx))
+                              training_ready=writes_llava(chain.ctx), key=user_key())
         return _RunFiles(files, root, paths, chain, side_stats, writer)
 
     def _resume_point(self, run: "_RunFiles", recipe: Recipe, restart: bool, limit: int | None, log):

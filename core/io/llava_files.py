@@ -4,7 +4,8 @@ at a time by djx's reader (memory: the largest record, never the file), JSON Lin
 
 OUT's suffix picks its layout: `.json`, one JSON array (LLaVA's), or `.jsonl`. A record that is not
 in the input's format goes to `<OUT stem>.rejected.jsonl` with its reason (the command then exits 1);
-nothing is dropped silently. The output is written under a temporary name and renamed when complete.
+nothing is dropped silently. Both are written under fresh temporary names (never a fixed name
+someone could plant a link at) and renamed into place when complete.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from djx.core.io.dataset import dataset_files, dataset_root
 from djx.core.io.guards import check_writable, refuse_inputs_as_outputs
 from djx.core.io.llava import (LLAVA_KEY, FormatError, Keys, LlavaOptions, djx_to_llava, llava_to_djx,
                                lost_without_orig)
+from djx.core.io.private_files import new_file_beside
 from djx.core.io.readers import ReadState, read_files
 from djx.core.records import Rejection
 
@@ -26,9 +28,9 @@ DIRECTIONS = ("llava-to-djx", "djx-to-llava")
 class _Writer:
     """Records to a .json array or a .jsonl file, one at a time."""
 
-    def __init__(self, path: str, array: bool):
+    def __init__(self, fd: int, array: bool):
         self.array = array
-        self.f = open(path, "w", encoding="utf-8")
+        self.f = os.fdopen(fd, "w", encoding="utf-8")
         self.n = 0
         if self.array:
             self.f.write("[")
@@ -83,33 +85,35 @@ def convert(src: str, dst: str, direction: str, opts: LlavaOptions = LlavaOption
         raise DjxError(f"--image-folder: no such folder: {image_folder}")
     dst = os.path.abspath(dst)
     stem = dst[:-len(".jsonl")] if dst.lower().endswith(".jsonl") else dst[:-len(".json")]
-    part, rejected_path = dst + ".part", stem + ".rejected.jsonl"
-    refuse_inputs_as_outputs(files, {"output": dst, "partial output": part, "rejects": rejected_path,
-                                     "partial rejects": rejected_path + ".part"},
+    rejected_path = stem + ".rejected.jsonl"
+    refuse_inputs_as_outputs(files, {"output": dst, "rejects": rejected_path},
                              "convert", "write the output under another name (or in another folder)")
     check_writable(os.path.dirname(dst), "convert")
     paths = _Paths(image_folder and os.path.abspath(image_folder), bool(image_folder and os.path.isabs(image_folder)),
                    os.path.dirname(dst), dataset_root(src))
     try:
-        done = _convert_files(files, part, rejected_path + ".part", dst.lower().endswith(".json"), direction,
-                              opts, keys, paths, round_trip)
+        done, part, rejected_part = _convert_files(files, dst, rejected_path, dst.lower().endswith(".json"),
+                                                   direction, opts, keys, paths, round_trip)
     except OSError as e:
         raise DjxError(f"convert: cannot write {dst}: {e.strerror or e}; nothing was written (free space or "
                        f"choose another folder)") from None
     os.replace(part, dst)
-    if done.rejected:
-        os.replace(rejected_path + ".part", rejected_path)
-    elif os.path.exists(rejected_path):
+    if rejected_part is not None:
+        os.replace(rejected_part, rejected_path)
+    elif os.path.lexists(rejected_path):
         os.unlink(rejected_path)  # an earlier conversion's rejects: not this one's
     return done
 
 
-def _convert_files(files: list[str], part: str, rejected_part: str, array: bool, direction: str,
-                   opts: LlavaOptions, keys: Keys, paths: _Paths, round_trip: bool) -> Converted:
-    """The conversion into the `.part` files; on any failure (a full disk, Ctrl-C) none is left."""
-    done, out, rejected = Converted(), None, None
+def _convert_files(files: list[str], dst: str, rejected_path: str, array: bool, direction: str,
+                   opts: LlavaOptions, keys: Keys, paths: _Paths, round_trip: bool) -> tuple:
+    """The conversion into new temporary files beside `dst` and `rejected_path` (fresh random
+    names: never one someone could plant a link at); (what it wrote, the output's temporary file,
+    the rejects' or None). On any failure (a full disk, Ctrl-C) none is left."""
+    done, out, rejected, part, rejected_part = Converted(), None, None, None, None
     try:
-        out = _Writer(part, array)
+        fd, part = new_file_beside(dst)
+        out = _Writer(fd, array)
         for item in read_files(files, ReadState(), parse=True):
             try:
                 if item.error:
@@ -117,7 +121,8 @@ def _convert_files(files: list[str], part: str, rejected_part: str, array: bool,
                 record = _one(item.record, direction, opts, keys, paths, round_trip, done)
             except FormatError as e:
                 if rejected is None:
-                    rejected = open(rejected_part, "w", encoding="utf-8")
+                    fd, rejected_part = new_file_beside(rejected_path)
+                    rejected = os.fdopen(fd, "w", encoding="utf-8")
                 expected = "LLaVA" if direction == "llava-to-djx" else "djx"
                 reason, code = ((str(e), "lossy_conversion") if isinstance(e, _Lossy)
                                 else (f"not a {expected} record: {e}", "bad_input"))
@@ -138,10 +143,10 @@ def _convert_files(files: list[str], part: str, rejected_part: str, array: bool,
                     handle.close()
             except OSError:
                 pass  # the disk that failed the write may fail the flush too
-            if os.path.exists(name):
+            if name is not None and os.path.exists(name):
                 os.unlink(name)
         raise
-    return done
+    return done, part, rejected_part
 
 
 def _one(record, direction: str, opts: LlavaOptions, keys: Keys, paths: _Paths, round_trip: bool,

@@ -5,16 +5,25 @@ export; a manifest (written atomically) records how far the input was read and t
 each part file at the last checkpoint. A resumed run truncates the parts to those lengths and
 reads on from there, so nothing is redone or duplicated. At the end the parts are renamed into
 place: a half-written export never carries the final name.
+
+The export folder may be writable by others, so the state folder is used only when it is this
+user's private folder, its files only when they are this user's regular files (io/private_files.py),
+and the manifest only when this user's key signed it (io/user_key.py): it holds each part's
+digest at its length, checked before a run resumes or completes from it. A state someone else
+wrote, or a part changed since its checkpoint, is refused, never resumed into.
 """
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
 from dataclasses import dataclass
 
 from djx.core.errors import DjxError, ResumeError
+from djx.core.io.private_files import create_new, new_file_beside, open_own, private_folder
+from djx.core.io.user_key import UserKey, mac, signed
 from djx.core.io.writers import count_records, encode_line, existing_shards, export_format, shard_names, write_part
 
 
@@ -45,14 +54,17 @@ class OutputWriter:
     KINDS = ("kept", "dropped", "rejected")
 
     def __init__(self, paths: OutputPaths, export_dropped: bool = True, keep_stats: bool = True,
-                 shard_size: int = 0, training_ready: bool = False):
+                 shard_size: int = 0, training_ready: bool = False, key: UserKey | None = None):
         self.paths = paths
+        self.key = key or UserKey(b"", "", "no key was given to the writer")  # signs the manifest
         self.export_dropped = export_dropped
         self.keep_stats, self.shard_size = keep_stats, shard_size  # of the kept samples' export
         # djx's keys leave the exported records for the stats file (`__dj__stats__` stays when kept):
         # without stats, or an export meant for training as it is (a LLaVA export)
         self.split_keys = training_ready or not keep_stats
         self._files = {}
+        self._hashes = {}  # kind -> sha256 of the part as written so far
+        self._manifest: dict = {}  # the last one written
 
     def part(self, kind: str) -> str:
         return os.path.join(self.paths.state_dir, f"{kind}.jsonl.part")
@@ -62,14 +74,27 @@ class OutputWriter:
         return os.path.join(self.paths.state_dir, "manifest.json")
 
     def load_manifest(self) -> dict | None:
+        """The unfinished run's manifest (None: there is none), refused unless this user's key signed it."""
+        if not os.path.lexists(self.paths.state_dir):
+            return None
+        private_folder(self.paths.state_dir)
         try:
-            with open(self.manifest_path, encoding="utf-8") as f:
-                return json.load(f)
+            with os.fdopen(open_own(self.manifest_path), encoding="utf-8") as f:
+                manifest = json.load(f)
         except FileNotFoundError:
             return None
-        except (OSError, json.JSONDecodeError) as e:
+        except (OSError, ValueError) as e:
             raise ResumeError(f"resume state {self.manifest_path} is unreadable ({e}); "
                               f"run again with --restart to start over") from None
+        sig = manifest.pop("sig", None) if isinstance(manifest, dict) else None
+        if not self.key.key:
+            raise ResumeError(f"resume state {self.manifest_path} cannot be checked: {self.key.problem}; fix that "
+                              f"(djx makes a new key when the file is removed) or run again with --restart")
+        if not signed(self.key.key, manifest, sig):
+            raise ResumeError(f"resume state {self.manifest_path} is not signed with this user's key (another user "
+                              f"may have written it), so djx will not resume or complete it: run again with "
+                              f"--restart to start over")
+        return manifest
 
     @property
     def _state_summary(self) -> str:
@@ -78,8 +103,8 @@ class OutputWriter:
     def lock(self) -> None:
         """Hold the export for this process. A POSIX record lock: forked workers do not inherit
         it, and it dies with this process (kill -9 included)."""
-        os.makedirs(self.paths.state_dir, exist_ok=True)
-        self._lock = open(os.path.join(self.paths.state_dir, "lock"), "w")
+        private_folder(self.paths.state_dir)
+        self._lock = os.fdopen(open_own(os.path.join(self.paths.state_dir, "lock"), os.O_WRONLY | os.O_CREAT), "w")
         try:
             fcntl.lockf(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -98,36 +123,63 @@ class OutputWriter:
         self.lock()
         if manifest is None and os.path.exists(self.manifest_path):
             os.remove(self.manifest_path)
-        lengths = (manifest or {}).get("lengths", {})
-        for kind in self.KINDS:
-            f = open(self.part(kind), "a+b")
-            f.seek(0, os.SEEK_END)
-            if f.tell() < lengths.get(kind, 0):
-                f.close()
-                self.close()
-                self.release()
-                raise ResumeError(f"resume state {self.paths.state_dir} is damaged: {self.part(kind)} is shorter "
-                                  f"than its last checkpoint; run again with --restart to start over")
-            f.truncate(lengths.get(kind, 0))
-            f.seek(0, os.SEEK_END)
-            self._files[kind] = f
+        try:
+            for kind in self.KINDS:
+                if manifest is None:
+                    self._files[kind] = os.fdopen(create_new(self.part(kind)), "r+b")
+                    self._hashes[kind] = hashlib.sha256()
+                    continue
+                self._files[kind] = f = os.fdopen(open_own(self.part(kind), os.O_RDWR), "r+b")
+                self._hashes[kind] = self._checked(kind, f, manifest)
+                f.truncate(manifest["lengths"][kind])
+                f.seek(0, os.SEEK_END)
+        except BaseException:
+            self.close()
+            self.release()
+            raise
+
+    def _checked(self, kind: str, f, manifest: dict):
+        """The sha256 of the part's first `lengths[kind]` bytes, which must be the manifest's digest."""
+        length, digest = (manifest.get("lengths") or {}).get(kind, 0), (manifest.get("digests") or {}).get(kind)
+        h, left = hashlib.sha256(), length
+        while left > 0 and (block := f.read(min(left, 1 << 20))):
+            h.update(block)
+            left -= len(block)
+        if left > 0:
+            raise ResumeError(f"resume state {self.paths.state_dir} is damaged: {self.part(kind)} is shorter "
+                              f"than its last checkpoint; run again with --restart to start over")
+        if h.hexdigest() != digest:
+            raise ResumeError(f"resume state {self.paths.state_dir}: {self.part(kind)} changed since its last "
+                              f"checkpoint (its digest differs), so djx will not resume or complete it: run again "
+                              f"with --restart to start over")
+        return h
 
     def write(self, kind: str, records: list[dict]) -> None:
         if records:  # lines a worker encoded (bytes, newline included), or dicts
-            self._files[kind].write(b"".join(r if isinstance(r, bytes) else encode_line(r) for r in records))
+            data = b"".join(r if isinstance(r, bytes) else encode_line(r) for r in records)
+            self._hashes[kind].update(data)
+            self._files[kind].write(data)
 
     def lengths(self) -> dict[str, int]:
         """Each part's length as written so far (buffered bytes included)."""
         return {k: f.tell() for k, f in self._files.items()}
 
-    def checkpoint(self, manifest: dict, lengths: dict[str, int] | None = None) -> None:
-        """Make the parts durable and record the manifest with their lengths (now, or `lengths`:
-        an earlier point, when the parts hold a batch cut off half written)."""
+    def position(self) -> dict:
+        """Each part's length and the digest of its content so far: what a checkpoint records."""
+        return {"lengths": self.lengths(), "digests": {k: h.hexdigest() for k, h in self._hashes.items()}}
+
+    def checkpoint(self, manifest: dict, at: dict | None = None) -> None:
+        """Make the parts durable and record the manifest, signed, with their lengths and digests
+        (now, or `at`: an earlier `position()`, when the parts hold a batch cut off half written)."""
         for f in self._files.values():
             f.flush()
             os.fsync(f.fileno())
-        manifest = dict(manifest, lengths=self.lengths() if lengths is None else dict(lengths))
-        _write_durable(self.manifest_path, manifest)
+        self._write_manifest({**manifest, **(self.position() if at is None else at)})
+
+    def _write_manifest(self, manifest: dict) -> None:
+        self._manifest = dict(manifest)
+        sig = mac(self.key.key, manifest)
+        _write_durable(self.manifest_path, {**manifest, "sig": sig} if sig else manifest)
 
     def close(self) -> None:
         """Close the part files (the lock stays until `release`)."""
@@ -140,9 +192,8 @@ class OutputWriter:
         summary and a `finishing` mark are made durable in the state first, so a run killed at any
         instant after that is completed by the next one (`complete`), never redone or padded."""
         self.close()
-        _write_durable(self._state_summary, summary)
-        manifest = self.load_manifest() or {}
-        _write_durable(self.manifest_path, {**manifest, "finishing": True})
+        digest = _write_durable(self._state_summary, summary)
+        self._write_manifest({**self._manifest, "finishing": True, "summary": digest})
         self.complete()
 
     def complete(self) -> None:
@@ -194,10 +245,24 @@ class OutputWriter:
         write_part(part, files, self.paths.fmt, self.paths.stats if split_stats else None, self.keep_stats)
         os.remove(part)
 
-    def complete_interrupted(self, log=print) -> dict:
-        """Complete the finish of a run that was stopped inside it; its summary."""
+    def complete_interrupted(self, manifest: dict, log=print) -> dict:
+        """Complete the finish of a run that was stopped inside it (`manifest`, as load_manifest
+        checked it); its summary. Each file still to move must be the one the manifest names."""
         self.lock()
         try:
+            for kind in self.KINDS:
+                try:
+                    with os.fdopen(open_own(self.part(kind)), "rb") as f:
+                        self._checked(kind, f, manifest)
+                except FileNotFoundError:
+                    continue  # moved into place before the stop
+            try:
+                with os.fdopen(open_own(self._state_summary), "rb") as f:
+                    if hashlib.sha256(f.read()).hexdigest() != manifest.get("summary"):
+                        raise ResumeError(f"resume state {self.paths.state_dir}: its summary changed since the run "
+                                          f"finished, so djx will not complete it: run again with --restart")
+            except FileNotFoundError:
+                pass
             self.complete()
         finally:
             self.release()
@@ -207,12 +272,15 @@ class OutputWriter:
             return json.load(f)
 
 
-def _write_durable(path: str, obj) -> None:
-    """Write JSON so that the file holds either the old or the new content after any crash."""
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, ensure_ascii=False, default=str)
+def _write_durable(path: str, obj) -> str:
+    """Write JSON so that the file holds either the old or the new content after any crash; the
+    sha256 of what was written."""
+    data = json.dumps(obj, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
+    fd, tmp = new_file_beside(path)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    return hashlib.sha256(data).hexdigest()
 

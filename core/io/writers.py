@@ -7,12 +7,14 @@ Data-Juicer: `.jsonl`, `.json` (one JSON array, written record by record) and `.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
 from typing import Callable, Iterable, Iterator
 
 from djx.core.errors import DjxError
+from djx.core.io.private_files import new_file_beside
 
 FORMATS = (".jsonl", ".json", ".parquet")
 PARQUET_JSON_COLUMNS = b"djx.json_columns"  # parquet metadata: columns stored as JSON text
@@ -39,20 +41,29 @@ def encode_line(obj) -> bytes:
 
 def write_records(records: Callable[[], Iterable[dict]], dest: str, fmt: str) -> None:
     """Write the records (a callable that iterates them, called again when a format needs a second
-    pass) to `dest` in `fmt`, atomically: a temporary file renamed into place."""
-    tmp = dest + ".tmp"
-    if fmt == ".parquet":
-        _write_parquet(records, tmp)
-    else:
-        with open(tmp, "w", encoding="utf-8") as f:
-            if fmt == ".json":
-                _write_json_array(records(), f)
-            else:
-                for rec in records():
-                    f.write(dumps(rec) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, dest)
+    pass) to `dest` in `fmt`, atomically: a new temporary file (a random name, never one that
+    someone could have planted a link at) renamed into place."""
+    fd, tmp = new_file_beside(dest)
+    try:
+        if fmt == ".parquet":
+            with os.fdopen(fd, "wb") as f:
+                _write_parquet(records, f, dest)
+                f.flush()
+                os.fsync(f.fileno())
+        else:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                if fmt == ".json":
+                    _write_json_array(records(), f)
+                else:
+                    for rec in records():
+                        f.write(dumps(rec) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def write_part(part: str, files: list[str], fmt: str, stats_path: str | None = None,
@@ -109,7 +120,7 @@ def _chunks(records: Iterable[dict]) -> Iterator[list[dict]]:
         yield chunk
 
 
-def _write_parquet(records: Callable[[], Iterable[dict]], tmp: str) -> None:
+def _write_parquet(records: Callable[[], Iterable[dict]], f, dest: str) -> None:
     """Two passes: infer one arrow type per top-level field over every record (fields whose values
     share no type, e.g. a list here and a string there, become JSON text, named in the file's
     metadata so readers decode them), then write chunk by chunk."""
@@ -117,14 +128,16 @@ def _write_parquet(records: Callable[[], Iterable[dict]], tmp: str) -> None:
     columns, as_json = _parquet_schema(records)
     while True:
         try:
-            _write_parquet_pass(records, tmp, columns, as_json)
+            f.seek(0)
+            f.truncate()
+            _write_parquet_pass(records, f, columns, as_json)
             return
         except _ColumnConflict as c:  # a value the inferred type cannot hold: store it as JSON text
             as_json.add(c.name)
         except pa.ArrowException as e:  # a type parquet cannot store: nested fields as JSON text
             nested = {k for k, t in columns.items() if pa.types.is_nested(t)} - as_json
             if not nested:
-                raise DjxError(f"cannot write {tmp[:-len('.tmp')]} as parquet ({e}); the processed samples stay in "
+                raise DjxError(f"cannot write {dest} as parquet ({e}); the processed samples stay in "
                                f"the run's state folder, but this export cannot be finished as parquet: run again "
                                f"with --restart and an export_path ending in .jsonl") from None
             as_json |= nested
@@ -167,12 +180,12 @@ def _parquet_writable(t) -> bool:
     return True
 
 
-def _write_parquet_pass(records, tmp: str, types: dict, as_json: set) -> None:
+def _write_parquet_pass(records, f, types: dict, as_json: set) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
     schema = pa.schema([(k, pa.string() if k in as_json else t) for k, t in types.items()],
                        metadata={PARQUET_JSON_COLUMNS: json.dumps(sorted(as_json)).encode()})
-    with pq.ParquetWriter(tmp, schema) as writer:
+    with pq.ParquetWriter(f, schema) as writer:
         for chunk in _chunks(records()):
             arrays = []
             for k in types:

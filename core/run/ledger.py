@@ -56,7 +56,7 @@ class RunLedger:
         self.read_at: dict | None = None   # reader position after the last batch written
         self.batches = self.saved = 0      # batches written; ... as of the last checkpoint
         self.write_seconds = 0.0           # this session's time in add(): writing and the books
-        # the last batch written whole: (batches, reader position, counts, part lengths), set in one
+        # the last batch written whole: (batches, reader position, counts, parts' position), set in one
         # assignment, so an interrupt anywhere in `add` saves exactly the batches finished before it
         self.done: tuple | None = None
         # a run's first samples show a systematic failure (a resumed run has passed that point)
@@ -93,7 +93,7 @@ class RunLedger:
             self.session_samples += res.samples
             self.read_at = res.read_at
             self.batches += 1
-            self.done = (self.batches, self.read_at, self.counts.to_dict(), self.writer.lengths())
+            self.done = (self.batches, self.read_at, self.counts.to_dict(), self.writer.position())
         if self.clock is not None:
             self.clock.batch_done(res.samples)
         if self.batches % self.recipe.checkpoint_every == 0:
@@ -210,11 +210,11 @@ class RunLedger:
     def _save_progress(self) -> None:
         """Checkpoint the last batch written whole (a batch cut off half written is cut from the parts
         by the next run, which reads it again)."""
-        _, read_at, counts, lengths = self.done
+        _, read_at, counts, at = self.done
         counts = RunCounts.from_dict(counts)
         self._update_totals(counts)
         try:
-            self.writer.checkpoint(self.start.checkpoint(read_at, counts), lengths=lengths)
+            self.writer.checkpoint(self.start.checkpoint(read_at, counts), at=at)
         except OSError as e:  # never hide the error that stopped the run behind this one
             self.log(f"[djx] could not save progress ({e}); the next run resumes from the last checkpoint")
             return

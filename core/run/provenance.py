@@ -16,8 +16,8 @@ import hashlib
 import hmac
 import json
 import os
-import stat
 
+from djx.core.io.user_key import user_key
 from djx.core.recipe.context import DROP_KEY, ORIGIN_POS_KEY, POSITION_KEY, STATS_KEY, RunContext
 
 PROVENANCE_KEY = "__djx__stats_provenance__"
@@ -25,31 +25,9 @@ _UNSIGNED = (PROVENANCE_KEY, POSITION_KEY, ORIGIN_POS_KEY, DROP_KEY)  # djx's ke
 
 
 def stats_key(home: str | None = None) -> bytes:
-    """This user's key for signing stats: `$XDG_DATA_HOME/djx/stats.key` (~/.local/share), made
-    on first use, 0600 in a 0700 folder of this user. b"" when it cannot be had safely: nothing
-    is signed then, and only `trust_input_stats` reuses stats."""
-    base = home or os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    folder, path = os.path.join(base, "djx"), os.path.join(base, "djx", "stats.key")
-    try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        st = os.lstat(folder)
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-            return b""
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(os.urandom(32))
-        except FileExistsError:
-            pass
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            key = f.read()
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077 or len(key) < 32:
-            return b""
-        return key
-    except OSError:
-        return b""
+    """This user's key for signing stats (core/io/user_key.py); b"" when it cannot be had safely:
+    nothing is signed then, and only `trust_input_stats` reuses stats."""
+    return user_key(home).key
 
 
 def op_fingerprint(op) -> str:

@@ -1,0 +1,174 @@
+"""The export folder is not trusted by its names: another user who can write there (a team scratch
+folder, /tmp) must not make a run write through links they planted, nor resume or complete into
+records they wrote. A state folder is used only when this user made it and no one else can enter
+it; temporary files get fresh random names; a resume state is used only when this user's key
+signed its manifest and its parts still match the digests the manifest holds.
+
+Tests run as root here: "another user" is a folder chowned to another uid, or a symlink."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+ATTACKER = 12345
+TEXTS = [f"sample number {i:04d} with words" for i in range(20)]
+
+
+@pytest.fixture
+def victim(tmp_path, write_jsonl, write_recipe):
+    """The victim's input, a notes file they care about, and a recipe exporting to out/o.jsonl."""
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": i, "text": t} for i, t in enumerate(TEXTS)])
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes, not to be lost\n")
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(data), export_path="out/o.jsonl", np=1,
+                          process=[{"text_length_filter": {"min_len": 5}}])
+    (tmp_path / "out").mkdir()
+    return data, notes, recipe
+
+
+def contents(*paths: Path) -> list[bytes]:
+    return [p.read_bytes() for p in paths]
+
+
+def one_line_refusal(res) -> str:
+    lines = [line for line in res.err.splitlines() if line.strip()]
+    assert res.rc != 0 and "Traceback" not in res.err and len(lines) == 1, res.err
+    return lines[0]
+
+
+def plant_links(folder: Path, data: Path, notes: Path) -> None:
+    """Part files and the lock, each a link to one of the victim's files."""
+    (folder / "kept.jsonl.part").symlink_to(data)
+    (folder / "dropped.jsonl.part").symlink_to(notes)
+    (folder / "rejected.jsonl.part").symlink_to(notes)
+    (folder / "lock").symlink_to(notes)
+
+
+@pytest.mark.parametrize("how", ["owned by another user", "a symlink"])
+def test_a_state_folder_planted_by_another_user_is_refused(tmp_path, victim, djx_cli, how):
+    data, notes, recipe = victim
+    before = contents(data, notes)
+    state = tmp_path / "out" / ".o.djx-state"
+    if how == "a symlink":
+        theirs = tmp_path / "theirs"
+        theirs.mkdir()
+        plant_links(theirs, data, notes)
+        state.symlink_to(theirs)
+    else:
+        state.mkdir()
+        plant_links(state, data, notes)
+        os.chmod(state, 0o777)
+        for p in [state, *state.iterdir()]:
+            os.lchown(p, ATTACKER, ATTACKER)
+    for extra in ([], ["--restart"]):
+        line = one_line_refusal(djx_cli("process", recipe, *extra))
+        assert str(state) in line and "not a private folder of this user" in line
+        assert contents(data, notes) == before
+    assert not (tmp_path / "out" / "o.jsonl").exists()
+
+
+@pytest.mark.parametrize("fmt", [".json", ".parquet"])
+def test_planted_tmp_links_beside_the_export_are_not_written_through(tmp_path, victim, write_recipe, djx_cli, fmt):
+    data, notes, _ = victim
+    before = contents(data, notes)
+    recipe = write_recipe(tmp_path / "r2.yaml", dataset_path=str(data), export_path=f"out/o{fmt}", np=1,
+                          keep_stats_in_res_ds=False, process=[{"text_length_filter": {"min_len": 5}}])
+    for name in (f"o{fmt}", f"o.dropped{fmt}", f"o.rejected{fmt}", "o_stats.jsonl"):
+        (tmp_path / "out" / (name + ".tmp")).symlink_to(notes)
+    res = djx_cli("process", recipe)
+    assert res.rc == 0, res.err
+    assert contents(data, notes) == before
+    export = tmp_path / "out" / f"o{fmt}"
+    assert not export.is_symlink() and export.stat().st_size > 0
+    from djx.core.io.output_reader import iter_output
+    assert len(list(iter_output(str(export)))) == len(TEXTS)
+
+
+def test_convert_does_not_write_through_planted_links(tmp_path, write_jsonl, djx_cli):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes, not to be lost\n")
+    good = {"id": "1", "image": "a.jpg", "conversations": [{"from": "human", "value": "<image>\nwhat?"},
+                                                           {"from": "gpt", "value": "a cat"}]}
+    src = write_jsonl(tmp_path / "llava.jsonl", [good, {"id": "2", "no": "conversations"}])
+    (tmp_path / "djx.jsonl.part").symlink_to(notes)
+    (tmp_path / "djx.rejected.jsonl").symlink_to(notes)
+    res = djx_cli("convert", "llava-to-djx", src, tmp_path / "djx.jsonl")
+    assert res.rc == 1  # one record rejected, said with its reason
+    assert notes.read_text() == "my notes, not to be lost\n"
+    assert not (tmp_path / "djx.rejected.jsonl").is_symlink()
+    assert len((tmp_path / "djx.rejected.jsonl").read_text().splitlines()) == 1
+    assert len((tmp_path / "djx.jsonl").read_text().splitlines()) == 1
+
+
+# -- resume states djx did not sign ------------------------------------------------------------------
+
+def unfinished_state(tmp_path: Path) -> tuple[dict, Path]:
+    """A genuine unfinished run of 60 samples, stopped by a bad line after 48 were saved; the
+    keys to run it again with, and its state folder."""
+    from djx import Pipeline
+    from djx.core.records import FailFast
+    lines = [json.dumps({"id": i, "text": f"sample number {i:04d}"}) for i in range(60)]
+    lines[52] = '{"id": 52, "text": '
+    (tmp_path / "data.jsonl").write_text("\n".join(lines) + "\n")
+    keys = {"dataset_path": str(tmp_path / "data.jsonl"), "export_path": str(tmp_path / "out/o.jsonl"),
+            "batch_size": 8, "np": 1, "start_method": "fork", "checkpoint_every": 100,
+            "process": [{"text_length_filter": {"min_len": 5}}]}
+    with pytest.raises(FailFast):
+        Pipeline(**keys, on_error="fail").run(progress=False, log=lambda *a: None)
+    state = tmp_path / "out" / ".o.djx-state"
+    assert json.loads((state / "manifest.json").read_text())["read"]["records"] == 48
+    return keys, state
+
+
+def attacker_records(n: int) -> bytes:
+    return b"".join(json.dumps({"id": 1000 + i, "text": f"attacker record {i}", "__dj__stats__": {"text_len": 17},
+                                "__dj__pos__": i}).encode() + b"\n" for i in range(n))
+
+
+def test_a_forged_finishing_state_is_not_completed(tmp_path):
+    """Someone writes a state that says the run finished (the fingerprint is computable from the
+    recipe and the input): the run must not move their records into place as its export."""
+    from djx import Pipeline
+    from djx.core.errors import ResumeError
+    keys, state = unfinished_state(tmp_path)
+    manifest = json.loads((state / "manifest.json").read_text())
+    part = attacker_records(96)
+    (state / "kept.jsonl.part").write_bytes(part)
+    (state / "summary.json").write_text(json.dumps({"input": 120, "kept": 96, "check": {"ok": True}}))
+    manifest.update(finishing=True, lengths={"kept": len(part), "dropped": 0, "rejected": 0},
+                    read={**manifest["read"], "records": 120})
+    (state / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ResumeError, match="not signed with this user's key"):
+        Pipeline(**{k: v for k, v in keys.items()}).run(progress=False, log=lambda *a: None)
+    assert not (tmp_path / "out" / "o.jsonl").exists()
+    summary = Pipeline(**keys).run(restart=True, progress=False, log=lambda *a: None)
+    assert summary["input"] == 60 and summary["kept"] == 59  # the bad line rejected, nothing of theirs
+
+
+def test_a_forged_resume_point_is_refused_in_one_line(tmp_path, djx_cli, write_recipe):
+    keys, state = unfinished_state(tmp_path)
+    manifest = json.loads((state / "manifest.json").read_text())
+    manifest.pop("sig", None)  # whatever the signature, it is not one over this content
+    manifest["counts"]["kept"] = 96
+    (state / "manifest.json").write_text(json.dumps(manifest))
+    recipe = write_recipe(tmp_path / "r.yaml", **keys)
+    line = one_line_refusal(djx_cli("process", recipe))
+    assert "manifest.json" in line and "--restart" in line
+
+
+def test_a_part_file_changed_after_its_checkpoint_is_refused(tmp_path):
+    from djx import Pipeline
+    from djx.core.errors import ResumeError
+    keys, state = unfinished_state(tmp_path)
+    part = state / "kept.jsonl.part"
+    saved = part.read_bytes()
+    part.write_bytes(saved.replace(b"sample number 0003", b"attacker text 0003"))
+    assert len(part.read_bytes()) == len(saved)
+    with pytest.raises(ResumeError, match="kept.jsonl.part"):
+        Pipeline(**keys).run(progress=False, log=lambda *a: None)
+    part.write_bytes(saved)  # as djx left it: the resume goes on
+    summary = Pipeline(**keys).run(progress=False, log=lambda *a: None)
+    assert summary["resumed"] and summary["input"] == 60 and summary["check"]["ok"]
