@@ -172,3 +172,29 @@ def test_a_part_file_changed_after_its_checkpoint_is_refused(tmp_path):
     part.write_bytes(saved)  # as djx left it: the resume goes on
     summary = Pipeline(**keys).run(progress=False, log=lambda *a: None)
     assert summary["resumed"] and summary["input"] == 60 and summary["check"]["ok"]
+
+
+# -- images vouched for by what their owner cannot set back --------------------------------------
+
+def test_an_image_swapped_with_the_same_size_and_mtime_is_measured_again(tmp_path, make_image, write_jsonl,
+                                                                          read_jsonl, write_recipe, djx_cli):
+    big, other = make_image("big.png", (200, 200)), make_image("other.png", (200, 200), "blue")
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": "one", "images": [str(big)]},
+                                              {"text": "two", "images": [str(other)]}])
+    shape = [{"image_shape_filter": {"min_width": 100}}]
+    first = write_recipe(tmp_path / "r1.yaml", dataset_path=str(data), export_path="one/o.jsonl", np=1, process=shape)
+    assert djx_cli("process", first).rc == 0
+    st = big.stat()
+    small = make_image("small.png", (16, 16)).read_bytes()
+    assert len(small) < st.st_size
+    with open(big, "r+b") as f:  # the same file (inode), same byte size, mtime set back
+        f.write(small + b"\0" * (st.st_size - len(small)))
+    os.utime(big, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (big.stat().st_size, big.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    again = write_recipe(tmp_path / "r2.yaml", dataset_path=str(tmp_path / "one/o.jsonl"), export_path="two/o.jsonl",
+                         np=1, process=shape)
+    res = djx_cli("process", again)
+    assert res.rc == 0, res.err
+    summary = json.loads((tmp_path / "two" / "o.summary.json").read_text())
+    assert summary["ops"][0]["reused_stats"] == 1  # the untouched image's stats are still reused
+    assert [s["text"] for s in read_jsonl(tmp_path / "two" / "o.jsonl")] == ["two"]

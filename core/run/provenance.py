@@ -2,13 +2,13 @@
 
 Stats in an input decide verdicts when they are reused, so a stat is reused only when djx wrote
 it: each sample djx writes carries `__djx__stats_provenance__`, naming for every stat the op that
-computed it (name, parameters, model, djx version: `op_fingerprint`), the size and mtime of the
-sample's images when an image op computed one, and an HMAC-SHA256 over the sample under this
-user's key (a private file, `stats_key()`). A sample edited after djx wrote it, a stat another
-op or model computed, an image changed since: not vouched for, so recomputed. Stats nobody vouches
-for are dropped from the sample (counted as `foreign_stats_dropped`) unless the recipe says
-`trust_input_stats: true` (a dataset from Data-Juicer, say): then they are reused as Data-Juicer
-would, range-checked, and kept, but never signed.
+computed it (name, parameters, model, djx version: `op_fingerprint`), the size, mtime, inode,
+device and ctime of the sample's images when an image op computed one, and an HMAC-SHA256 over
+the sample under this user's key (a private file, `stats_key()`). A sample edited after djx wrote
+it, a stat another op or model computed, an image changed since: not vouched for, so recomputed.
+Stats nobody vouches for are dropped from the sample (counted as `foreign_stats_dropped`) unless
+the recipe says `trust_input_stats: true` (a dataset from Data-Juicer, say): then they are reused
+as Data-Juicer would, range-checked, and kept, but never signed.
 """
 from __future__ import annotations
 
@@ -52,7 +52,9 @@ def _mac(key: bytes, sample: dict, prov: dict) -> str | None:
 
 
 def image_stamps(sample: dict, image_key: str, dataset_dir: str) -> list | None:
-    """[size, mtime_ns] of each of the sample's images (None when one cannot be read)."""
+    """[size, mtime_ns, inode, device, ctime_ns] of each of the sample's images (None when one
+    cannot be read). Size and mtime alone are the owner's to set; a file rewritten in place or
+    swapped in has a new ctime or inode, which no one can set back."""
     refs = sample.get(image_key)
     if not isinstance(refs, list):
         return None
@@ -62,7 +64,7 @@ def image_stamps(sample: dict, image_key: str, dataset_dir: str) -> list | None:
             st = os.stat(os.path.join(dataset_dir, ref) if isinstance(ref, str) else "")
         except (OSError, ValueError):
             return None
-        out.append([st.st_size, st.st_mtime_ns])
+        out.append([st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev, st.st_ctime_ns])
     return out
 
 
