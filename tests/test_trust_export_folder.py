@@ -174,6 +174,41 @@ def test_a_part_file_changed_after_its_checkpoint_is_refused(tmp_path):
     assert summary["resumed"] and summary["input"] == 60 and summary["check"]["ok"]
 
 
+# -- a forged __dj__llava__ in a djx-format input -------------------------------------------------
+
+def test_a_forged_llava_key_in_a_djx_input_is_dropped(tmp_path, write_jsonl, read_jsonl, write_recipe, djx_cli):
+    from djx.core.io.llava import LLAVA_KEY, _fingerprint
+    text = "[[human]]: hello there\n[[gpt]]: a text-only answer <|__dj__eoc|>"
+    hidden = {"text": _fingerprint(text), "orig": {
+        "image": "nsfw.jpg", "planted": "extra",
+        "conversations": [{"from": "human", "value": "<image>\nhidden question"},
+                          {"from": "gpt", "value": "hidden answer"}]}}
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": "1", "text": text, "images": [], LLAVA_KEY: hidden}])
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(data), export_path="out/o.jsonl", np=1,
+                          process=[{"text_length_filter": {"min_len": 5}}])
+    res = djx_cli("process", recipe)
+    assert res.rc == 0, res.err
+    [kept] = read_jsonl(tmp_path / "out" / "o.jsonl")
+    assert LLAVA_KEY not in kept
+    assert json.loads((tmp_path / "out" / "o.summary.json").read_text())["events"]["foreign_llava_dropped"] == 1
+    for src in (tmp_path / "out" / "o.jsonl", data):  # the run's export, or the forged file itself
+        out = tmp_path / f"llava-{src.stem}.json"
+        assert djx_cli("convert", "djx-to-llava", src, out).rc == 0
+        [record] = json.loads(out.read_text())
+        assert "image" not in record and "planted" not in record
+        assert record["conversations"] == [{"from": "human", "value": "hello there"},
+                                           {"from": "gpt", "value": "a text-only answer"}]
+
+
+def test_llava_keys_djx_wrote_still_round_trip(tmp_path, write_jsonl, djx_cli):
+    record = {"id": 7, "image": "a.jpg", "conversations": [{"from": "human", "value": "<image>\n what? "},
+                                                           {"from": "gpt", "value": "a cat"}]}
+    src = write_jsonl(tmp_path / "llava.jsonl", [record])
+    assert djx_cli("convert", "llava-to-djx", src, tmp_path / "djx.jsonl").rc == 0
+    assert djx_cli("convert", "djx-to-llava", tmp_path / "djx.jsonl", tmp_path / "back.jsonl").rc == 0
+    assert json.loads((tmp_path / "back.jsonl").read_text()) == record
+
+
 # -- images vouched for by what their owner cannot set back --------------------------------------
 
 def test_an_image_swapped_with_the_same_size_and_mtime_is_measured_again(tmp_path, make_image, write_jsonl,

@@ -99,6 +99,7 @@ def llava_to_djx(record, opts: LlavaOptions, keys: Keys = Keys()) -> dict:
     why = llava_problem(record)
     if why:
         raise FormatError(why)
+    record = {k: v for k, v in record.items() if k != LLAVA_KEY}  # djx's own field: never taken from an input
     text, images = _text_and_images(record, opts, keys.eoc_token)
     if keys.image_token != opts.image_token:
         text = text.replace(opts.image_token, keys.image_token)

@@ -18,7 +18,9 @@ from djx.core.io.dataset import dataset_files, dataset_root
 from djx.core.io.guards import check_writable, refuse_inputs_as_outputs
 from djx.core.io.llava import (LLAVA_KEY, FormatError, Keys, LlavaOptions, djx_to_llava, llava_to_djx,
                                lost_without_orig)
+from djx.core.io.llava_seal import drop_foreign_llava, seal_llava
 from djx.core.io.private_files import new_file_beside
+from djx.core.io.user_key import user_key
 from djx.core.io.readers import ReadState, read_files
 from djx.core.records import Rejection
 
@@ -58,6 +60,7 @@ class Converted:
     rejected: int = 0
     extra_image_tokens: int = 0
     relative_images: int = 0   # llava-to-djx without --image-folder: paths relative to LLaVA's image folder
+    foreign_llava: int = 0     # djx-to-llava: records whose __dj__llava__ djx did not sign (dropped)
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,7 @@ def _convert_files(files: list[str], dst: str, rejected_path: str, array: bool, 
     names: never one someone could plant a link at); (what it wrote, the output's temporary file,
     the rejects' or None). On any failure (a full disk, Ctrl-C) none is left."""
     done, out, rejected, part, rejected_part = Converted(), None, None, None, None
+    key = user_key().key
     try:
         fd, part = new_file_beside(dst)
         out = _Writer(fd, array)
@@ -118,7 +122,11 @@ def _convert_files(files: list[str], dst: str, rejected_path: str, array: bool, 
             try:
                 if item.error:
                     raise FormatError(item.error)
+                if direction == "djx-to-llava" and isinstance(item.record, dict):
+                    done.foreign_llava += drop_foreign_llava(item.record, key)  # never an image or turn from it
                 record = _one(item.record, direction, opts, keys, paths, round_trip, done)
+                if direction == "llava-to-djx":
+                    seal_llava(record, key)  # the field djx makes is signed with this user's key
             except FormatError as e:
                 if rejected is None:
                     fd, rejected_part = new_file_beside(rejected_path)
@@ -227,6 +235,9 @@ def _convert_cmd(args) -> int:
         raise DjxError("--round-trip is for llava-to-djx (djx-to-llava uses what it kept)")
     done = convert(args.input, args.output, args.direction, opts, keys, args.image_folder, args.round_trip)
     print(f"djx convert: {done.written} records written to {args.output}")
+    if done.foreign_llava:
+        print(f"djx convert: {done.foreign_llava} record(s) carried a {LLAVA_KEY} field djx did not sign: dropped, "
+              f"so no image, turn or key was taken from it")
     if done.extra_image_tokens:
         print(f"djx convert: warning: {done.extra_image_tokens} records have more image tokens "
               f"({keys.image_token}) in their text than images"

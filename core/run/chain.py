@@ -13,13 +13,14 @@ from djx.core.op.images import BatchImages
 from djx.core.op.base import Batch, Filter, Mapper, Op
 from djx.core.io.image_paths import path_writer
 from djx.core.io.record_limits import encoded, output_problem
-from djx.core.records import BatchResult, FailFast, Item, Rejection, parse_pending
+from djx.core.io.llava_seal import seal_llava
+from djx.core.records import BatchResult, FailFast, Item, Rejection, add_counters, parse_pending
 from djx.core.io.reinput import input_sample, unwrap_rejected
 from djx.core.run.breakdown import PHASE
 from djx.core.run.early_check import reach
 from djx.core.run.mapped import as_read, changed, seen_by_op, snapshot
 from djx.core.run.provenance import StatBooks
-from djx.core.run.formats import export_as_llava, sample_of, writes_llava
+from djx.core.run.formats import export_as_llava, sample_of, untrusted_dropped, writes_llava
 from djx.core.run.sample_checks import input_problem
 from djx.core.run.stat_reuse import reusable
 
@@ -68,9 +69,8 @@ class OpChain:
                 continue
             originals[item.pos] = item
             samples.append(input_sample(record, item.pos, self.reads_input))
-            foreign = books.take(samples[-1])
-            if foreign:
-                result.counters["foreign_stats_dropped"] = result.counters.get("foreign_stats_dropped", 0) + foreign
+            dropped = untrusted_dropped(samples[-1], books, self.ctx, self.reads_input)  # stats, __dj__llava__
+            result.counters = add_counters(result.counters, dropped)
 
         images = BatchImages(self.ctx.dataset_dir, self.ctx.max_image_pixels,
                              load_truncated_images=self.ctx.load_truncated_images)
@@ -98,6 +98,7 @@ class OpChain:
         for s in result.kept + result.dropped:
             if writer is not None and (self.export_kept or s in result.dropped):
                 writer.rewrite(s)  # image paths of the records a run writes resolve from its outputs
+            seal_llava(s, self.ctx.stats_key)
             books.seal(s)
         llava_in = self.ctx.llava is not None and self.reads_input  # the records as read have LLaVA's `image`
         result.reach = reach(result, originals, len(self.ops), "image" if llava_in else self.ctx.image_key)
@@ -146,13 +147,11 @@ class OpChain:
             reason = input_problem(s, op, text_key, image_key)
             if reason:
                 rejected[i] = (reason, "bad_input", None)
-        live = [i for i in range(len(samples)) if i not in rejected]
+        live, reused = [i for i in range(len(samples)) if i not in rejected], set()
         if self.may_reuse[k] and not ctx.recompute_stats:  # stats already there: not recomputed
             reused = {i for i in live if reusable(op, samples[i], ctx) and books.vouches(k, op, samples[i])}
             result.op_counts[k].reused += len(reused)
             live = [i for i in live if i not in reused]
-        else:
-            reused = set()
         step = op.batch_size or len(live) or 1
         own = [(s[POSITION_KEY], s.get(STATS_KEY)) for s in samples]  # djx's keys, whatever the op does
         before = snapshot(op, samples, live)  # a mapper: what it changes is no longer what the stats describe

@@ -8,6 +8,7 @@ that is no longer `[[role]]: ...` turns) is rejected at the last op that saw it.
 from __future__ import annotations
 
 from djx.core.io.llava import FormatError, Keys, djx_to_llava, llava_to_djx
+from djx.core.io.llava_seal import drop_foreign_llava
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY, RunContext
 from djx.core.records import Item
 from djx.core.run.sample_checks import record_problem
@@ -30,6 +31,16 @@ def sample_of(item: Item, ctx: RunContext, reads_input: bool) -> tuple[object, s
         return llava_to_djx(item.record, ctx.llava, keys_of(ctx)), None
     except FormatError as e:
         return item.record, f"{LLAVA_EXPECTED}: {e}"
+
+
+def untrusted_dropped(sample: dict, books, ctx: RunContext, reads_input: bool) -> dict[str, int]:
+    """Remove what a sample as read carries that djx cannot vouch for: stats it did not write
+    (run/provenance.py's StatBooks `books`), and in a djx-format input a `__dj__llava__` field it
+    did not sign (io/llava_seal.py: never an image or a turn taken from it). {counter: how many}."""
+    counts = {"foreign_stats_dropped": books.take(sample)}
+    if reads_input and ctx.llava is None:
+        counts["foreign_llava_dropped"] = int(drop_foreign_llava(sample, ctx.stats_key))
+    return {k: n for k, n in counts.items() if n}
 
 
 def writes_llava(ctx: RunContext) -> bool:

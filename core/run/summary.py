@@ -151,6 +151,10 @@ def _reused_and_skipped(s: dict) -> list[str]:
     if foreign:
         lines.append(f"  note: {foreign} stat value(s) in the input that djx did not write were dropped, not reused "
                      f"(trust_input_stats: true reuses and keeps them, e.g. for a Data-Juicer export)")
+    llava = (s.get("events") or {}).get("foreign_llava_dropped")
+    if llava:
+        lines.append(f"  note: {llava} record(s) carried a __dj__llava__ field djx did not sign (a djx-format input): "
+                     f"dropped, so no image or LLaVA turn is taken from it")
     return lines
 
 
