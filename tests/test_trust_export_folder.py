@@ -233,3 +233,20 @@ def test_an_image_swapped_with_the_same_size_and_mtime_is_measured_again(tmp_pat
     summary = json.loads((tmp_path / "two" / "o.summary.json").read_text())
     assert summary["ops"][0]["reused_stats"] == 1  # the untouched image's stats are still reused
     assert [s["text"] for s in read_jsonl(tmp_path / "two" / "o.jsonl")] == ["two"]
+
+
+# -- an unusable key is named ---------------------------------------------------------------------
+
+def test_an_unusable_stats_key_is_named_with_why(tmp_path, monkeypatch, write_jsonl, write_recipe, djx_cli):
+    home = tmp_path / "home"
+    (home / "djx").mkdir(parents=True, mode=0o700)
+    key = home / "djx" / "stats.key"
+    key.write_bytes(os.urandom(32))
+    os.chmod(key, 0o644)
+    monkeypatch.setenv("XDG_DATA_HOME", str(home))
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": "a text long enough", "__dj__stats__": {"text_len": 3}}])
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(data), export_path="out/o.jsonl", np=1,
+                          process=[{"text_length_filter": {"min_len": 5}}])
+    res = djx_cli("process", recipe)
+    assert res.rc == 0, res.err
+    assert str(key) in res.out and "others may read it" in res.out

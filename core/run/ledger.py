@@ -174,6 +174,8 @@ class RunLedger:
             summary.update(self.clock.summary_fields(summary, self.start.resumed))
         summary["time_breakdown"] = breakdown(summary["ops"], {"read": read_seconds, "write": self.write_seconds},
                                               (summary.get("timing") or {}).get("processing_seconds") or session)
+        if writer.key.problem:  # nothing signed: the stats it writes, its resume state
+            summary["stats_key_problem"] = writer.key.problem
         summary["outputs"].update(export_files=writer.export_files(self.counts.kept),
                                   stats=writer.paths.stats if writer.split_keys else None)
         try:
