@@ -250,3 +250,17 @@ def test_an_unusable_stats_key_is_named_with_why(tmp_path, monkeypatch, write_js
     res = djx_cli("process", recipe)
     assert res.rc == 0, res.err
     assert str(key) in res.out and "others may read it" in res.out
+
+
+def test_a_planted_ray_log_link_is_not_appended_through(tmp_path):
+    """A Ray run's log goes to <stem>.ray.log beside the export: a link planted there is refused,
+    never appended to (a ~/.bashrc behind it would run what the log says)."""
+    from djx.core.errors import DjxError
+    from djx.core.executors.ray.ray_log import RayLog
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes, not to be lost\n")
+    (tmp_path / "o.ray.log").symlink_to(notes)
+    with pytest.raises(DjxError, match="is a symlink"):
+        with RayLog(str(tmp_path / "o.ray.log")):
+            print("a line Ray would log")
+    assert notes.read_text() == "my notes, not to be lost\n"

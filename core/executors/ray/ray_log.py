@@ -11,6 +11,7 @@ import sys
 from typing import Iterator
 
 from djx.core.errors import DjxError
+from djx.core.io.private_files import open_own
 from djx.core.records import FailFast
 
 from djx.core.run import progress
@@ -37,7 +38,9 @@ class RayLog:
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-        self._file = open(self.path, "a", buffering=1, encoding="utf-8", errors="backslashreplace")
+        # the export folder may be writable by others: never append through a link planted at this name
+        fd = open_own(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        self._file = os.fdopen(fd, "a", buffering=1, encoding="utf-8", errors="backslashreplace")
         self._start = self._file.tell()
         self._saved = os.dup(2)
         # djx's lines: the terminal (a stream on a copy of the old stderr; left open, a bar may hold it)
