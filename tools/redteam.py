@@ -5,7 +5,8 @@
 A case builds its hostile input in a fresh private folder, runs djx on it the way a user would (the
 CLI in a subprocess, or the Python API), and says whether djx held: the attack ran no code, the run
 did not report success on work it did not do, the error was one clear line. Cases live in
-tools/redteam_cases/, one module per class of attack. Exits 1 when any case broke.
+tools/redteam_cases/, one module per class of attack (found by all_cases(); export_folder.py: what
+another user plants in a shared export folder). Exits 1 when any case broke.
 """
 from __future__ import annotations
 
