@@ -177,5 +177,7 @@ def _stem(text: str) -> str:
 
 
 def ensure_dir(path: str) -> str:
-    os.makedirs(path, exist_ok=True)
-    return path
+    """The analysis folder, made or checked: it lies beside an export, in a folder others may
+    write, and its files are written by fixed names, so it must be this user's (io/private_files)."""
+    from djx.core.io.private_files import own_folder
+    return own_folder(path, "analysis folder")

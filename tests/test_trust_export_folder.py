@@ -264,3 +264,27 @@ def test_a_planted_ray_log_link_is_not_appended_through(tmp_path):
         with RayLog(str(tmp_path / "o.ray.log")):
             print("a line Ray would log")
     assert notes.read_text() == "my notes, not to be lost\n"
+
+
+def test_a_planted_analysis_folder_is_refused(tmp_path, victim, djx_cli):
+    """`djx analyze` writes <stem>.analysis/ beside the export by fixed names (report.html,
+    stats.csv): one that another user made, holding links to the victim's files, is refused."""
+    data, notes, recipe = victim
+    assert djx_cli("process", recipe).rc == 0
+    before = contents(data, notes)
+    planted = tmp_path / "out" / "o.analysis"
+    planted.mkdir()
+    for name in ("report.html", "stats.csv"):
+        (planted / name).symlink_to(notes)
+    os.chmod(planted, 0o777)
+    if os.getuid() == 0:
+        os.lchown(planted, ATTACKER, ATTACKER)
+    line = one_line_refusal(djx_cli("analyze", tmp_path / "out" / "o.jsonl"))
+    assert str(planted) in line and "not a private folder of this user" in line
+    assert contents(data, notes) == before
+    os.chown(planted, os.getuid(), os.getgid())  # the victim's own folder, as djx makes it: used
+    os.chmod(planted, 0o755)
+    for name in ("report.html", "stats.csv"):
+        (planted / name).unlink()
+    assert djx_cli("analyze", tmp_path / "out" / "o.jsonl").rc == 0
+    assert (planted / "report.html").is_file()

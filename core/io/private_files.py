@@ -17,10 +17,25 @@ _NEW = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 def private_folder(path: str, what: str = "state folder") -> None:
     """Make `path` (mode 0700), or accept it when it is already this user's own folder that no one
     else may write (then made 0700); a DjxError naming why otherwise."""
+    if _own_folder(path, 0o700, what) & 0o077:
+        os.chmod(path, 0o700)
+
+
+def own_folder(path: str, what: str) -> str:
+    """Make `path` (mode 0755 at most: readable by others, writable by this user only), or accept
+    it when it is already this user's real folder that no one else may write; a DjxError naming
+    why otherwise (a link, another user's folder or one others may write could hold planted
+    links at the names djx writes). Returns `path`."""
+    _own_folder(path, 0o755, what)
+    return path
+
+
+def _own_folder(path: str, mode: int, what: str) -> int:
+    """The permission bits of `path`: a folder made now with `mode`, or an existing one that
+    passed the check (a DjxError otherwise)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     try:
-        os.mkdir(path, 0o700)
-        return
+        os.mkdir(path, mode)
     except FileExistsError:
         pass
     st = os.lstat(path)
@@ -29,10 +44,8 @@ def private_folder(path: str, what: str = "state folder") -> None:
            else f"others may write in it (mode {stat.S_IMODE(st.st_mode):04o})" if st.st_mode & 0o022 else "")
     if why:
         raise DjxError(f"the {what} {path} is not a private folder of this user ({why}); another user may have "
-                       f"planted it, so djx will not use it: remove it, or choose an export_path in a folder "
-                       f"only you can write")
-    if st.st_mode & 0o077:
-        os.chmod(path, 0o700)
+                       f"planted it, so djx will not use it: remove it, or write to a folder only you can write")
+    return stat.S_IMODE(st.st_mode)
 
 
 def open_own(path: str, flags: int = os.O_RDONLY, mode: int = 0o600) -> int:
