@@ -195,6 +195,23 @@ def unusable_key_named(tmp: Path) -> tuple[bool, str]:
     return named, "key file and mode named" if named else f"not named: {last_line(proc.stdout)}"
 
 
+def planted_analysis_folder(tmp: Path) -> tuple[bool, str]:
+    """<stem>.analysis/ made by someone else, report.html and stats.csv linked to the victim's notes; `djx analyze`."""
+    data, notes, _ = _victim(tmp)
+    djx("process", "r.yaml", "--quiet", cwd=tmp)
+    files = _untouched(data, notes)
+    planted = tmp / "out" / "o.analysis"
+    planted.mkdir()
+    for name in ("report.html", "stats.csv"):
+        (planted / name).symlink_to(notes)
+    os.chmod(planted, 0o777)
+    if os.getuid() == 0:
+        os.lchown(planted, OTHER_UID, OTHER_UID)
+    proc = djx("analyze", "out/o.jsonl", cwd=tmp)
+    return one_clear_line(proc) and _untouched(data, notes) == files, \
+        f"exit {proc.returncode}: {last_line(proc.stderr)}"
+
+
 CASES = [
     Case("export", "ef_planted_state_folder", planted_state_folder),
     Case("export", "ef_planted_state_folder_link", planted_state_link),
@@ -206,4 +223,5 @@ CASES = [
     Case("export", "ef_forged_llava_field", forged_llava_field),
     Case("export", "ef_image_swapped_same_size_mtime", swapped_image),
     Case("export", "ef_unusable_stats_key_named", unusable_key_named),
+    Case("export", "ef_planted_analysis_folder", planted_analysis_folder),
 ]
