@@ -174,6 +174,18 @@ def test_a_part_file_changed_after_its_checkpoint_is_refused(tmp_path):
     assert summary["resumed"] and summary["input"] == 60 and summary["check"]["ok"]
 
 
+def test_without_a_usable_key_no_run_resumes_and_the_refusal_names_the_key(tmp_path, monkeypatch):
+    from djx import Pipeline
+    from djx.core.errors import ResumeError
+    home = tmp_path / "home"
+    (home / "djx").mkdir(parents=True)
+    os.chmod(home / "djx", 0o755)  # others may enter the key's folder: no key is used
+    monkeypatch.setenv("XDG_DATA_HOME", str(home))
+    keys, _ = unfinished_state(tmp_path)
+    with pytest.raises(ResumeError, match=f"{home / 'djx'} has mode 0755"):
+        Pipeline(**keys).run(progress=False, log=lambda *a: None)
+
+
 # -- a forged __dj__llava__ in a djx-format input -------------------------------------------------
 
 def test_a_forged_llava_key_in_a_djx_input_is_dropped(tmp_path, write_jsonl, read_jsonl, write_recipe, djx_cli):

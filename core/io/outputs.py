@@ -177,6 +177,7 @@ class OutputWriter:
         self._write_manifest({**manifest, **(self.position() if at is None else at)})
 
     def _write_manifest(self, manifest: dict) -> None:
+        manifest = json.loads(json.dumps(manifest, default=str))  # signed as it will be read back
         self._manifest = dict(manifest)
         sig = mac(self.key.key, manifest)
         _write_durable(self.manifest_path, {**manifest, "sig": sig} if sig else manifest)
