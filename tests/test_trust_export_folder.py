@@ -300,3 +300,21 @@ def test_a_planted_analysis_folder_is_refused(tmp_path, victim, djx_cli):
         (planted / name).unlink()
     assert djx_cli("analyze", tmp_path / "out" / "o.jsonl").rc == 0
     assert (planted / "report.html").is_file()
+
+
+def test_a_killed_finish_leaves_no_temporary_files_behind_the_next_one(tmp_path, victim, write_recipe, djx_cli):
+    """Temporary names are random, so the next finish removes those a killed one left: this
+    user's files only, never another user's nor through a link."""
+    data, notes, _ = victim
+    recipe = write_recipe(tmp_path / "r2.yaml", dataset_path=str(data), export_path="out/o.json", np=1,
+                          process=[{"text_length_filter": {"min_len": 5}}])
+    out = tmp_path / "out"
+    (out / ".o.json.0123456789ab.tmp").write_text("a killed finish's")
+    theirs = out / ".o.json.ba9876543210.tmp"
+    theirs.write_text("another user's")
+    os.chown(theirs, ATTACKER, ATTACKER)
+    (out / ".o.json.aaaaaaaaaaaa.tmp").symlink_to(notes)
+    assert djx_cli("process", recipe).rc == 0
+    left = sorted(p.name for p in out.glob(".o.json.*.tmp"))
+    assert left == [".o.json.aaaaaaaaaaaa.tmp", ".o.json.ba9876543210.tmp"]
+    assert notes.read_text() == "my notes, not to be lost\n"

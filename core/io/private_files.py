@@ -6,6 +6,7 @@ under a fresh random name (O_EXCL), never opened through what someone planted at
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import stat
 
@@ -73,6 +74,24 @@ def create_new(path: str, flags: int = os.O_RDWR, mode: int = 0o666) -> int:
     except FileNotFoundError:
         pass
     return os.open(path, flags | _NEW, mode)
+
+
+def remove_leftover_temps(dest: str) -> None:
+    """Remove the temporary files of `dest` (new_file_beside's names) that a killed writer left
+    behind: this user's regular files only (unlink never follows a link)."""
+    folder, name = os.path.split(dest)
+    pattern = re.compile(re.escape(f".{name}.") + r"[0-9a-f]{12}\.tmp")
+    try:
+        entries = [e for e in os.scandir(folder or ".") if pattern.fullmatch(e.name)]
+    except OSError:
+        return
+    for e in entries:
+        try:
+            st = e.stat(follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid():
+                os.unlink(e.path)
+        except OSError:
+            continue
 
 
 def new_file_beside(dest: str) -> tuple[int, str]:

@@ -14,7 +14,7 @@ import os
 from typing import Callable, Iterable, Iterator
 
 from djx.core.errors import DjxError
-from djx.core.io.private_files import new_file_beside
+from djx.core.io.private_files import new_file_beside, remove_leftover_temps
 
 FORMATS = (".jsonl", ".json", ".parquet")
 PARQUET_JSON_COLUMNS = b"djx.json_columns"  # parquet metadata: columns stored as JSON text
@@ -43,6 +43,7 @@ def write_records(records: Callable[[], Iterable[dict]], dest: str, fmt: str) ->
     """Write the records (a callable that iterates them, called again when a format needs a second
     pass) to `dest` in `fmt`, atomically: a new temporary file (a random name, never one that
     someone could have planted a link at) renamed into place."""
+    remove_leftover_temps(dest)  # a killed finish's (the run's lock keeps out any other writer)
     fd, tmp = new_file_beside(dest)
     try:
         if fmt == ".parquet":
