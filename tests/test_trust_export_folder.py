@@ -221,6 +221,29 @@ def test_llava_keys_djx_wrote_still_round_trip(tmp_path, write_jsonl, djx_cli):
     assert json.loads((tmp_path / "back.jsonl").read_text()) == record
 
 
+def test_a_llava_field_a_run_wrote_survives_a_djx_rerun_and_converts_back(tmp_path, write_jsonl, read_jsonl,
+                                                                         write_recipe, djx_cli):
+    """The field djx writes (a LLaVA input exported in djx's format) is signed: a later djx-format
+    run keeps it, and `djx convert djx-to-llava` gives the record back as it was read."""
+    from djx.core.io.llava import LLAVA_KEY
+    record = {"id": 7, "conversations": [{"from": "human", "value": " hello? "},
+                                         {"from": "gpt", "value": "a text-only answer"}]}
+    data = write_jsonl(tmp_path / "llava.jsonl", [record])
+    first = write_recipe(tmp_path / "r1.yaml", dataset_path=str(data), export_path="one/o.jsonl", np=1,
+                         dataset_format="llava", format_options={"export": "djx"},
+                         process=[{"text_length_filter": {"min_len": 5}}])
+    assert djx_cli("process", first).rc == 0
+    assert LLAVA_KEY in read_jsonl(tmp_path / "one" / "o.jsonl")[0]
+    again = write_recipe(tmp_path / "r2.yaml", dataset_path=str(tmp_path / "one" / "o.jsonl"),
+                         export_path="two/o.jsonl", np=1, process=[{"text_length_filter": {"min_len": 5}}])
+    assert djx_cli("process", again).rc == 0
+    summary = json.loads((tmp_path / "two" / "o.summary.json").read_text())
+    assert "foreign_llava_dropped" not in summary["events"]
+    assert djx_cli("convert", "djx-to-llava", tmp_path / "two" / "o.jsonl", tmp_path / "back.jsonl").rc == 0
+    back = json.loads((tmp_path / "back.jsonl").read_text())
+    assert {k: back[k] for k in record} == record
+
+
 # -- images vouched for by what their owner cannot set back --------------------------------------
 
 def test_an_image_swapped_with_the_same_size_and_mtime_is_measured_again(tmp_path, make_image, write_jsonl,
