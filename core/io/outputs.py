@@ -255,6 +255,9 @@ class OutputWriter:
                 try:
                     with os.fdopen(open_own(self.part(kind)), "rb") as f:
                         self._checked(kind, f, manifest)
+                        if f.read(1):  # moved into place whole: not one byte past the digest
+                            raise ResumeError(f"resume state {self.paths.state_dir}: {self.part(kind)} grew since "
+                                              f"the run finished, so djx will not complete it: run again with --restart")
                 except FileNotFoundError:
                     continue  # moved into place before the stop
             try:
