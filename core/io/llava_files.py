@@ -61,6 +61,8 @@ class Converted:
     extra_image_tokens: int = 0
     relative_images: int = 0   # llava-to-djx without --image-folder: paths relative to LLaVA's image folder
     foreign_llava: int = 0     # djx-to-llava: records whose __dj__llava__ djx did not sign (dropped)
+    unsigned_llava: int = 0    # llava-to-djx: __dj__llava__ fields written unsigned (no usable key)
+    key_problem: str = ""      # why the user's key is unusable, if it is
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,8 @@ def _convert_files(files: list[str], dst: str, rejected_path: str, array: bool, 
     names: never one someone could plant a link at); (what it wrote, the output's temporary file,
     the rejects' or None). On any failure (a full disk, Ctrl-C) none is left."""
     done, out, rejected, part, rejected_part = Converted(), None, None, None, None
-    key = user_key().key
+    owner = user_key()
+    key, done.key_problem = owner.key, owner.problem
     try:
         fd, part = new_file_beside(dst)
         out = _Writer(fd, array)
@@ -125,8 +128,9 @@ def _convert_files(files: list[str], dst: str, rejected_path: str, array: bool, 
                 if direction == "djx-to-llava" and isinstance(item.record, dict):
                     done.foreign_llava += drop_foreign_llava(item.record, key)  # never an image or turn from it
                 record = _one(item.record, direction, opts, keys, paths, round_trip, done)
-                if direction == "llava-to-djx":
+                if direction == "llava-to-djx" and LLAVA_KEY in record:
                     seal_llava(record, key)  # the field djx makes is signed with this user's key
+                    done.unsigned_llava += not key
             except FormatError as e:
                 if rejected is None:
                     fd, rejected_part = new_file_beside(rejected_path)
@@ -238,6 +242,9 @@ def _convert_cmd(args) -> int:
     if done.foreign_llava:
         print(f"djx convert: {done.foreign_llava} record(s) carried a {LLAVA_KEY} field djx did not sign: dropped, "
               f"so no image, turn or key was taken from it")
+    if done.unsigned_llava:
+        print(f"djx convert: warning: {done.unsigned_llava} record(s) have a {LLAVA_KEY} field that could not be "
+              f"signed (djx will drop those fields when it reads this file): {done.key_problem}")
     if done.extra_image_tokens:
         print(f"djx convert: warning: {done.extra_image_tokens} records have more image tokens "
               f"({keys.image_token}) in their text than images"

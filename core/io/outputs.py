@@ -88,8 +88,8 @@ class OutputWriter:
                               f"run again with --restart to start over") from None
         sig = manifest.pop("sig", None) if isinstance(manifest, dict) else None
         if not self.key.key:
-            raise ResumeError(f"resume state {self.manifest_path} cannot be checked: {self.key.problem}; fix that "
-                              f"(djx makes a new key when the file is removed) or run again with --restart")
+            raise ResumeError(f"resume state {self.manifest_path} cannot be checked without this user's key: "
+                              f"{self.key.problem}; or run again with --restart to start over")
         if not signed(self.key.key, manifest, sig):
             raise ResumeError(f"resume state {self.manifest_path} is not signed with this user's key (another user "
                               f"may have written it), so djx will not resume or complete it: run again with "

@@ -18,7 +18,7 @@ KEY_BYTES = 32
 class UserKey:
     key: bytes = field(repr=False)  # b"" when it cannot be had safely
     path: str
-    problem: str = ""  # why there is no key, the file named ("" when there is one)
+    problem: str = ""  # why there is no key and what to do, the file named ("" when there is one)
 
 
 def user_key(home: str | None = None) -> UserKey:
@@ -29,7 +29,7 @@ def user_key(home: str | None = None) -> UserKey:
         os.makedirs(folder, mode=0o700, exist_ok=True)
         why = _unsafe(os.lstat(folder), "folder")
         if why:
-            return UserKey(b"", path, f"the key's folder {folder} {why}")
+            return UserKey(b"", path, f"the key's folder {folder} {why}; {_fix(why, folder)}")
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             with os.fdopen(fd, "wb") as f:
@@ -37,7 +37,7 @@ def user_key(home: str | None = None) -> UserKey:
         except FileExistsError:
             pass
         if stat.S_ISLNK(os.lstat(path).st_mode):
-            return UserKey(b"", path, f"the key file {path} is a symlink")
+            return UserKey(b"", path, f"the key file {path} is a symlink; {_fix('', path)}")
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         with os.fdopen(fd, "rb") as f:
             st = os.fstat(f.fileno())
@@ -45,7 +45,14 @@ def user_key(home: str | None = None) -> UserKey:
     except OSError as e:
         return UserKey(b"", path, f"the key file {path} cannot be read or made ({e.strerror or e})")
     why = _unsafe(st, "file") or (f"holds {len(key)} bytes, fewer than {KEY_BYTES}" if len(key) < KEY_BYTES else "")
-    return UserKey(b"", path, f"the key file {path} {why}") if why else UserKey(key, path)
+    return UserKey(b"", path, f"the key file {path} {why}; {_fix(why, path)}") if why else UserKey(key, path)
+
+
+def _fix(why: str, path: str) -> str:
+    """What to do about an unusable key file or folder."""
+    if why.startswith("has mode"):
+        return f"chmod go= {path}" + ("" if os.path.isdir(path) else ", or remove it and djx makes a new one")
+    return "remove it and djx makes a new one"
 
 
 def _unsafe(st: os.stat_result, kind: str) -> str:

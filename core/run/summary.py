@@ -149,14 +149,14 @@ def _reused_and_skipped(s: dict) -> list[str]:
                      f"(edited or reordered since djx wrote them): not used, those stats were computed again")
     foreign, unkeyed = (s.get("events") or {}).get("foreign_stats_dropped"), s.get("stats_key_problem")
     if foreign and unkeyed:
-        lines.append(f"  note: {foreign} stat value(s) in the input were dropped, not reused: djx can vouch for none, "
-                     f"as {unkeyed} (remove it and djx makes a new one)")
+        lines.append(f"  note: {foreign} stat value(s) in the input were dropped, not reused: djx can vouch for none: "
+                     f"{unkeyed}")
     elif foreign:
         lines.append(f"  note: {foreign} stat value(s) in the input that djx did not write were dropped, not reused "
                      f"(trust_input_stats: true reuses and keeps them, e.g. for a Data-Juicer export)")
     elif unkeyed:
         lines.append(f"  warning: this run's stats are not signed, so no later run reuses them, and it cannot be "
-                     f"resumed: {unkeyed} (remove it and djx makes a new one)")
+                     f"resumed: {unkeyed}")
     llava = (s.get("events") or {}).get("foreign_llava_dropped")
     if llava:
         lines.append(f"  note: {llava} record(s) carried a __dj__llava__ field djx did not sign (a djx-format input): "
