@@ -95,7 +95,7 @@ def test_convert_does_not_write_through_planted_links(tmp_path, write_jsonl, djx
     src = write_jsonl(tmp_path / "llava.jsonl", [good, {"id": "2", "no": "conversations"}])
     (tmp_path / "djx.jsonl.part").symlink_to(notes)
     (tmp_path / "djx.rejected.jsonl").symlink_to(notes)
-    res = djx_cli("convert", "llava-to-djx", src, tmp_path / "djx.jsonl")
+    res = djx_cli("convert", "llava-to-djx", src, tmp_path / "djx.jsonl", "--round-trip")
     assert res.rc == 1  # one record rejected, said with its reason
     assert notes.read_text() == "my notes, not to be lost\n"
     assert not (tmp_path / "djx.rejected.jsonl").is_symlink()
@@ -216,7 +216,7 @@ def test_llava_keys_djx_wrote_still_round_trip(tmp_path, write_jsonl, djx_cli):
     record = {"id": 7, "image": "a.jpg", "conversations": [{"from": "human", "value": "<image>\n what? "},
                                                            {"from": "gpt", "value": "a cat"}]}
     src = write_jsonl(tmp_path / "llava.jsonl", [record])
-    assert djx_cli("convert", "llava-to-djx", src, tmp_path / "djx.jsonl").rc == 0
+    assert djx_cli("convert", "llava-to-djx", src, tmp_path / "djx.jsonl", "--round-trip").rc == 0
     assert djx_cli("convert", "djx-to-llava", tmp_path / "djx.jsonl", tmp_path / "back.jsonl").rc == 0
     assert json.loads((tmp_path / "back.jsonl").read_text()) == record
 
