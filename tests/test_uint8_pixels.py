@@ -9,6 +9,7 @@ import json
 import pickle
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from PIL import Image, ImageOps
@@ -116,3 +117,20 @@ def test_scores_from_uint8_pixels_equal_the_float_path(tmp_path, kind):
         got, want = op.score(loaded, prepared), op.score(loaded, as_float)
     assert len(got) == len(PHOTOS)
     assert max(abs(g - w) for g, w in zip(got, want)) <= 1e-6
+
+
+@pytest.mark.parametrize("name", ["clip-224", "blip-384", "tiny-clip"])
+def test_the_device_paths_resize_gives_the_processors_pixels_bit_for_bit(tmp_path, name):
+    """image_decode: device resizes and crops on the GPU with Pillow's bicubic as tensor operations
+    (ops/common/pillow_resize.py): the same pixels the processor makes with Pillow, on real photos
+    of odd sizes (torchvision's resize differed by a level here and there: 4.5e-4 in a CLIP score).
+    The tensor code is the device's; run here on the CPU."""
+    from djx.ops.common import device_decode
+    proc, images = image_processor(tmp_path, name), photos()[:8]
+    geo = device_decode.geometry(proc)
+    assert geo is not None
+    host, _ = processor_pixels(proc, images)
+    assert host.dtype == torch.uint8
+    for k, image in enumerate(images):
+        pixels = torch.from_numpy(np.array(image)).permute(2, 0, 1).contiguous()
+        assert torch.equal(device_decode._resize(pixels, geo), host[k]), (name, image.size)

@@ -104,9 +104,10 @@ def _decode_all(jpegs: list, device) -> list:
 
 
 def _resize(image, geo: dict):
-    """(3, H, W) uint8 resized and cropped as the processor does it (its sizes, its crop offsets)."""
-    from torchvision.transforms.v2 import InterpolationMode
-    from torchvision.transforms.v2 import functional as F
+    """(3, H, W) uint8 resized and cropped as the processor does it (its sizes, its crop offsets):
+    Pillow's bicubic, bit for bit (pillow_resize.py), where torchvision's differed by a level here
+    and there."""
+    from djx.ops.common.pillow_resize import resize_bicubic
     h, w = int(image.shape[-2]), int(image.shape[-1])
     if geo["shortest_edge"]:
         s = int(geo["shortest_edge"])
@@ -115,13 +116,14 @@ def _resize(image, geo: dict):
         size = [new_long, s] if w <= h else [s, new_long]
     else:
         size = [int(geo["height"]), int(geo["width"])]
-    image = F.resize(image, size, interpolation=InterpolationMode.BICUBIC, antialias=True)
+    image = resize_bicubic(image, size[0], size[1])
     if geo["crop"]:
         ch, cw = geo["crop"]
         top, left = (size[0] - ch) // 2, (size[1] - cw) // 2
         if top >= 0 and left >= 0:
             image = image[:, top:top + ch, left:left + cw]
-        else:
+        else:  # a crop larger than the image: padded, as the processor pads
+            from torchvision.transforms.v2 import functional as F
             image = F.center_crop(image, [ch, cw])
     return image
 
