@@ -75,9 +75,7 @@ class Pipeline:
         (label -> bytes, as a worker measured them after loading)."""
         specs = list(dict.fromkeys(self.chain().model_specs()))
         listed = tuple(self.recipe.devices)
-        wants_cpu = listed and all(d == "cpu" for d in listed)
-        if self._inventory is None:
-            self._inventory = cuda_inventory() if specs and not wants_cpu else []
+        self._read_inventory()
         # estimating builds each model on the meta device (transformers in this process): only
         # worth it where memory decides the plan (GPUs; Ray actors declare their memory from it),
         # or when asked for (dry runs)
@@ -87,11 +85,32 @@ class Pipeline:
                             self.recipe.gpu_mem_fraction, cpu_count(), listed, self.recipe.share_models,
                             self._scorer_only())
 
+    def _read_inventory(self) -> list:
+        """The visible GPUs (read once; none when no op needs a model or the recipe lists cpu only)."""
+        if self._inventory is None:
+            listed = tuple(self.recipe.devices)
+            wants_cpu = listed and all(d == "cpu" for d in listed)
+            self._inventory = cuda_inventory() if self.chain().model_specs() and not wants_cpu else []
+        return self._inventory
+
+    def scoring(self) -> str:
+        """Where the model ops score: the recipe's `scoring`, with `auto` resolved: `device` on the
+        local engine with GPUs when every model op can score apart (one scorer per GPU holds each
+        model once and joins the workers' batches: the GPU is fed by every core), else `workers`."""
+        if self.recipe.scoring != "auto":
+            return self.recipe.scoring
+        from djx.core.models.share.score_client import takes_part
+        models = [op for op in self.chain().ops if op.model_specs()]
+        gpus = [d for d in (self.recipe.devices or [d.name for d in self._read_inventory()]) if d.startswith("cuda")]
+        on_gpus = bool(gpus) and bool(self._read_inventory())
+        return "device" if (self.recipe.executor == "local" and on_gpus and models
+                            and all(takes_part(op) for op in models)) else "workers"
+
     def _scorer_only(self) -> bool:
         """scoring: device on the local engine, and every model op of the chain scores in the scorer."""
         from djx.core.models.share.score_client import takes_part
         models = [op for op in self.chain().ops if op.model_specs()]
-        return (self.recipe.scoring == "device" and self.recipe.executor == "local" and bool(models)
+        return (self.scoring() == "device" and self.recipe.executor == "local" and bool(models)
                 and all(takes_part(op) for op in models))
 
     def describe(self, plan: Plan) -> str:
@@ -100,6 +119,10 @@ class Pipeline:
         specs = self.chain().model_specs()
         notes = self.recipe.notes() + [note for op in self.chain().ops for note in op.notes()]
         lines = [plan.describe()] + [f"  note: {note}" for note in notes] + hub_notes(specs)
+        if self.recipe.scoring == "auto" and self.scoring() == "device":
+            lines.append("  note: scoring: device (the default on GPUs): the workers prepare on the cores and one "
+                         "scorer per GPU holds each model once and scores their batches joined, so every core "
+                         "feeds the GPU; scoring: workers scores in each worker instead")
         if self.recipe.scoring == "device" and self.recipe.executor == "ray":
             from djx.core.executors.ray.scorers import describe
             from djx.core.executors.ray.stages import stage_groups
@@ -200,7 +223,8 @@ class Pipeline:
     def _execute(self, run: "_RunFiles", start, plan: Plan, recipe: Recipe, progress: bool, log,
                  limit: int | None, stop, t0: float) -> dict:
         """The executor's results into the ledger, batch by batch; the summary."""
-        executor = make_executor(run.chain, plan, recipe, replan=lambda measured: self.plan(recipe.np, measured), log=log)
+        executor = make_executor(run.chain, plan, recipe, replan=lambda measured: self.plan(recipe.np, measured), log=log,
+                                 scoring=self.scoring())
         clock = RunClock(measure_input(run.files), limit, t0)
         source = DatasetSource(run.files, start.read, recipe.batch_size, recipe.max_batch_bytes, limit, clock.processing,
                                recipe.max_record_bytes, run.side_stats)

@@ -53,37 +53,41 @@ def _dry_run(*args, env=None):
 @pytest.mark.slow
 @pytest.mark.models
 def test_dry_run_prints_the_gpu_plan_from_free_memory(four_gpu_machine):
-    # shared (the default): a GPU holds the one copy and its owner's context, then the workers
-    proc = _dry_run("--np", "6")
+    """Placement over GPUs of unequal free memory, as this machine's cores allow (two here: the
+    planner never starts more workers than cores; placements of more: tests/unit/test_planner.py)."""
+    from djx.core.plan.resources import cpu_count
+    # scoring in each worker, shared weights: a GPU holds the one copy and its owner's context,
+    # then the workers
+    proc = _dry_run("--np", "2", "--set", "scoring=workers")
     assert proc.returncode == 0, proc.stderr
-    assert "cuda:0: workers [0]," in proc.stdout and "cuda:1: workers [1, 3, 5]," in proc.stdout
-    assert "cuda:3: workers [2, 4]," in proc.stdout and "cuda:2" not in proc.stdout  # 0.9 GiB < 0.5 + 0.75
-    assert proc.stdout.count("(one shared copy)") == 3
+    assert "cuda:0: workers [0]," in proc.stdout and "cuda:1: workers [1]," in proc.stdout
+    assert "cuda:2" not in proc.stdout and proc.stdout.count("(one shared copy)") == 2
 
-    proc = _dry_run("--np", "6", "--set", "share_models=false")
+    proc = _dry_run("--np", "2", "--set", "share_models=false", "--set", "scoring=workers")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith("plan: 6 worker(s)")
-    # round robin over the devices with room: the 1 GiB GPU holds one worker (2 x 0.75 GiB > 0.9 GiB)
+    assert lines[0].startswith("plan: 2 worker(s)")
     workers = {ln.split(":")[0].strip() + ":" + ln.split(":")[1]: ln for ln in lines if ln.startswith("  cuda:")}
-    assert "workers [0, 4]" in workers["cuda:0"] and "workers [1, 5]" in workers["cuda:1"]
-    assert "workers [2]," in workers["cuda:2"] and "workers [3]," in workers["cuda:3"]
+    assert "workers [0]," in workers["cuda:0"] and "workers [1]," in workers["cuda:1"]
     assert all("hf_clip:tiny-clip:float32" in ln and "hf_blip_itm:tiny-blip-itm:float32" in ln
                for ln in workers.values())
     assert "budget" in workers["cuda:1"] and "7.20 GiB budget" in workers["cuda:1"]
 
+    # the order CUDA_VISIBLE_DEVICES gives; more workers than cores asked: cut to the cores, said
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="GPU-dddd,1")
-    proc = _dry_run("--np", "6", "--set", "share_models=false", env=env)
+    many = cpu_count() + 4
+    proc = _dry_run("--np", str(many), "--set", "share_models=false", "--set", "scoring=workers", env=env)
     assert proc.returncode == 0, proc.stderr
-    assert "cuda:0: workers [0, 2, 4]" in proc.stdout and "cuda:1: workers [1, 3, 5]" in proc.stdout
+    assert "cuda:0: workers [0" in proc.stdout and "cuda:1: workers [1" in proc.stdout
     assert "cuda:2" not in proc.stdout
+    assert f"warning: np={many} is more workers than the {cpu_count()} cores" in proc.stdout
 
 
 @pytest.mark.slow
 @pytest.mark.models
 def test_dry_run_says_why_when_no_visible_gpu_holds_the_models(four_gpu_machine):
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="2")
-    proc = _dry_run("--set", "gpu_mem_fraction=0.5", env=env)
+    proc = _dry_run("--set", "gpu_mem_fraction=0.5", "--set", "scoring=workers", env=env)
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr
     assert "for one worker" in proc.stderr and "gpu_mem_fraction 0.5" in proc.stderr
@@ -91,3 +95,35 @@ def test_dry_run_says_why_when_no_visible_gpu_holds_the_models(four_gpu_machine)
     proc = _dry_run("--set", "devices=[cpu]", env=env)
     assert proc.returncode == 0, proc.stderr
     assert "cpu: workers [0]" in proc.stdout and "cuda" not in proc.stdout
+
+
+H100_SMI = """#!/bin/sh
+cat <<ROWS
+0, GPU-eeee5555-0000, 81000, 81559
+ROWS
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.models
+def test_a_gpu_box_plans_one_worker_per_core_and_scores_on_the_device_by_default(tmp_path, monkeypatch):
+    """One 80 GB GPU seen from this machine: the default plan starts a worker per core (it made one
+    per 768 MiB of GPU memory, 94 here), and scoring: device is the default there, said in the plan."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(H100_SMI)
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    from djx.core.plan.resources import cpu_count
+    cores = cpu_count()
+    proc = _dry_run("--set", "np=null")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].startswith(f"plan: {cores} worker(s), 1 torch thread(s) each")
+    assert f"cuda:0: workers [{', '.join(map(str, range(cores)))}] prepare (decode, processor, tokenizer); " \
+           "1 scorer" in proc.stdout
+    assert "note: scoring: device (the default on GPUs)" in proc.stdout
+    proc = _dry_run("--set", "np=null", "--set", "scoring=workers")  # each worker scores: still one per core
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].startswith(f"plan: {cores} worker(s)")
+    assert "scoring: device" not in proc.stdout and "prepare (decode" not in proc.stdout

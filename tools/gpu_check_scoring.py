@@ -46,8 +46,10 @@ def scoring(out: Path, cpu: bool = False) -> bool:
         line = (f"  {name:<8} {s['timing']['steady_samples_per_second']:,.1f} samples/s (start-up "
                 f"{s['timing']['startup_seconds']:.1f} s), all scored: {complete}, max |this - workers| {diff:.2e}")
         if not cpu:
-            line += (f", GPU busy {r['busy']:.0f}%, processes holding GPU memory {r['holders']} "
-                     f"(scorers: {r['owners']})")
+            from djx.tools.gpu_check import _name as process_name
+            holders = {pid: process_name(pid) or "gone" for pid in sorted(r["holders"])}
+            line += (f", GPU busy {r['busy']:.0f}%, processes holding GPU memory {holders} "
+                     f"(scorers: {sorted(r['owners'])}; this check's own process: {os.getpid()})")
         print(line)
         ok = ok and complete and diff <= 1e-4
         if name != "workers":

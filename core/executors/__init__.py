@@ -13,9 +13,11 @@ from djx.core.recipe.recipe import Recipe
 __all__ = ["DatasetSource", "Executor", "InputBatch", "make_executor"]
 
 
-def make_executor(chain: OpChain, plan: Plan, recipe: Recipe, replan=None, log=print) -> Executor:
+def make_executor(chain: OpChain, plan: Plan, recipe: Recipe, replan=None, log=print,
+                  scoring: str | None = None) -> Executor:
     """The recipe's engine for `chain`; `replan(measured model bytes) -> Plan` lets a GPU run
-    revise its plan once the first worker has loaded its models."""
+    revise its plan once the first worker has loaded its models; `scoring`: where the model ops
+    score (Pipeline.scoring: the recipe's, `auto` resolved)."""
     if recipe.executor == "ray":
         require_ray()
         from djx.core.executors.ray.executor import RayExecutor
@@ -28,10 +30,11 @@ def make_executor(chain: OpChain, plan: Plan, recipe: Recipe, replan=None, log=p
         ray = sys.modules.get("ray")
         risky = bool(chain.model_specs()) or (ray is not None and ray.is_initialized())
         method = "spawn" if risky or plan.on_gpu or sys.platform != "linux" else "fork"
-        if method == "spawn" and chain.model_specs() and not plan.on_gpu and sys.platform == "linux" \
+        if method == "spawn" and chain.model_specs() and not plan.workers_touch_gpu and sys.platform == "linux" \
                 and not (ray is not None and ray.is_initialized()):
-            # model ops on CPU: workers fork from a server that imported torch and transformers
-            # once (and never ran an op), sharing those pages and skipping the imports
+            # model ops on CPU, or workers that only prepare for their GPU's scorer (no CUDA in
+            # them): workers fork from a server that imported torch and transformers once (and
+            # never ran an op), sharing those pages and skipping the imports
             method = "forkserver"
     elif method == "fork" and chain.model_specs():
         log("note: start_method fork is unsafe for ops that load models (a forked worker can hang "
@@ -39,7 +42,7 @@ def make_executor(chain: OpChain, plan: Plan, recipe: Recipe, replan=None, log=p
         method = "spawn"
     return LocalExecutor(chain, plan, method, tuple(recipe.custom_ops), recipe.base_dir, recipe.max_in_flight,
                          replan=replan, log=log, sample_timeout=recipe.sample_timeout, share_models=recipe.share_models,
-                         scoring=recipe.scoring)
+                         scoring=scoring or ("workers" if recipe.scoring == "auto" else recipe.scoring))
 
 
 def require_ray() -> None:

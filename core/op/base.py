@@ -46,6 +46,13 @@ class Batch:
     def stats(self, sample: dict) -> dict:
         return sample.setdefault(STATS_KEY, {})
 
+    def waiting(self):
+        """A context manager around a wait on something outside this process (a service, a file, a
+        device): a worker running several batches at once (scoring: device) computes its other
+        batches meanwhile. Without it, an op that waits holds the worker's core all that time."""
+        import contextlib
+        return getattr(self.pool, "waiting", contextlib.nullcontext)()
+
     def reject(self, index: int, reason: str, code: str | None = None) -> None:
         """Reject samples[index] with a reason a person understands (and an optional short code)."""
         if index not in self.rejected:

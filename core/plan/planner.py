@@ -38,6 +38,11 @@ class Plan:
     def on_gpu(self) -> bool:
         return any(d.startswith("cuda") for d in self.devices)
 
+    @property
+    def workers_touch_gpu(self) -> bool:
+        """Whether the workers themselves use a GPU (not when they only prepare for its scorer)."""
+        return self.on_gpu and not any(info.get("scorer") for info in self.per_device.values())
+
     def describe(self) -> str:
         lines = [f"plan: {self.workers} worker(s), {self.threads_per_worker} torch thread(s) each"]
         for dev, info in self.per_device.items():

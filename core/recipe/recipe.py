@@ -55,7 +55,8 @@ class Recipe:
     report: bool = False                      # write the analysis (djx analyze) next to the export
     sample_timeout: float = 600.0             # seconds one op call may make no progress (then killed)
     share_models: bool = True                 # CPU workers map one shared copy of each model's weights
-    scoring: Literal["workers", "device"] = "workers"  # device: workers prepare, one scorer per device scores
+    # device: workers prepare, one scorer per device scores; auto: device on GPUs, workers elsewhere
+    scoring: Literal["auto", "workers", "device"] = "auto"
     ray_address: str | None = None
     image_root: str | None = None             # relative image paths resolve here (default: the dataset's folder)
     dataset_format: Literal["djx", "llava"] = "djx"  # llava: LLaVA's records, read and written as they are

@@ -67,8 +67,9 @@ class HoldMapper(Mapper):
         self.hold_file = hold_file
 
     def process(self, batch):
-        while (limit := self._limit()) is not None and any(s.get("id", 0) >= limit for s in batch.samples):
-            time.sleep(0.01)
+        with batch.waiting():  # the worker's other batches go on while this one is held
+            while (limit := self._limit()) is not None and any(s.get("id", 0) >= limit for s in batch.samples):
+                time.sleep(0.01)
 
     def _limit(self):
         try:

@@ -154,10 +154,18 @@ class LocalExecutor:
         self.reports[w.rank] = msg.report
 
     def _start_all(self) -> list[_Worker]:
+        """Start every worker at once; only where workers load models on a GPU does rank 0 go
+        first, so that the footprint it measures can revise the plan before the others start."""
         warm = bool(self.chain.model_specs())
+        revise = self.plan.workers_touch_gpu and self.replan is not None
+        if not revise:
+            workers = [self._spawn(r, warm) for r in range(self.plan.workers)]
+            for w in workers:
+                self._await_ready(w)
+            return workers
         first = self._spawn(0, warm)
         self._await_ready(first)
-        if self.plan.on_gpu and self.replan is not None:
+        if revise:
             measured = self.reports[0].measured_bytes
             if measured:
                 revised = self.replan(measured)
