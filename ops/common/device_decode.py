@@ -6,8 +6,9 @@ for a decode) and hands them over instead of pixels; other formats are decoded o
 usual. On the model's device the bytes are decoded in one batched call (EXIF orientation applied),
 flipped as the op says, resized with the processor's geometry (bicubic, antialiased) and cropped as
 it crops. A JPEG the device decoder refuses is decoded with Pillow there instead. torchvision is
-imported only here, only on this path. The numbers are close to the host path's (torchvision's
-resize is not Pillow's), not Data-Juicer's: the host path stays the reference.
+imported only here, only on this path. The resize is Pillow's bit for bit (pillow_resize.py);
+the GPU's JPEG decoder may round a pixel differently from libjpeg, so the numbers are close to
+the host path's, not equal: the host path stays the reference (Data-Juicer's numbers).
 """
 from __future__ import annotations
 
