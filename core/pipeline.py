@@ -14,6 +14,8 @@ from contextlib import closing
 from typing import Iterable, Iterator
 
 from djx.core.run.chain import OpChain
+from djx.core.dedup.finder import DuplicateFinder, split_duplicates
+from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
 from djx.core.models.dtypes import slow_dtype_warnings
 from djx.core.errors import DjxError
 from djx.core.run.estimate import RunClock
@@ -113,6 +115,8 @@ class Pipeline:
         self.last_counts = counts
         it = iter(samples)
         pos = 0
+        finder = DuplicateFinder(chain.ops)  # deduplicators need every sample first: kept in memory here
+        held, dropped = [], []
         while block := list(itertools.islice(it, self.recipe.batch_size)):
             res = chain.run([Item(pos + i, record=r) for i, r in enumerate(block)], pool)
             pos += len(block)
@@ -121,7 +125,17 @@ class Pipeline:
             counts["dropped"] += len(res.dropped)
             counts["rejected"] += len(res.rejected)
             counts["rejected_records"] += [rej.to_record() for rej in res.rejected]
-            yield from res.kept
+            if not finder:
+                yield from res.kept
+                continue
+            held += res.kept
+            dropped += res.dropped
+        for sample, found in split_duplicates(finder, held, dropped, POSITION_KEY, STATS_KEY, DROP_KEY):
+            if found is None:
+                yield sample
+            else:
+                counts["kept"] -= 1
+                counts["dropped"] += 1
 
     # -- files ------------------------------------------------------------------------------
     def run(self, dataset_path: str | None = None, export_path: str | None = None, *,

@@ -98,6 +98,8 @@ class OutputWriter:
         self.lock()
         if manifest is None and os.path.exists(self.manifest_path):
             os.remove(self.manifest_path)
+        if (manifest or {}).get("dedup", {}).get("stage") == "move":  # stopped while moving duplicates
+            self.move_duplicates(manifest["dedup"]["dropped_before"])
         lengths = (manifest or {}).get("lengths", {})
         for kind in self.KINDS:
             f = open(self.part(kind), "a+b")
@@ -115,6 +117,28 @@ class OutputWriter:
     def write(self, kind: str, records: list[dict]) -> None:
         if records:  # lines a worker encoded (bytes, newline included), or dicts
             self._files[kind].write(b"".join(r if isinstance(r, bytes) else encode_line(r) for r in records))
+
+    def move_duplicates(self, dropped_before: int) -> None:
+        """Put the dedup phase's files in place: the kept part less its duplicates, and the duplicates
+        after the first `dropped_before` bytes of the dropped part. Redoable after a stop anywhere."""
+        for kind in ("kept", "dropped"):
+            if kind in self._files:
+                self._files.pop(kind).close()
+        if os.path.exists(self.part("kept.dedup")):
+            os.replace(self.part("kept.dedup"), self.part("kept"))
+        extra = self.part("dropped.dedup")
+        if os.path.exists(extra):
+            with open(self.part("dropped"), "r+b") as out, open(extra, "rb") as src:
+                out.truncate(dropped_before)
+                out.seek(0, os.SEEK_END)
+                shutil.copyfileobj(src, out)
+                out.flush()
+                os.fsync(out.fileno())
+            os.remove(extra)
+        if self._files:  # the run goes on writing: reopen the two parts at their ends
+            for kind in ("kept", "dropped"):
+                self._files[kind] = open(self.part(kind), "a+b")
+                self._files[kind].seek(0, os.SEEK_END)
 
     def lengths(self) -> dict[str, int]:
         """Each part's length as written so far (buffered bytes included)."""

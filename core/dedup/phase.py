@@ -1,0 +1,79 @@
+"""The dedup phase: after the streaming pass has written every sample (kept ones with their hash
+stats), read the kept and dropped parts back (streaming, once per deduplicator plus once to
+write), and write the kept samples that duplicate an earlier one as dropped, naming it.
+
+Exactly-once: the phase writes two new files in the run's state folder and returns; the ledger
+records them in the manifest ("move") before they replace the parts, and a run interrupted anywhere
+redoes the phase (before "move") or the move (after), which give the same outputs."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Iterator
+
+from djx.core.dedup.finder import DuplicateFinder, Seen
+from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
+from djx.core.run.resume import RunCounts
+
+
+@dataclass(frozen=True)
+class DedupResult:
+    moved: int              # kept samples that became dropped duplicates
+    kept_bytes: int         # the new kept part's length
+    dropped_bytes: int      # bytes the duplicates add to the dropped part
+
+
+def deduplicate(ops: list, kept_part: str, dropped_part: str, new_kept: str, duplicates: str,
+                counts: RunCounts, image_key: str) -> DedupResult | None:
+    """Write `new_kept` (the kept part less its duplicates) and `duplicates` (those, as dropped
+    records); move them in `counts`. None when the chain has no deduplicator."""
+    finder = DuplicateFinder(ops)
+    if not finder:
+        return None
+    n = len(ops)
+    finder.build(lambda: (s for s, _ in _read(kept_part, dropped_part, n)))
+    moved = 0
+    with open(new_kept, "wb") as keep, open(duplicates, "wb") as dup:
+        for seen, line in _read(kept_part, None, n):
+            found = finder.duplicate_of(seen)
+            if found is None:
+                keep.write(line)
+                continue
+            sample = json.loads(line)
+            sample[DROP_KEY] = {"op": ops[found.op_index].name, "op_index": found.op_index,
+                                "reason": finder.op(found.op_index).reason(found.kept)}
+            dup.write(json.dumps(sample, ensure_ascii=False).encode() + b"\n")
+            _recount(counts, ops, found.op_index, bool(sample.get(image_key)))
+            moved += 1
+        for f in (keep, dup):
+            f.flush()
+            os.fsync(f.fileno())
+    return DedupResult(moved, os.path.getsize(new_kept), os.path.getsize(duplicates))
+
+
+def _read(kept_part: str, dropped_part: str | None, n_ops: int) -> Iterator[tuple[Seen, bytes]]:
+    """(what the phase needs of a sample, its line) for the kept part, then the dropped part."""
+    for path, kept in ((kept_part, True), (dropped_part, False)):
+        if path is None or not os.path.exists(path):
+            continue
+        with open(path, "rb") as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                rec = json.loads(line)
+                passed = n_ops if kept else (rec.get(DROP_KEY) or {}).get("op_index", 0)
+                yield Seen(rec[POSITION_KEY], rec.get(STATS_KEY) or {}, passed), line
+
+
+def _recount(counts: RunCounts, ops: list, k: int, has_images: bool) -> None:
+    """A kept sample became op k's duplicate: op k dropped it, and the ops after k never saw it."""
+    counts.kept -= 1
+    counts.dropped += 1
+    counts.ops[k].kept -= 1
+    counts.ops[k].dropped += 1
+    for j in range(k + 1, len(ops)):
+        counts.ops[j].seen -= 1
+        counts.ops[j].kept -= 1
+        if ops[j].uses_images and has_images:
+            counts.ops[j].with_images -= 1
