@@ -29,7 +29,7 @@ def text_hasher(lowercase: bool, ignore_non_character: bool, op: str):
     return text_hash
 
 
-@register_op("document_deduplicator", aliases=("ray_document_deduplicator",))
+@register_op("document_deduplicator")
 class DocumentDeduplicator(Deduplicator):
     """Drop samples whose text is an exact duplicate of an earlier one (md5 of the text).
 

@@ -41,7 +41,7 @@ def minhash(tokens: set[bytes], perm_a: np.ndarray, perm_b: np.ndarray) -> np.nd
     return out
 
 
-@register_op("document_minhash_deduplicator", aliases=("ray_bts_minhash_deduplicator",))
+@register_op("document_minhash_deduplicator")
 class DocumentMinhashDeduplicator(Deduplicator):
     """Drop near-duplicate texts: MinHash of word (or character) shingles, LSH bands, union-find.
 

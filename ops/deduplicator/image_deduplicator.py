@@ -8,7 +8,7 @@ from djx.ops.deduplicator.document_deduplicator import HASH_KEY, text_hasher
 IMAGE_HASH_KEY = "__dj__imagehash"  # Data-Juicer's HashKeys.imagehash
 
 
-@register_op("image_deduplicator", aliases=("ray_image_deduplicator",))
+@register_op("image_deduplicator")
 class ImageDeduplicator(Deduplicator):
     """Drop samples whose images hash the same as an earlier sample's (all images, in order).
 
