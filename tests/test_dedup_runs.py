@@ -1,0 +1,148 @@
+"""Deduplicators in real runs: `djx process` keeps the first sample of each group, writes the others
+to the dropped output naming the sample each duplicates, rejects a sample whose image cannot be
+decoded, and `djx check` accounts for every sample. A run stopped inside the dedup phase and run
+again gives the same outputs as one never stopped."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import read_jsonl_file
+
+ASSETS = Path(__file__).resolve().parent / "assets" / "dj_fixtures"
+FIXTURE = json.loads((ASSETS / "dedup.json").read_text(encoding="utf-8"))
+PHASH = next(c for c in FIXTURE["cases"] if c["op"] == "image_deduplicator" and c["params"] ==
+             {"method": "phash", "consider_text": False})
+DROP, POS, STATS = "__dj__drop__", "__dj__pos__", "__dj__stats__"
+
+
+def image_rows(tmp_path: Path) -> list[dict]:
+    """The fixture's image samples (absolute paths), then one whose image is not an image."""
+    rows = [json.loads(line) for line in (ASSETS / FIXTURE["images"]).read_text().splitlines()]
+    rows = [{**r, "images": [str(ASSETS / p) for p in r["images"]]} for r in rows]
+    (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 this is not a JPEG")
+    return rows + [{"id": len(rows), "text": "a broken photo", "images": [str(tmp_path / "broken.jpg")]}]
+
+
+def write_recipe(tmp_path: Path, rows: list[dict], process: list[dict], **keys) -> Path:
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    recipe = {"dataset_path": str(tmp_path / "data.jsonl"), "export_path": str(tmp_path / "out" / "kept.jsonl"),
+              "np": 2, "batch_size": 4, "process": process, **keys}
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+@pytest.mark.slow
+def test_a_recipe_of_deduplicators_keeps_the_first_of_each_group_and_names_it_in_the_dropped(tmp_path, djx_cli):
+    rows = image_rows(tmp_path)
+    recipe = write_recipe(tmp_path, rows, [{"image_deduplicator": {"method": "phash"}},
+                                           {"document_deduplicator": {}},
+                                           {"text_length_filter": {"min_len": 8}}])
+    res = djx_cli("process", "--config", recipe)
+    assert res.rc == 0, res.out + res.err
+    out = tmp_path / "out"
+    kept, dropped = read_jsonl_file(out / "kept.jsonl"), read_jsonl_file(out / "kept.dropped.jsonl")
+    rejected = read_jsonl_file(out / "kept.rejected.jsonl")
+
+    # Data-Juicer's order: image groups first, then text groups among what is left, then the length filter
+    hashes = PHASH["hashes"]["__dj__imagehash"]
+    after_images = PHASH["kept"]
+    first_text = {}
+    for i in after_images:
+        first_text.setdefault(rows[i]["text"], i)
+    expected = [i for i in after_images if first_text[rows[i]["text"]] == i and len(rows[i]["text"]) >= 8]
+    assert [s["id"] for s in kept] == expected
+
+    for s in dropped:
+        i, drop = s["id"], s[DROP]
+        if drop["op"] == "image_deduplicator":
+            first = hashes.index(hashes[i])
+            assert drop["reason"] == f"duplicate of {first}" and first < i and first in after_images
+            assert s[STATS]["__dj__imagehash"] == hashes[i]
+        elif drop["op"] == "document_deduplicator":
+            assert drop["reason"] == f"duplicate of {first_text[rows[i]['text']]}"
+        else:  # the length filter drops the first "a photo" too: its duplicates still name it
+            assert drop["op"] == "text_length_filter" and len(rows[i]["text"]) < 8
+    by_op = {op: sum(1 for s in dropped if s[DROP]["op"] == op) for op in
+             ("image_deduplicator", "document_deduplicator", "text_length_filter")}
+    # a duplicate that a later filter drops in the streaming pass keeps that filter's reason
+    assert by_op["image_deduplicator"] == sum(1 for r in rows[:-1] if r["id"] not in after_images
+                                              and len(r["text"]) >= 8)
+    assert by_op["document_deduplicator"] >= 1 and by_op["text_length_filter"] >= 1
+
+    assert [r[POS] for r in rejected] == [len(rows) - 1] and rejected[0]["code"] == "bad_image"
+    assert "broken.jpg" in rejected[0]["reason"]
+    summary = json.loads((out / "kept.summary.json").read_text())
+    assert (summary["input"], summary["kept"], summary["dropped"], summary["rejected"]) == \
+        (len(rows), len(kept), len(dropped), 1)
+    check = djx_cli("check", out / "kept.jsonl", "--recipe", recipe)
+    assert check.rc == 0 and "check passed" in check.out, check.out + check.err
+
+
+def test_djx_check_refuses_a_duplicate_that_names_no_earlier_sample(tmp_path, djx_cli):
+    rows = [{"id": i, "text": t} for i, t in enumerate(["same text", "other", "same text", "same text"])]
+    recipe = write_recipe(tmp_path, rows, [{"document_deduplicator": {}}], np=1)
+    assert djx_cli("process", "--config", recipe).rc == 0
+    dropped_path = tmp_path / "out" / "kept.dropped.jsonl"
+    dropped = read_jsonl_file(dropped_path)
+    assert [(s["id"], s[DROP]["reason"]) for s in dropped] == [(2, "duplicate of 0"), (3, "duplicate of 0")]
+    dropped[1][DROP]["reason"] = "duplicate of 3"  # itself: not an earlier sample
+    dropped_path.write_text("".join(json.dumps(s) + "\n" for s in dropped))
+    check = djx_cli("check", tmp_path / "out" / "kept.jsonl", "--recipe", recipe)
+    assert check.rc != 0 and "a deduplicator, but not an earlier sample" in check.out + check.err
+
+
+TEXT_KEYS = {"batch_size": 8, "np": 1, "start_method": "fork", "checkpoint_every": 2, "export_dropped": True,
+             "process": [{"document_minhash_deduplicator": {"jaccard_threshold": 0.5}},
+                         {"document_deduplicator": {"lowercase": True}}]}
+
+
+def text_run(tmp_path: Path, folder: str, **kw) -> dict:
+    from djx import Pipeline
+    rows = [json.loads(line) for line in (ASSETS / FIXTURE["texts"]).read_text(encoding="utf-8").splitlines()]
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows * 2))
+    return Pipeline(dataset_path=str(tmp_path / "data.jsonl"), **TEXT_KEYS).run(
+        export_path=str(tmp_path / folder / "o.jsonl"), progress=False, log=lambda *a: None, **kw)
+
+
+def outputs(folder: Path) -> tuple[bytes, bytes]:
+    return (folder / "o.jsonl").read_bytes(), (folder / "o.dropped.jsonl").read_bytes()
+
+
+class Stop(Exception):
+    """The process dies here (as a kill -9 would: nothing after this point runs)."""
+
+
+@pytest.mark.parametrize("where", ["after the dedup files are written", "half way through moving them"])
+def test_a_run_stopped_in_the_dedup_phase_resumes_to_the_same_outputs(tmp_path, monkeypatch, where):
+    import djx.core.run.ledger as ledger
+    from djx.core.io.outputs import OutputWriter
+    reference = text_run(tmp_path, "ref")
+    assert reference["check"]["ok"] and reference["dropped"] > 0
+    if where == "after the dedup files are written":
+        real = ledger.deduplicate
+
+        def stop_after(*a, **kw):
+            real(*a, **kw)
+            raise Stop()
+        monkeypatch.setattr(ledger, "deduplicate", stop_after)
+    else:
+        def stop_half_way(self, dropped_before):  # the kept part replaced, the dropped not yet appended to
+            for kind in ("kept", "dropped"):
+                self._files.pop(kind).close()
+            import os
+            os.replace(self.part("kept.dedup"), self.part("kept"))
+            raise Stop()
+        monkeypatch.setattr(OutputWriter, "move_duplicates", stop_half_way)
+    with pytest.raises(Stop):
+        text_run(tmp_path, "out")
+    assert not (tmp_path / "out" / "o.jsonl").exists()
+    monkeypatch.undo()
+    summary = text_run(tmp_path, "out")
+    assert summary["resumed"] and summary["check"]["ok"]
+    assert (summary["kept"], summary["dropped"]) == (reference["kept"], reference["dropped"])
+    assert outputs(tmp_path / "out") == outputs(tmp_path / "ref")
