@@ -146,3 +146,17 @@ def test_a_run_stopped_in_the_dedup_phase_resumes_to_the_same_outputs(tmp_path, 
     assert summary["resumed"] and summary["check"]["ok"]
     assert (summary["kept"], summary["dropped"]) == (reference["kept"], reference["dropped"])
     assert outputs(tmp_path / "out") == outputs(tmp_path / "ref")
+
+
+def test_a_memory_budget_of_two_keys_spills_to_disk_and_gives_the_same_outputs(tmp_path):
+    """dedup_memory_entries bounds each table in memory; the keys past it go to a file in the run's
+    state folder, and the outputs are those of a run that held everything in memory."""
+    reference = text_run(tmp_path, "ref")
+    TEXT_KEYS["dedup_memory_entries"] = 2
+    try:
+        summary = text_run(tmp_path, "out")
+    finally:
+        del TEXT_KEYS["dedup_memory_entries"]
+    assert summary["check"]["ok"] and summary["dropped"] == reference["dropped"]
+    assert outputs(tmp_path / "out") == outputs(tmp_path / "ref")
+    assert not list((tmp_path / "out").glob(".*djx-state*"))  # the table files went with the state

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
+from djx.core.dedup.first_positions import IndexSpace
 from djx.core.op.deduplicator import Deduplicator
 
 
@@ -25,8 +26,8 @@ class Duplicate:
 
 
 class DuplicateFinder:
-    def __init__(self, ops: list):
-        self.dedups = [(k, op, op.index()) for k, op in enumerate(ops) if isinstance(op, Deduplicator)]
+    def __init__(self, ops: list, space: IndexSpace = IndexSpace()):
+        self.dedups = [(k, op, op.index(space)) for k, op in enumerate(ops) if isinstance(op, Deduplicator)]
 
     def __bool__(self) -> bool:
         return bool(self.dedups)
@@ -51,6 +52,10 @@ class DuplicateFinder:
             if kept != s.pos:
                 return Duplicate(k, kept)
         return None
+
+    def close(self) -> None:
+        for _, _, index in self.dedups:
+            index.close()
 
     def op(self, k: int) -> Deduplicator:
         return next(op for i, op, _ in self.dedups if i == k)

@@ -1,30 +1,35 @@
 """Indexes that deduplicators build on. Both keep the smallest position of a group, whatever the
 order samples are added in, so the kept sample is the first in input order (Data-Juicer's rule).
 
-Memory is one dict entry per distinct key (ExactIndex) or per band value (BandIndex), plus a parent
-per sample that joined a group. Spilling past a budget and partitioning by key are not done yet."""
+Exact keys and band values live in FirstPositions tables (memory up to a budget, then an SQLite file
+in the run's state folder); the union-find holds a parent per sample that joined a group, and
+PairIndex its candidate buckets, in memory."""
 from __future__ import annotations
 
 from typing import Callable, Hashable, Iterable
 
+from djx.core.dedup.first_positions import IndexSpace
 from djx.core.op.deduplicator import DuplicateIndex
 
 
 class ExactIndex(DuplicateIndex):
     """Samples with equal keys are duplicates; `key(stats)` None: never a duplicate (e.g. no image)."""
 
-    def __init__(self, key: Callable[[dict], Hashable | None]):
+    def __init__(self, key: Callable[[dict], Hashable | None], space: IndexSpace = IndexSpace()):
         self.key = key
-        self.first: dict = {}
+        self.first = space.table()
 
     def add(self, pos: int, stats: dict) -> None:
         k = self.key(stats)
-        if k is not None and pos < self.first.get(k, pos + 1):
-            self.first[k] = pos
+        if k is not None:
+            self.first.offer(k, pos)
 
     def kept_for(self, pos: int, stats: dict) -> int:
         k = self.key(stats)
         return pos if k is None else self.first.get(k, pos)
+
+    def close(self) -> None:
+        self.first.close()
 
 
 class UnionFind:
@@ -53,21 +58,25 @@ class BandIndex(DuplicateIndex):
     """Locality-sensitive bands: two samples that share any band value are joined, and groups are the
     connected components (MinHash LSH with union-find). `bands(stats)` gives a sample's band values."""
 
-    def __init__(self, bands: Callable[[dict], Iterable[Hashable]]):
-        self.bands = bands
-        self.tables: list[dict] = []
+    def __init__(self, bands: Callable[[dict], Iterable[Hashable]], space: IndexSpace = IndexSpace()):
+        self.bands, self.space = bands, space
+        self.tables: list = []
         self.groups = UnionFind()
 
     def add(self, pos: int, stats: dict) -> None:
         for b, value in enumerate(self.bands(stats)):
             if b == len(self.tables):
-                self.tables.append({})
-            other = self.tables[b].setdefault(value, pos)
-            if other != pos:
+                self.tables.append(self.space.table())
+            other = self.tables[b].offer(value, pos)
+            if other is not None and other != pos:
                 self.groups.union(pos, other)
 
     def kept_for(self, pos: int, stats: dict) -> int:
         return self.groups.find(pos)
+
+    def close(self) -> None:
+        for table in self.tables:
+            table.close()
 
 
 class PairIndex(DuplicateIndex):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from djx.core.dedup.finder import DuplicateFinder, Seen
+from djx.core.dedup.first_positions import DEFAULT_BUDGET, IndexSpace
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
 from djx.core.run.resume import RunCounts
 
@@ -25,12 +26,23 @@ class DedupResult:
 
 
 def deduplicate(ops: list, kept_part: str, dropped_part: str, new_kept: str, duplicates: str,
-                counts: RunCounts, image_key: str) -> DedupResult | None:
+                counts: RunCounts, image_key: str, budget: int = DEFAULT_BUDGET) -> DedupResult | None:
     """Write `new_kept` (the kept part less its duplicates) and `duplicates` (those, as dropped
-    records); move them in `counts`. None when the chain has no deduplicator."""
-    finder = DuplicateFinder(ops)
+    records); move them in `counts`. None when the chain has no deduplicator. The indexes keep up
+    to `budget` keys a table in memory, the rest in files beside the parts."""
+    space = IndexSpace(os.path.dirname(kept_part), budget)
+    space.clear()
+    finder = DuplicateFinder(ops, space)
     if not finder:
         return None
+    try:
+        return _rewrite(finder, ops, kept_part, dropped_part, new_kept, duplicates, counts, image_key)
+    finally:
+        finder.close()
+
+
+def _rewrite(finder: DuplicateFinder, ops: list, kept_part: str, dropped_part: str, new_kept: str,
+             duplicates: str, counts: RunCounts, image_key: str) -> DedupResult:
     n = len(ops)
     finder.build(lambda: (s for s, _ in _read(kept_part, dropped_part, n)))
     moved = 0

@@ -20,6 +20,9 @@ class DuplicateIndex:
         """The position of the sample kept for this one's group: `pos` itself when this one is kept."""
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Release what the index holds (its files on disk); called once the phase is done."""
+
 
 class Deduplicator(Filter):
     """A filter whose verdict needs the whole dataset: in the streaming pass it writes its stats and
@@ -31,8 +34,9 @@ class Deduplicator(Filter):
     def keep(self, stats: dict) -> bool:
         return True  # the dedup phase decides, once every sample's hash is known
 
-    def index(self) -> DuplicateIndex:
-        """A fresh, empty index for one run."""
+    def index(self, space) -> DuplicateIndex:
+        """A fresh, empty index for one run; `space` (core.dedup.first_positions.IndexSpace) gives it
+        tables that spill to disk past the run's memory budget."""
         raise NotImplementedError(f"{self.name or type(self).__name__} defines no index(): a Deduplicator "
                                   f"returns the DuplicateIndex that picks its duplicates")
 

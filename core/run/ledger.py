@@ -145,7 +145,8 @@ class RunLedger:
         writer = self.writer
         before = writer.lengths()
         result = deduplicate(self.chain.ops, writer.part("kept"), writer.part("dropped"), writer.part("kept.dedup"),
-                             writer.part("dropped.dedup"), self.counts, self.chain.ctx.image_key)
+                             writer.part("dropped.dedup"), self.counts, self.chain.ctx.image_key,
+                             self.recipe.dedup_memory_entries)
         if result is None:
             return
         self.dedup_mark = {"stage": "move", "dropped_before": before["dropped"], "moved": result.moved}

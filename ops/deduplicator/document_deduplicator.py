@@ -50,5 +50,5 @@ class DocumentDeduplicator(Deduplicator):
         for sample in batch.samples:
             batch.stats(sample)[HASH_KEY] = text_hash(batch.text(sample))
 
-    def index(self) -> ExactIndex:
-        return ExactIndex(lambda stats: stats[HASH_KEY])
+    def index(self, space) -> ExactIndex:
+        return ExactIndex(lambda stats: stats[HASH_KEY], space)

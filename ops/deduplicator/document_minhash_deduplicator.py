@@ -84,8 +84,8 @@ class DocumentMinhashDeduplicator(Deduplicator):
         bands = (bytes(values[i * r:(i + 1) * r].byteswap().data) for i in range(self.num_bands))
         batch.stats(sample)[MINHASH_KEY] = "".join(hashlib.blake2b(band, digest_size=8).hexdigest() for band in bands)
 
-    def index(self) -> BandIndex:
-        return BandIndex(lambda stats: _bands(stats[MINHASH_KEY]))
+    def index(self, space) -> BandIndex:
+        return BandIndex(lambda stats: _bands(stats[MINHASH_KEY]), space)
 
 
 def _bands(digests: str) -> list[str]:

@@ -52,7 +52,7 @@ class DocumentSimhashDeduplicator(Deduplicator):
                           self.punctuation)
         batch.stats(sample)[SIMHASH_KEY] = str(simhash(tokens))  # a decimal string, as Data-Juicer stores it
 
-    def index(self) -> PairIndex:
+    def index(self, space) -> PairIndex:
         edges = [int(e) for e in np.linspace(0, 64, self.num_blocks + 1)]
         masks = [((1 << (hi - lo)) - 1) << lo for lo, hi in zip(edges[:-1], edges[1:])]
         groups = list(combinations(range(self.num_blocks), self.num_blocks - self.hamming_distance))

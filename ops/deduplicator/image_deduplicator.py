@@ -40,7 +40,7 @@ class ImageDeduplicator(Deduplicator):
             stats.pop(HASH_KEY, None)
             raise
 
-    def index(self) -> ExactIndex:
+    def index(self, space) -> ExactIndex:
         if self.consider_text:
-            return ExactIndex(lambda stats: (stats[IMAGE_HASH_KEY], stats[HASH_KEY]))
-        return ExactIndex(lambda stats: stats[IMAGE_HASH_KEY] or None)
+            return ExactIndex(lambda stats: (stats[IMAGE_HASH_KEY], stats[HASH_KEY]), space)
+        return ExactIndex(lambda stats: stats[IMAGE_HASH_KEY] or None, space)
