@@ -28,7 +28,8 @@ def image_rows(tmp_path: Path) -> list[dict]:
 
 
 def write_recipe(tmp_path: Path, rows: list[dict], process: list[dict], **keys) -> Path:
-    (tmp_path / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                                         encoding="utf-8")
     recipe = {"dataset_path": str(tmp_path / "data.jsonl"), "export_path": str(tmp_path / "out" / "kept.jsonl"),
               "np": 2, "batch_size": 4, "process": process, **keys}
     path = tmp_path / "recipe.yaml"
@@ -160,3 +161,20 @@ def test_a_memory_budget_of_two_keys_spills_to_disk_and_gives_the_same_outputs(t
     assert summary["check"]["ok"] and summary["dropped"] == reference["dropped"]
     assert outputs(tmp_path / "out") == outputs(tmp_path / "ref")
     assert not list((tmp_path / "out").glob(".*djx-state*"))  # the table files went with the state
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("recipe", FIXTURE["recipes"], ids=lambda r: "-".join(next(iter(op)) for op in r["process"]))
+def test_whole_recipes_keep_what_data_juicer_keeps(tmp_path, djx_cli, recipe):
+    """Deduplicators among filters, one after another: djx's streaming pass and dedup phase keep the
+    samples Data-Juicer 1.6.1 keeps running the ops one after the other (dedup.json's recipes)."""
+    if recipe["rows"] == "texts":
+        rows = [json.loads(line) for line in (ASSETS / FIXTURE["texts"]).read_text(encoding="utf-8").splitlines()]
+    else:
+        rows = image_rows(tmp_path)[:-1]
+    path = write_recipe(tmp_path, rows, recipe["process"])
+    res = djx_cli("process", "--config", path)
+    assert res.rc == 0, res.out + res.err
+    assert [s["id"] for s in read_jsonl_file(tmp_path / "out" / "kept.jsonl")] == recipe["kept"]
+    check = djx_cli("check", tmp_path / "out" / "kept.jsonl", "--recipe", path)
+    assert check.rc == 0 and "check passed" in check.out, check.out + check.err

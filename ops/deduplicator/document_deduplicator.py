@@ -48,7 +48,9 @@ class DocumentDeduplicator(Deduplicator):
     def compute_stats(self, batch: Batch) -> None:
         text_hash = text_hasher(self.lowercase, self.ignore_non_character, self.name)
         for sample in batch.samples:
-            batch.stats(sample)[HASH_KEY] = text_hash(batch.text(sample))
+            stats = batch.stats(sample)
+            if HASH_KEY not in stats:  # an earlier op of the recipe wrote it: Data-Juicer reuses it
+                stats[HASH_KEY] = text_hash(batch.text(sample))
 
     def index(self, space) -> ExactIndex:
         return ExactIndex(lambda stats: stats[HASH_KEY], space)

@@ -77,6 +77,8 @@ class DocumentMinhashDeduplicator(Deduplicator):
         self.perm_a, self.perm_b = permutations(num_permutations)
 
     def compute_sample(self, sample: dict, batch: Batch) -> None:
+        if MINHASH_KEY in batch.stats(sample):  # an earlier op of the recipe wrote it: Data-Juicer reuses it
+            return
         tokens = set(shingles(batch.text(sample), self.tokenization, self.window_size, self.lowercase,
                               self.ignore, self.punctuation, self.tokenizer))
         values = minhash(tokens, self.perm_a, self.perm_b)

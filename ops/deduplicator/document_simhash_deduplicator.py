@@ -48,6 +48,8 @@ class DocumentSimhashDeduplicator(Deduplicator):
         self.num_blocks, self.hamming_distance = num_blocks, hamming_distance
 
     def compute_sample(self, sample: dict, batch: Batch) -> None:
+        if SIMHASH_KEY in batch.stats(sample):  # an earlier op of the recipe wrote it: Data-Juicer reuses it
+            return
         tokens = shingles(batch.text(sample), self.tokenization, self.window_size, self.lowercase, self.ignore,
                           self.punctuation)
         batch.stats(sample)[SIMHASH_KEY] = str(simhash(tokens))  # a decimal string, as Data-Juicer stores it

@@ -1,6 +1,6 @@
 from typing import Literal
 
-from djx import Batch, Deduplicator, SampleError, register_op
+from djx import Batch, Deduplicator, register_op
 from djx.core.dedup.indexes import ExactIndex
 from djx.ops.common.image_hashes import image_hash
 from djx.ops.deduplicator.document_deduplicator import HASH_KEY, text_hasher
@@ -31,14 +31,12 @@ class ImageDeduplicator(Deduplicator):
 
     def compute_sample(self, sample: dict, batch: Batch) -> None:
         stats = batch.stats(sample)
-        if self.consider_text:
+        if self.consider_text and HASH_KEY not in stats:
             stats[HASH_KEY] = text_hasher(False, False, self.name)(batch.text(sample))
+        if IMAGE_HASH_KEY in stats:  # an earlier op of the recipe wrote it: Data-Juicer reuses it
+            return
         refs = dict.fromkeys(batch.image_refs(sample))  # Data-Juicer loads each distinct path once
-        try:
-            stats[IMAGE_HASH_KEY] = "".join(image_hash(batch.images.rgb(ref), self.method) for ref in refs)
-        except SampleError:
-            stats.pop(HASH_KEY, None)
-            raise
+        stats[IMAGE_HASH_KEY] = "".join(image_hash(batch.images.rgb(ref), self.method) for ref in refs)
 
     def index(self, space) -> ExactIndex:
         if self.consider_text:

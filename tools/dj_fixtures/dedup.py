@@ -11,7 +11,8 @@ shingle window, an empty text. The images: smooth photo-like JPEGs and their cop
 resized, stored sideways with an EXIF orientation, recompressed hard, saved as PNG, cropped; samples
 with one image, several, the same path twice, none. Each case runs the op through Data-Juicer's
 Deduplicator.run (skip_op_error off): once without reducing (its hash of every sample) and once
-reducing (the samples it keeps).
+reducing (the samples it keeps). Three whole recipes (deduplicators among filters, one after
+another) run their ops one after the other, as Data-Juicer's executor does: the samples they keep.
 """
 from __future__ import annotations
 
@@ -52,6 +53,19 @@ TEXT_CASES = [
 ]
 IMAGE_CASES = [("image_deduplicator", {"method": m, "consider_text": t})
                for m in ("phash", "dhash", "whash", "ahash") for t in (False, True)]
+# whole recipes (Data-Juicer runs its ops one after the other, as its executor does): deduplicators
+# after filters, before filters that drop the first of a group, one after another
+RECIPES = [
+    ("texts", [("text_length_filter", {"min_len": 5}), ("document_simhash_deduplicator", {"hamming_distance": 6,
+                                                                                          "num_blocks": 8}),
+               ("document_minhash_deduplicator", {"jaccard_threshold": 0.5}),
+               ("text_length_filter", {"max_len": 412}), ("document_deduplicator", {"lowercase": True})]),
+    ("texts", [("document_deduplicator", {"ignore_non_character": True}), ("words_num_filter", {"min_num": 3}),
+               ("document_minhash_deduplicator", {"tokenization": "character", "window_size": 3,
+                                                  "jaccard_threshold": 0.4})]),
+    ("images", [("image_deduplicator", {"method": "dhash"}), ("text_length_filter", {"min_len": 8}),
+                ("image_deduplicator", {"method": "whash", "consider_text": True}), ("document_deduplicator", {})]),
+]
 HASH_KEYS = {"document_deduplicator": ["__dj__hash"], "document_simhash_deduplicator": ["__dj__simhash"],
              "document_minhash_deduplicator": [], "image_deduplicator": ["__dj__imagehash", "__dj__hash"]}
 
@@ -156,6 +170,15 @@ def run_case(op_name: str, params: dict, rows: list[dict]) -> dict:
     return out
 
 
+def run_recipe(process: list, rows: list[dict]) -> list[int]:
+    from data_juicer.core.data import NestedDataset
+    from data_juicer.ops import load_ops
+    dataset = NestedDataset.from_list(rows)
+    for op in load_ops([{name: {**params, "num_proc": 1, "skip_op_error": False}} for name, params in process]):
+        dataset = op.run(dataset)
+    return [s["id"] for s in dataset.to_list()]
+
+
 def main() -> None:
     import os
     import data_juicer
@@ -170,10 +193,14 @@ def main() -> None:
     for op, params in IMAGE_CASES:
         case = run_case(op, params, absolute)
         cases.append(case)
+    recipes = [{"rows": kind, "process": [{name: params} for name, params in process],
+                "kept": run_recipe(process, text_rows if kind == "texts" else absolute)} for kind, process in RECIPES]
     (ASSETS / "dedup_images.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     head = {"data_juicer": data_juicer.__version__, "texts": "dedup_texts.jsonl", "images": "dedup_images.jsonl"}
     body = ",\n".join(json.dumps(c, ensure_ascii=False) for c in cases)  # one case a line
-    (ASSETS / "dedup.json").write_text(json.dumps(head)[:-1] + ', "cases": [\n' + body + "\n]}\n", encoding="utf-8")
+    whole = ",\n".join(json.dumps(r, ensure_ascii=False) for r in recipes)
+    (ASSETS / "dedup.json").write_text(json.dumps(head)[:-1] + ', "cases": [\n' + body + '\n], "recipes": [\n'
+                                       + whole + "\n]}\n", encoding="utf-8")
     for c in cases:
         print(f"{c['op']} {c['params']}: keeps {len(c['kept'])} of {len(text_rows if 'image' not in c['op'] else rows)}")
 
