@@ -178,3 +178,27 @@ def test_whole_recipes_keep_what_data_juicer_keeps(tmp_path, djx_cli, recipe):
     assert [s["id"] for s in read_jsonl_file(tmp_path / "out" / "kept.jsonl")] == recipe["kept"]
     check = djx_cli("check", tmp_path / "out" / "kept.jsonl", "--recipe", path)
     assert check.rc == 0 and "check passed" in check.out, check.out + check.err
+
+
+def test_djx_ops_lists_the_deduplicators_as_their_own_kind(djx_cli):
+    res = djx_cli("ops")
+    assert res.rc == 0
+    for name in ("document_deduplicator", "image_deduplicator", "document_minhash_deduplicator",
+                 "document_simhash_deduplicator", "ray_document_deduplicator", "ray_image_deduplicator",
+                 "ray_bts_minhash_deduplicator"):
+        assert f"{name}  (deduplicator)" in res.out
+    one = djx_cli("ops", "document_minhash_deduplicator")
+    assert "jaccard_threshold: float = 0.7" in one.out and "stats: __dj__minhash" in one.out
+
+
+def test_the_plug_in_deduplicator_of_the_docs_runs_from_a_recipe(tmp_path, djx_cli):
+    import re
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "plugins.md").read_text(encoding="utf-8")
+    (code,) = [b for b in re.findall(r"```python\n(.*?)```", doc, re.DOTALL) if "Deduplicator" in b]
+    (tmp_path / "caption_ops.py").write_text(code)
+    rows = [{"id": i, "text": t} for i, t in enumerate(["A cat", "a dog", "a CAT", "A Dog", "a bird"])]
+    recipe = write_recipe(tmp_path, rows, [{"caption_deduplicator": {}}], np=1, custom_ops=["caption_ops.py"])
+    assert djx_cli("process", "--config", recipe).rc == 0
+    assert [s["id"] for s in read_jsonl_file(tmp_path / "out" / "kept.jsonl")] == [0, 1, 4]
+    dropped = read_jsonl_file(tmp_path / "out" / "kept.dropped.jsonl")
+    assert [(s["id"], s[DROP]["reason"]) for s in dropped] == [(2, "duplicate of 0"), (3, "duplicate of 1")]
