@@ -202,3 +202,23 @@ def test_the_plug_in_deduplicator_of_the_docs_runs_from_a_recipe(tmp_path, djx_c
     assert [s["id"] for s in read_jsonl_file(tmp_path / "out" / "kept.jsonl")] == [0, 1, 4]
     dropped = read_jsonl_file(tmp_path / "out" / "kept.dropped.jsonl")
     assert [(s["id"], s[DROP]["reason"]) for s in dropped] == [(2, "duplicate of 0"), (3, "duplicate of 1")]
+
+
+def test_the_ray_executor_deduplicates_as_the_local_one(tmp_path, ray_address):
+    """The dedup phase runs in the run's ledger, after either engine's streaming pass: Ray's outputs
+    and counts are the local executor's, and its check passes."""
+    from djx import Pipeline
+    from helpers import assert_same_run, outputs_by_position
+    rows = image_rows(tmp_path)
+    write_recipe(tmp_path, rows, [])
+    both = {}
+    for executor in ("local", "ray"):
+        keys = {"ray_address": ray_address} if executor == "ray" else {"start_method": "fork"}
+        summary = Pipeline(dataset_path=str(tmp_path / "data.jsonl"), np=2, batch_size=4, executor=executor,
+                           process=[{"image_deduplicator": {"method": "ahash"}},
+                                    {"document_minhash_deduplicator": {"jaccard_threshold": 0.5}},
+                                    {"text_length_filter": {"min_len": 8}}], **keys).run(
+            export_path=str(tmp_path / executor / "kept.jsonl"), progress=False, log=lambda *a: None)
+        both[executor] = (summary, outputs_by_position(tmp_path / executor))
+    ray_summary = assert_same_run(both)
+    assert ray_summary["dropped"] > 0 and ray_summary["rejected"] == 1
