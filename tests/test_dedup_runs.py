@@ -60,24 +60,23 @@ def test_a_recipe_of_deduplicators_keeps_the_first_of_each_group_and_names_it_in
 
     for s in dropped:
         i, drop = s["id"], s[DROP]
-        if drop["op"] == "image_deduplicator":
+        if i not in after_images:  # an image duplicate, whatever a later op would have said of it
             first = hashes.index(hashes[i])
-            assert drop["reason"] == f"duplicate of {first}" and first < i and first in after_images
-            assert s[STATS]["__dj__imagehash"] == hashes[i]
-        elif drop["op"] == "document_deduplicator":
+            assert drop == {"op": "image_deduplicator", "op_index": 0, "reason": f"duplicate of {first}"}
+            assert first < i and first in after_images and s[STATS]["__dj__imagehash"] == hashes[i]
+        elif first_text[rows[i]["text"]] != i:
+            assert drop["op"] == "document_deduplicator"
             assert drop["reason"] == f"duplicate of {first_text[rows[i]['text']]}"
         else:  # the length filter drops the first "a photo" too: its duplicates still name it
             assert drop["op"] == "text_length_filter" and len(rows[i]["text"]) < 8
-    by_op = {op: sum(1 for s in dropped if s[DROP]["op"] == op) for op in
-             ("image_deduplicator", "document_deduplicator", "text_length_filter")}
-    # a duplicate that a later filter drops in the streaming pass keeps that filter's reason
-    assert by_op["image_deduplicator"] == sum(1 for r in rows[:-1] if r["id"] not in after_images
-                                              and len(r["text"]) >= 8)
-    assert by_op["document_deduplicator"] >= 1 and by_op["text_length_filter"] >= 1
+    summary = json.loads((out / "kept.summary.json").read_text())
+    ops = {op["name"]: op for op in summary["ops"]}
+    assert ops["image_deduplicator"]["dropped"] == len(rows) - 1 - len(after_images)
+    assert ops["document_deduplicator"]["in"] == len(after_images)  # as in Data-Juicer: after the image groups
+    assert ops["text_length_filter"]["in"] == len(first_text)
 
     assert [r[POS] for r in rejected] == [len(rows) - 1] and rejected[0]["code"] == "bad_image"
     assert "broken.jpg" in rejected[0]["reason"]
-    summary = json.loads((out / "kept.summary.json").read_text())
     assert (summary["input"], summary["kept"], summary["dropped"], summary["rejected"]) == \
         (len(rows), len(kept), len(dropped), 1)
     check = djx_cli("check", out / "kept.jsonl", "--recipe", recipe)
@@ -132,7 +131,7 @@ def test_a_run_stopped_in_the_dedup_phase_resumes_to_the_same_outputs(tmp_path, 
             raise Stop()
         monkeypatch.setattr(ledger, "deduplicate", stop_after)
     else:
-        def stop_half_way(self, dropped_before):  # the kept part replaced, the dropped not yet appended to
+        def stop_half_way(self):  # the new kept part in place, the new dropped part not yet
             for kind in ("kept", "dropped"):
                 self._files.pop(kind).close()
             import os
@@ -167,7 +166,8 @@ def test_a_memory_budget_of_two_keys_spills_to_disk_and_gives_the_same_outputs(t
 @pytest.mark.parametrize("recipe", FIXTURE["recipes"], ids=lambda r: "-".join(next(iter(op)) for op in r["process"]))
 def test_whole_recipes_keep_what_data_juicer_keeps(tmp_path, djx_cli, recipe):
     """Deduplicators among filters, one after another: djx's streaming pass and dedup phase keep the
-    samples Data-Juicer 1.6.1 keeps running the ops one after the other (dedup.json's recipes)."""
+    samples Data-Juicer 1.6.1 keeps running the ops one after the other (dedup.json's recipes), and
+    as many samples pass each op."""
     if recipe["rows"] == "texts":
         rows = [json.loads(line) for line in (ASSETS / FIXTURE["texts"]).read_text(encoding="utf-8").splitlines()]
     else:
@@ -176,6 +176,8 @@ def test_whole_recipes_keep_what_data_juicer_keeps(tmp_path, djx_cli, recipe):
     res = djx_cli("process", "--config", path)
     assert res.rc == 0, res.out + res.err
     assert [s["id"] for s in read_jsonl_file(tmp_path / "out" / "kept.jsonl")] == recipe["kept"]
+    summary = json.loads((tmp_path / "out" / "kept.summary.json").read_text())
+    assert [op["kept"] for op in summary["ops"]] == recipe["passing"]  # each op's tally is Data-Juicer's
     check = djx_cli("check", tmp_path / "out" / "kept.jsonl", "--recipe", path)
     assert check.rc == 0 and "check passed" in check.out, check.out + check.err
 

@@ -99,7 +99,7 @@ class OutputWriter:
         if manifest is None and os.path.exists(self.manifest_path):
             os.remove(self.manifest_path)
         if (manifest or {}).get("dedup", {}).get("stage") == "move":  # stopped while moving duplicates
-            self.move_duplicates(manifest["dedup"]["dropped_before"])
+            self.move_duplicates()
         lengths = (manifest or {}).get("lengths", {})
         for kind in self.KINDS:
             f = open(self.part(kind), "a+b")
@@ -118,23 +118,15 @@ class OutputWriter:
         if records:  # lines a worker encoded (bytes, newline included), or dicts
             self._files[kind].write(b"".join(r if isinstance(r, bytes) else encode_line(r) for r in records))
 
-    def move_duplicates(self, dropped_before: int) -> None:
-        """Put the dedup phase's files in place: the kept part less its duplicates, and the duplicates
-        after the first `dropped_before` bytes of the dropped part. Redoable after a stop anywhere."""
+    def move_duplicates(self) -> None:
+        """Put the dedup phase's new kept and dropped parts in place of the old. Each replace is
+        atomic and happens once, so a run stopped anywhere in here redoes the rest."""
         for kind in ("kept", "dropped"):
             if kind in self._files:
                 self._files.pop(kind).close()
-        if os.path.exists(self.part("kept.dedup")):
-            os.replace(self.part("kept.dedup"), self.part("kept"))
-        extra = self.part("dropped.dedup")
-        if os.path.exists(extra):
-            with open(self.part("dropped"), "r+b") as out, open(extra, "rb") as src:
-                out.truncate(dropped_before)
-                out.seek(0, os.SEEK_END)
-                shutil.copyfileobj(src, out)
-                out.flush()
-                os.fsync(out.fileno())
-            os.remove(extra)
+        for kind in ("kept", "dropped"):
+            if os.path.exists(self.part(kind + ".dedup")):
+                os.replace(self.part(kind + ".dedup"), self.part(kind))
         if self._files:  # the run goes on writing: reopen the two parts at their ends
             for kind in ("kept", "dropped"):
                 self._files[kind] = open(self.part(kind), "a+b")

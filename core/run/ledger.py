@@ -149,10 +149,10 @@ class RunLedger:
                              self.recipe.dedup_memory_entries)
         if result is None:
             return
-        self.dedup_mark = {"stage": "move", "dropped_before": before["dropped"], "moved": result.moved}
+        self.dedup_mark = {"stage": "move", "moved": result.moved}
         writer.checkpoint(self._checkpoint(read_at), lengths={
-            **before, "kept": result.kept_bytes, "dropped": before["dropped"] + result.dropped_bytes})
-        writer.move_duplicates(before["dropped"])
+            **before, "kept": result.kept_bytes, "dropped": result.dropped_bytes})
+        writer.move_duplicates()
         self.dedup_mark = {**self.dedup_mark, "stage": "done"}
         writer.checkpoint(self._checkpoint(read_at))
         if result.moved:

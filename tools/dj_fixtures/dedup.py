@@ -170,13 +170,15 @@ def run_case(op_name: str, params: dict, rows: list[dict]) -> dict:
     return out
 
 
-def run_recipe(process: list, rows: list[dict]) -> list[int]:
+def run_recipe(process: list, rows: list[dict]) -> tuple[list[int], list[int]]:
+    """The ids Data-Juicer keeps, and how many samples pass each op."""
     from data_juicer.core.data import NestedDataset
     from data_juicer.ops import load_ops
-    dataset = NestedDataset.from_list(rows)
+    dataset, passing = NestedDataset.from_list(rows), []
     for op in load_ops([{name: {**params, "num_proc": 1, "skip_op_error": False}} for name, params in process]):
         dataset = op.run(dataset)
-    return [s["id"] for s in dataset.to_list()]
+        passing.append(len(dataset))
+    return [s["id"] for s in dataset.to_list()], passing
 
 
 def main() -> None:
@@ -193,8 +195,11 @@ def main() -> None:
     for op, params in IMAGE_CASES:
         case = run_case(op, params, absolute)
         cases.append(case)
-    recipes = [{"rows": kind, "process": [{name: params} for name, params in process],
-                "kept": run_recipe(process, text_rows if kind == "texts" else absolute)} for kind, process in RECIPES]
+    recipes = []
+    for kind, process in RECIPES:
+        kept, passing = run_recipe(process, text_rows if kind == "texts" else absolute)
+        recipes.append({"rows": kind, "process": [{name: params} for name, params in process], "kept": kept,
+                        "passing": passing})
     (ASSETS / "dedup_images.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     head = {"data_juicer": data_juicer.__version__, "texts": "dedup_texts.jsonl", "images": "dedup_images.jsonl"}
     body = ",\n".join(json.dumps(c, ensure_ascii=False) for c in cases)  # one case a line
