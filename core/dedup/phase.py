@@ -15,6 +15,7 @@ from typing import Iterator
 
 from djx.core.dedup.finder import DuplicateFinder, Seen
 from djx.core.dedup.first_positions import DEFAULT_BUDGET, IndexSpace
+from djx.core.io.writers import encode_line
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
 from djx.core.run.resume import RunCounts
 
@@ -60,7 +61,7 @@ def _rewrite(finder: DuplicateFinder, ops: list, kept_part: str, dropped_part: s
                 before = {k: v for k, v in (sample.get(DROP_KEY) or {}).items() if k not in ("op", "op_index", "reason")}
                 sample[DROP_KEY] = {"op": ops[found.op_index].name, "op_index": found.op_index,
                                     "reason": finder.op(found.op_index).reason(found.kept), **before}
-                drop.write(json.dumps(sample, ensure_ascii=False).encode() + b"\n")
+                drop.write(encode_line(sample))
                 _recount(counts, ops, found.op_index, seen.passed, bool(sample.get(image_key)))
                 moved += out is keep
         for f in (keep, drop):
