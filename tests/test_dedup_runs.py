@@ -224,3 +224,23 @@ def test_the_ray_executor_deduplicates_as_the_local_one(tmp_path, ray_address):
         both[executor] = (summary, outputs_by_position(tmp_path / executor))
     ray_summary = assert_same_run(both)
     assert ray_summary["dropped"] > 0 and ray_summary["rejected"] == 1
+
+
+def test_a_sample_a_later_op_rejects_still_has_its_duplicates_dropped(tmp_path, djx_cli):
+    """In Data-Juicer's order the deduplicator groups a sample before a later op fails on it: its
+    duplicates go, as there. djx rejects it with its reason (and its hash) and drops the duplicates."""
+    good = str(ASSETS / "dedup" / "p0.jpg")
+    (tmp_path / "broken.jpg").write_bytes(b"not an image")
+    rows = [{"id": 0, "text": "a cat on a mat", "images": [str(tmp_path / "broken.jpg")]},
+            {"id": 1, "text": "a cat on a mat", "images": [good]},
+            {"id": 2, "text": "a dog on a log", "images": [good]}]
+    recipe = write_recipe(tmp_path, rows, [{"document_deduplicator": {}}, {"image_shape_filter": {}}], np=1)
+    assert djx_cli("process", "--config", recipe).rc == 0
+    out = tmp_path / "out"
+    assert [s["id"] for s in read_jsonl_file(out / "kept.jsonl")] == [2]
+    (dup,) = read_jsonl_file(out / "kept.dropped.jsonl")
+    assert dup["id"] == 1 and dup[DROP]["reason"] == "duplicate of 0"
+    (rejected,) = read_jsonl_file(out / "kept.rejected.jsonl")
+    assert rejected[POS] == 0 and rejected["code"] == "bad_image" and "__dj__hash" in rejected[STATS]
+    check = djx_cli("check", out / "kept.jsonl", "--recipe", recipe)
+    assert check.rc == 0 and "check passed" in check.out, check.out + check.err

@@ -8,6 +8,7 @@ from typing import Callable, Iterable, Iterator
 
 from djx.core.dedup.first_positions import IndexSpace
 from djx.core.op.deduplicator import Deduplicator
+from djx.core.recipe.context import STATS_KEY
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,14 @@ class DuplicateFinder:
 
     def op(self, k: int) -> Deduplicator:
         return next(op for i, op, _ in self.dedups if i == k)
+
+
+def rejected_hashes(passed: list, sample: dict | None) -> dict | None:
+    """The stats of the deduplicators a rejected sample passed (None: none): in Data-Juicer's op order
+    they grouped it before the op that failed, so the dedup phase groups it too."""
+    stats = (sample or {}).get(STATS_KEY) or {}
+    found = {k: stats[k] for op in passed if isinstance(op, Deduplicator) for k in op.stats_keys if k in stats}
+    return found or None
 
 
 def split_duplicates(finder: DuplicateFinder, kept: list[dict], dropped: list[dict], pos_key: str,

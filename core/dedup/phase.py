@@ -27,10 +27,11 @@ class DedupResult:
     dropped_bytes: int      # the new dropped part's length
 
 
-def deduplicate(ops: list, kept_part: str, dropped_part: str, new_kept: str, new_dropped: str,
+def deduplicate(ops: list, kept_part: str, dropped_part: str, rejected: str, new_kept: str, new_dropped: str,
                 counts: RunCounts, image_key: str, budget: int = DEFAULT_BUDGET) -> DedupResult | None:
     """Write `new_kept` (the kept part less its duplicates) and `new_dropped` (the dropped part, its
-    duplicates dropped by the deduplicator, then the kept part's); move them in `counts`. None when the chain has no deduplicator. The indexes keep up
+    duplicates dropped by the deduplicator, then the kept part's); move them in `counts`. A sample a
+    later op rejected (`rejected`, with its hashes) is grouped too, and stays rejected. None when the chain has no deduplicator. The indexes keep up
     to `budget` keys a table in memory, the rest in files beside the parts."""
     space = IndexSpace(os.path.dirname(kept_part), budget)
     space.clear()
@@ -38,15 +39,19 @@ def deduplicate(ops: list, kept_part: str, dropped_part: str, new_kept: str, new
     if not finder:
         return None
     try:
-        return _rewrite(finder, ops, kept_part, dropped_part, new_kept, new_dropped, counts, image_key)
+        return _rewrite(finder, ops, kept_part, dropped_part, rejected, new_kept, new_dropped, counts, image_key)
     finally:
         finder.close()
 
 
-def _rewrite(finder: DuplicateFinder, ops: list, kept_part: str, dropped_part: str, new_kept: str,
+def _rewrite(finder: DuplicateFinder, ops: list, kept_part: str, dropped_part: str, rejected: str, new_kept: str,
              new_dropped: str, counts: RunCounts, image_key: str) -> DedupResult:
     n = len(ops)
-    finder.build(lambda: (s for s, _ in _read(kept_part, dropped_part, n)))
+
+    def every():  # a sample a later op rejected is in its group (it stays rejected)
+        yield from (s for s, _ in _read(kept_part, dropped_part, n))
+        yield from (s for s, _ in _read(rejected, None, n, kept=False) if s.passed)
+    finder.build(every)
     moved = 0
     with open(new_kept, "wb") as keep, open(new_dropped, "wb") as drop:
         # the dropped part first, as it was, but for the duplicates a later op dropped: in Data-Juicer's
@@ -82,7 +87,7 @@ def _read(kept_part: str | None, dropped_part: str | None, n_ops: int,
                 if not line.strip():
                     continue
                 rec = json.loads(line)
-                passed = n_ops if kept else (rec.get(DROP_KEY) or {}).get("op_index", 0)
+                passed = n_ops if kept else (rec.get(DROP_KEY) or rec).get("op_index") or 0  # rejected: its own
                 yield Seen(rec[POSITION_KEY], rec.get(STATS_KEY) or {}, passed), line
 
 

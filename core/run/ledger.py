@@ -144,7 +144,8 @@ class RunLedger:
             return  # an earlier session did it
         writer = self.writer
         before = writer.lengths()
-        result = deduplicate(self.chain.ops, writer.part("kept"), writer.part("dropped"), writer.part("kept.dedup"),
+        result = deduplicate(self.chain.ops, writer.part("kept"), writer.part("dropped"), writer.part("rejected"),
+                             writer.part("kept.dedup"),
                              writer.part("dropped.dedup"), self.counts, self.chain.ctx.image_key,
                              self.recipe.dedup_memory_entries)
         if result is None:
