@@ -244,3 +244,24 @@ def test_a_sample_a_later_op_rejects_still_has_its_duplicates_dropped(tmp_path, 
     assert rejected[POS] == 0 and rejected["code"] == "bad_image" and "__dj__hash" in rejected[STATS]
     check = djx_cli("check", out / "kept.jsonl", "--recipe", recipe)
     assert check.rc == 0 and "check passed" in check.out, check.out + check.err
+
+
+@pytest.mark.models
+def test_on_ray_a_sample_a_later_model_stage_rejects_still_has_its_duplicates_dropped(tmp_path, ray_address):
+    """A model op starts a Ray stage of its own; the deduplicator before it is in an earlier stage,
+    and a sample the model stage rejects still carries that deduplicator's hash to the dedup phase."""
+    from djx import Pipeline
+    good = str(ASSETS / "dedup" / "p0.jpg")
+    (tmp_path / "broken.jpg").write_bytes(b"not an image")
+    rows = [{"id": 0, "text": "<__dj__image> a cat on a mat", "images": [str(tmp_path / "broken.jpg")]},
+            {"id": 1, "text": "<__dj__image> a cat on a mat", "images": [good]},
+            {"id": 2, "text": "<__dj__image> a dog on a log", "images": [good]}]
+    write_recipe(tmp_path, rows, [])
+    model = str(Path(__file__).resolve().parent / "assets" / "models" / "tiny-clip")
+    summary = Pipeline(dataset_path=str(tmp_path / "data.jsonl"), np=1, executor="ray", ray_address=ray_address,
+                       process=[{"document_deduplicator": {}},
+                                {"image_text_similarity_filter": {"hf_clip": model, "min_score": 0.0}}]).run(
+        export_path=str(tmp_path / "out" / "kept.jsonl"), progress=False, log=lambda *a: None)
+    assert summary["check"]["ok"] and (summary["kept"], summary["dropped"], summary["rejected"]) == (1, 1, 1)
+    (dup,) = read_jsonl_file(tmp_path / "out" / "kept.dropped.jsonl")
+    assert dup["id"] == 1 and dup[DROP]["reason"] == "duplicate of 0"

@@ -62,11 +62,13 @@ class DuplicateFinder:
         return next(op for i, op, _ in self.dedups if i == k)
 
 
-def rejected_hashes(passed: list, sample: dict | None) -> dict | None:
+def rejected_hashes(passed: list, sample: dict | None, earlier: frozenset = frozenset()) -> dict | None:
     """The stats of the deduplicators a rejected sample passed (None: none): in Data-Juicer's op order
-    they grouped it before the op that failed, so the dedup phase groups it too."""
+    they grouped it before the op that failed, so the dedup phase groups it too. `earlier`: the stat
+    keys of deduplicators before the chain's first op (a Ray stage's chain is part of the recipe's)."""
     stats = (sample or {}).get(STATS_KEY) or {}
-    found = {k: stats[k] for op in passed if isinstance(op, Deduplicator) for k in op.stats_keys if k in stats}
+    keys = set(earlier).union(*(op.stats_keys for op in passed if isinstance(op, Deduplicator)))
+    found = {k: stats[k] for k in keys if k in stats}
     return found or None
 
 

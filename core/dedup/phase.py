@@ -27,12 +27,14 @@ class DedupResult:
     dropped_bytes: int      # the new dropped part's length
 
 
-def deduplicate(ops: list, kept_part: str, dropped_part: str, rejected: str, new_kept: str, new_dropped: str,
-                counts: RunCounts, image_key: str, budget: int = DEFAULT_BUDGET) -> DedupResult | None:
+def deduplicate(ops: list, kept_part: str, dropped_part: str, rejected: str, new_kept: str,
+                new_dropped: str, counts: RunCounts, image_key: str,
+                budget: int = DEFAULT_BUDGET) -> DedupResult | None:
     """Write `new_kept` (the kept part less its duplicates) and `new_dropped` (the dropped part, its
     duplicates dropped by the deduplicator, then the kept part's); move them in `counts`. A sample a
-    later op rejected (`rejected`, with its hashes) is grouped too, and stays rejected. None when the chain has no deduplicator. The indexes keep up
-    to `budget` keys a table in memory, the rest in files beside the parts."""
+    later op rejected (`rejected`, with its hashes) is grouped too, and stays rejected. None when the
+    chain has no deduplicator. The indexes keep up to `budget` keys a table in memory, the rest in
+    files beside the parts."""
     space = IndexSpace(os.path.dirname(kept_part), budget)
     space.clear()
     finder = DuplicateFinder(ops, space)
@@ -44,8 +46,8 @@ def deduplicate(ops: list, kept_part: str, dropped_part: str, rejected: str, new
         finder.close()
 
 
-def _rewrite(finder: DuplicateFinder, ops: list, kept_part: str, dropped_part: str, rejected: str, new_kept: str,
-             new_dropped: str, counts: RunCounts, image_key: str) -> DedupResult:
+def _rewrite(finder: DuplicateFinder, ops: list, kept_part: str, dropped_part: str, rejected: str,
+             new_kept: str, new_dropped: str, counts: RunCounts, image_key: str) -> DedupResult:
     n = len(ops)
 
     def every():  # a sample a later op rejected is in its group (it stays rejected)
@@ -63,7 +65,8 @@ def _rewrite(finder: DuplicateFinder, ops: list, kept_part: str, dropped_part: s
                     out.write(line)
                     continue
                 sample = json.loads(line)
-                before = {k: v for k, v in (sample.get(DROP_KEY) or {}).items() if k not in ("op", "op_index", "reason")}
+                before = {k: v for k, v in (sample.get(DROP_KEY) or {}).items()
+                          if k not in ("op", "op_index", "reason")}
                 sample[DROP_KEY] = {"op": ops[found.op_index].name, "op_index": found.op_index,
                                     "reason": finder.op(found.op_index).reason(found.kept), **before}
                 drop.write(encode_line(sample))

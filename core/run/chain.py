@@ -28,8 +28,9 @@ class OpChain:
     """The ops of a recipe plus the run context; picklable, so it travels to workers by value."""
 
     def __init__(self, ops: list[Op], ctx: RunContext, export_kept: bool = True, lazy_models: bool = False,
-                 reads_input: bool = True, earlier_stats: frozenset = frozenset()):
-        self.ops = list(ops)
+                 reads_input: bool = True, earlier_stats: frozenset = frozenset(),
+                 earlier_hashes: frozenset = frozenset()):
+        self.ops, self.earlier_hashes = list(ops), earlier_hashes  # deduplicators' stats before a Ray stage
         self.ctx = ctx
         # a stat that an earlier filter of this run also writes is never reused: its value may come
         # from that filter (another model or parameters), not from the input
@@ -224,7 +225,7 @@ class OpChain:
         rej = Rejection(item.pos, item.line, op and op.name, op_index, reason, code, file=item.file,
                         record=None if item.error else item.record, raw=item.raw if item.error else None,
                         error=error, text_seen=op and seen_by_op(item.record, sample, op.text_key or self.ctx.text_key),
-                        hashes=rejected_hashes(self.ops[:op_index or 0], sample))
+                        hashes=rejected_hashes(self.ops[:op_index or 0], sample, self.earlier_hashes))
         if self.ctx.on_error == "fail":
             raise FailFast(rej.fail_message(self.ctx.input_files))
         return rej

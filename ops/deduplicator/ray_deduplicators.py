@@ -12,25 +12,27 @@ from djx.ops.deduplicator.image_deduplicator import ImageDeduplicator
 
 @register_op("ray_document_deduplicator")
 class RayDocumentDeduplicator(DocumentDeduplicator):
-    """document_deduplicator under Data-Juicer's Ray name (backend, redis_address, dedup_set_num: accepted, unused)."""
+    """document_deduplicator under Data-Juicer's Ray name (backend, redis_address, dedup_set_num: unused)."""
 
-    def __init__(self, backend: Literal["ray_actor", "redis"] = "ray_actor", redis_address: str = "redis://localhost:6379",
-                 dedup_set_num: int | str = "auto", lowercase: bool = False, ignore_non_character: bool = False, **common):
+    def __init__(self, backend: Literal["ray_actor", "redis"] = "ray_actor",
+                 redis_address: str = "redis://localhost:6379", dedup_set_num: int | str = "auto",
+                 lowercase: bool = False, ignore_non_character: bool = False, **common):
         super().__init__(lowercase=lowercase, ignore_non_character=ignore_non_character, **common)
 
 
 @register_op("ray_image_deduplicator")
 class RayImageDeduplicator(ImageDeduplicator):
-    """image_deduplicator under Data-Juicer's Ray name (no consider_text there; backend, redis_address: accepted, unused)."""
+    """image_deduplicator under Data-Juicer's Ray name (no consider_text there; backend, redis_address: unused)."""
 
-    def __init__(self, backend: Literal["ray_actor", "redis"] = "ray_actor", redis_address: str = "redis://localhost:6379",
+    def __init__(self, backend: Literal["ray_actor", "redis"] = "ray_actor",
+                 redis_address: str = "redis://localhost:6379",
                  method: Literal["phash", "dhash", "whash", "ahash"] = "phash", **common):
         super().__init__(method=method, **common)
 
 
 @register_op("ray_bts_minhash_deduplicator")
 class RayBtsMinhashDeduplicator(DocumentMinhashDeduplicator):
-    """document_minhash_deduplicator under Data-Juicer's Ray name (its union-find, batching and memory settings: accepted, unused)."""
+    """document_minhash_deduplicator under Data-Juicer's Ray name (union-find, batch, memory settings: unused)."""
 
     def __init__(self, tokenization: Literal["space", "punctuation", "character", "sentencepiece"] = "space",
                  window_size: int = 5, lowercase: bool = True, ignore_pattern: str | None = None,
