@@ -8,6 +8,7 @@ from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY, RunContex
 from djx.core.errors import CheckError, DjxError, RecipeError, ResumeError, SampleError, UsageError
 from djx.core.models.pool import ModelPool, ModelSpec, register_model_loader
 from djx.core.op.base import Batch, Filter, Mapper, Op
+from djx.core.op.deduplicator import Deduplicator, DuplicateIndex
 from djx.core.op.reasons import range_reason
 from djx.core.pipeline import Pipeline
 from djx.core.run.outcome import SampleOutcome
@@ -17,7 +18,7 @@ from djx.core.op.registry import build_op, get_op_class, register_op, registered
 
 __version__ = "0.1.0"
 
-__all__ = ["Batch", "CheckError", "DROP_KEY", "DeviceInfo", "DjxError", "Filter", "Mapper",
+__all__ = ["Batch", "CheckError", "DROP_KEY", "Deduplicator", "DuplicateIndex", "DeviceInfo", "DjxError", "Filter", "Mapper",
            "ModelPool", "ModelSpec", "Op", "OpChain", "POSITION_KEY", "Pipeline", "Plan",
            "RecipeError", "Recipe", "ResumeError", "RunContext", "STATS_KEY", "SampleError", "SampleOutcome",
            "build_op", "check_outputs", "get_op_class", "load_recipe", "plan_workers",

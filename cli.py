@@ -62,6 +62,7 @@ def _process(args, stop=None) -> int:
 
 def _ops(args) -> int:
     from djx.core.op.base import Filter
+    from djx.core.op.deduplicator import Deduplicator
     from djx.core.op.params import describe_params, shown
     from djx.core.op.registry import aliases, get_op_class, load_custom_ops, load_entry_point_ops, registered_ops
     load_custom_ops(_plugins(args.custom_ops), os.getcwd())
@@ -76,7 +77,7 @@ def _ops(args) -> int:
         alias_of.setdefault(n, []).append(a)
     for name in names:
         cls = get_op_class(name)
-        kind = "filter" if issubclass(cls, Filter) else "mapper"
+        kind = "deduplicator" if issubclass(cls, Deduplicator) else "filter" if issubclass(cls, Filter) else "mapper"
         doc = (cls.__doc__ or "").strip().splitlines()
         print(f"{name}  ({kind})" + (f"  aliases: {', '.join(alias_of[name])}" if name in alias_of else ""))
         print(f"    {doc[0] if doc else ''}")

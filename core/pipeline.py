@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from djx.core.run.chain import OpChain
+from djx.core.dedup.finder import DuplicateFinder, split_duplicates
+from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
 from djx.core.models.dtypes import slow_dtype_warnings
 from djx.core.errors import DjxError
 from djx.core.run.estimate import RunClock
@@ -141,6 +143,8 @@ class Pipeline:
         self.last_counts = counts
         it = iter(samples)
         pos = 0
+        finder = DuplicateFinder(chain.ops)  # deduplicators need every sample first: kept in memory here
+        held, dropped, others = [], [], []
         while block := list(itertools.islice(it, self.recipe.batch_size)):
             res = chain.run([Item(pos + i, record=r) for i, r in enumerate(block)], pool)
             pos += len(block)
@@ -149,7 +153,25 @@ class Pipeline:
             counts["dropped"] += len(res.dropped)
             counts["rejected"] += len(res.rejected)
             counts["rejected_records"] += [rej.to_record() for rej in res.rejected]
-            yield from outcomes(res)
+            if not finder:
+                yield from outcomes(res)
+                continue
+            held += res.kept
+            dropped += res.dropped
+            others += [o for o in outcomes(res) if not o.kept]
+        if not finder:
+            return
+        for sample, found in split_duplicates(finder, held, dropped, POSITION_KEY, STATS_KEY, DROP_KEY):
+            if found is None:
+                others.append(SampleOutcome("kept", sample, sample[POSITION_KEY]))
+                continue
+            counts["kept"] -= 1
+            counts["dropped"] += 1
+            op = chain.ops[found.op_index]
+            op, why = op.name, op.reason(found.kept)
+            sample[DROP_KEY] = {"op": op, "op_index": found.op_index, "reason": why}
+            others.append(SampleOutcome("dropped", sample, sample[POSITION_KEY], op, why))
+        yield from sorted(others, key=lambda o: o.position)  # deduplicators see every sample first
 
     def process(self, samples: Iterable[dict]) -> Iterator[dict]:
         """The kept samples of `results(samples)`, with their stats (the dropped and rejected ones

@@ -8,7 +8,7 @@ from typing import Any
 
 import jsonlines
 
-from djx.core.recipe.context import POSITION_KEY
+from djx.core.recipe.context import POSITION_KEY, STATS_KEY
 from djx.core.errors import DjxError
 
 
@@ -63,6 +63,7 @@ class Rejection:
     file: int = 0            # index into RunContext.input_files
     error: str | None = None  # the exception type, when an op raised
     text_seen: str | None = None  # the text as the op saw it, when a mapper had changed it (bounded)
+    hashes: dict | None = None  # the hash stats of the deduplicators it passed: the dedup phase groups it too
 
     def to_record(self, input_files: tuple[str, ...] = ()) -> dict:
         rec = {POSITION_KEY: self.pos}
@@ -71,6 +72,8 @@ class Rejection:
         rec.update(line=self.line, op=self.op, reason=self.reason, code=self.code)
         if self.text_seen is not None:
             rec["text_seen"] = self.text_seen
+        if self.hashes:
+            rec.update({"op_index": self.op_index, STATS_KEY: self.hashes})
         if self.raw is not None:
             rec["raw"] = self.raw
         else:

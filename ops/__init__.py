@@ -33,3 +33,8 @@ import djx.ops.filter.image_aesthetics_filter  # noqa: F401
 import djx.ops.filter.image_nsfw_filter  # noqa: F401
 import djx.ops.filter.image_watermark_filter  # noqa: F401
 import djx.ops.vision_models  # noqa: F401
+import djx.ops.deduplicator.document_deduplicator  # noqa: F401
+import djx.ops.deduplicator.image_deduplicator  # noqa: F401
+import djx.ops.deduplicator.document_minhash_deduplicator  # noqa: F401
+import djx.ops.deduplicator.ray_deduplicators  # noqa: F401
+import djx.ops.deduplicator.document_simhash_deduplicator  # noqa: F401

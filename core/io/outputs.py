@@ -123,6 +123,8 @@ class OutputWriter:
         self.lock()
         if manifest is None and os.path.exists(self.manifest_path):
             os.remove(self.manifest_path)
+        if (manifest or {}).get("dedup", {}).get("stage") == "move":  # stopped while moving duplicates
+            self.move_duplicates()
         try:
             for kind in self.KINDS:
                 if manifest is None:
@@ -159,6 +161,30 @@ class OutputWriter:
             data = b"".join(r if isinstance(r, bytes) else encode_line(r) for r in records)
             self._hashes[kind].update(data)
             self._files[kind].write(data)
+
+    def move_duplicates(self) -> None:
+        """Put the dedup phase's new kept and dropped parts in place of the old. Each replace is
+        atomic and happens once, so a run stopped anywhere in here redoes the rest."""
+        for kind in ("kept", "dropped"):
+            if kind in self._files:
+                self._files.pop(kind).close()
+        for kind in ("kept", "dropped"):
+            if os.path.exists(self.part(kind + ".dedup")):
+                os.replace(self.part(kind + ".dedup"), self.part(kind))
+        if self._files:  # the run goes on writing: reopen the two parts at their ends
+            for kind in ("kept", "dropped"):
+                self._files[kind] = f = os.fdopen(open_own(self.part(kind), os.O_RDWR), "r+b")
+                self._hashes[kind] = _sha256_of(f)
+                f.seek(0, os.SEEK_END)
+
+    def position_after_dedup(self, before: dict) -> dict:
+        """`before` (a position()) with the dedup phase's new kept and dropped parts in place of the
+        old ones: what the signed manifest records before the move (a stop mid-move completes it)."""
+        lengths, digests = dict(before["lengths"]), dict(before["digests"])
+        for kind in ("kept", "dropped"):
+            with open(self.part(kind + ".dedup"), "rb") as f:
+                lengths[kind], digests[kind] = os.fstat(f.fileno()).st_size, _sha256_of(f).hexdigest()
+        return {"lengths": lengths, "digests": digests}
 
     def lengths(self) -> dict[str, int]:
         """Each part's length as written so far (buffered bytes included)."""
@@ -274,6 +300,15 @@ class OutputWriter:
             f"completed that: {self.paths.export}")
         with open(self.paths.summary, encoding="utf-8") as f:
             return json.load(f)
+
+
+def _sha256_of(f):
+    """The running sha256 of a whole open file, read from its start."""
+    h = hashlib.sha256()
+    f.seek(0)
+    while block := f.read(1 << 20):
+        h.update(block)
+    return h
 
 
 def _write_durable(path: str, obj) -> str:

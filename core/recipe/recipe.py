@@ -50,6 +50,7 @@ class Recipe:
     load_truncated_images: bool = RunContext.load_truncated_images
     max_in_flight: int | None = None          # batches dispatched ahead; None: 2 x workers
     checkpoint_every: int = 10                # batches between resume checkpoints
+    dedup_memory_entries: int = 2_000_000     # keys a deduplicator's table holds in memory, then on disk
     max_rejected_fraction: float | None = None  # a finished run rejecting more exits non-zero
     stop_on_systematic_failure: bool = True   # stop when an op fails alike for the first samples
     report: bool = False                      # write the analysis (djx analyze) next to the export
@@ -205,8 +206,8 @@ def _check_values(values: dict, base_dir: str) -> None:
                           f"or .parquet, got {values['export_path']!r}")
     if values.get("export_shard_size", 0) < 0:
         raise RecipeError(f"export_shard_size: bytes per shard, >= 0 (0: one file), got {values['export_shard_size']}")
-    for key in ("np", "batch_size", "max_in_flight", "checkpoint_every", "max_image_pixels", "max_batch_bytes",
-                "max_record_bytes"):
+    for key in ("np", "batch_size", "max_in_flight", "checkpoint_every", "dedup_memory_entries", "max_image_pixels",
+                "max_batch_bytes", "max_record_bytes"):
         if values.get(key) is not None and values[key] < 1:
             raise RecipeError(f"{key}: must be >= 1, got {values[key]}")
     if not 0 <= values.get("max_rejected_fraction", 0) <= 1:

@@ -11,6 +11,7 @@ from djx.core.op.reasons import default_reason
 from djx.core.errors import SampleError
 from djx.core.op.images import BatchImages
 from djx.core.op.base import Batch, Filter, Mapper, Op
+from djx.core.dedup.finder import rejected_hashes
 from djx.core.io.image_paths import path_writer
 from djx.core.io.record_limits import encoded, output_problem
 from djx.core.io.llava_seal import seal_llava
@@ -29,8 +30,9 @@ class OpChain:
     """The ops of a recipe plus the run context; picklable, so it travels to workers by value."""
 
     def __init__(self, ops: list[Op], ctx: RunContext, export_kept: bool = True, lazy_models: bool = False,
-                 reads_input: bool = True, earlier_stats: frozenset = frozenset()):
-        self.ops = list(ops)
+                 reads_input: bool = True, earlier_stats: frozenset = frozenset(),
+                 earlier_hashes: frozenset = frozenset()):
+        self.ops, self.earlier_hashes = list(ops), earlier_hashes  # deduplicators' stats before a Ray stage
         self.ctx = ctx
         # a stat that an earlier filter of this run also writes is never reused: its value may come
         # from that filter (another model or parameters), not from the input
@@ -210,7 +212,7 @@ class OpChain:
             if len(idx) == 1:
                 if isinstance(e, SampleError):
                     return {idx[0]: (str(e), e.code, None)}
-                return {idx[0]: (_reason(op, e), "op_error", type(e).__name__)}
+                return {idx[0]: (f"{op.name} raised {_short_tb(e)}", "op_error", type(e).__name__)}
         out = {}
         for j in idx:
             out.update(self._call_isolated(op, samples, [j], images, pool, text_key, image_key, counters, phases))
@@ -225,7 +227,8 @@ class OpChain:
         op = self.ops[op_index] if op_index is not None else None
         rej = Rejection(item.pos, item.line, op and op.name, op_index, reason, code, file=item.file,
                         record=None if item.error else item.record, raw=item.raw if item.error else None,
-                        error=error, text_seen=op and seen_by_op(item.record, sample, op.text_key or self.ctx.text_key))
+                        error=error, text_seen=op and seen_by_op(item.record, sample, op.text_key or self.ctx.text_key),
+                        hashes=rejected_hashes(self.ops[:op_index or 0], sample, self.earlier_hashes))
         if self.ctx.on_error == "fail":
             raise FailFast(rej.fail_message(self.ctx.input_files))
         return rej
@@ -291,10 +294,6 @@ def _verdict(op: Op, value) -> tuple[bool, str | None]:
 
 def _is_bool(value) -> bool:
     return isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"))
-
-
-def _reason(op: Op, e: BaseException) -> str:
-    return f"{op.name} raised {_short_tb(e)}"
 
 
 def _short_tb(e: BaseException) -> str:

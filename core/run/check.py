@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field
 
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
 from djx.core.io.output_reader import iter_output
 from djx.core.op.base import Filter
+from djx.core.op.deduplicator import Deduplicator
 from djx.core.run.chain import _BadVerdict, _verdict
 
 MAX_LISTED = 10
@@ -41,9 +43,16 @@ class Judge:
                                                f"(exported with other thresholds, or a stat edited since?)")
         return problems
 
-    def dropped(self, stats: dict, op_index: int) -> list[str]:
-        """Problems of a dropped sample: the op that dropped it passes it."""
+    def dropped(self, stats: dict, op_index: int, drop: dict | None = None, pos=None) -> list[str]:
+        """Problems of a dropped sample: the op that dropped it passes it (a deduplicator: its
+        reason names no earlier sample)."""
         op = self.ops[op_index]
+        if isinstance(op, Deduplicator):
+            found = re.fullmatch(rf"{op.duplicate_word} (\d+)", str((drop or {}).get("reason")))
+            if found and isinstance(pos, int) and int(found.group(1)) < pos:
+                return []
+            return [f"dropped sample names op {op_index} ({op.name}), a deduplicator, but not an earlier "
+                    f"sample it duplicates (reason `{op.duplicate_word} <position>`)"]
         if not isinstance(op, Filter):
             return [f"dropped sample names op {op_index} ({op.name}), which is not a filter"]
         keep, problem = self._ask(op, op_index, stats)
@@ -196,7 +205,7 @@ class _OutputCheck:
             self.report.add(f"dropped sample without a valid {DROP_KEY} op", sample.get(POSITION_KEY))
             return
         if self._check_stats(sample, upto, "dropped") and self.judge:
-            for problem in self.judge.dropped(sample.get(STATS_KEY), upto):
+            for problem in self.judge.dropped(sample.get(STATS_KEY), upto, drop, sample.get(POSITION_KEY)):
                 self.report.add(problem, sample.get(POSITION_KEY))
 
     def rejected(self, rec: dict) -> None:

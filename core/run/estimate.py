@@ -91,6 +91,7 @@ class RunClock:
         mem = s.get("memory", {})
         peak = mem.get("main_peak_uss_bytes", 0) + sum((mem.get("worker_peak_uss_bytes") or {}).values())
         kept = s["kept"] / n if n else 0.0
+        dedups = [o["name"] for o in s.get("ops", []) if _deduplicates(o["name"])]
         return {
             "samples": n_all,
             "samples_how": self.size.how,
@@ -103,14 +104,25 @@ class RunClock:
                             + _load()),
             "peak_memory_bytes": int(peak),
             "peak_memory_how": ("the trial's peaks: main process USS + the sum of every worker's peak USS; "
-                                "read-ahead is bounded, so memory does not grow with the dataset"),
+                                "read-ahead is bounded, so memory does not grow with the dataset"
+                                + ("; a deduplicator's tables do, up to dedup_memory_entries keys each"
+                                   if dedups else "")),
             "keep_rate": round(kept, 4),
             "keep_rate_ops": {o["name"]: round(o["kept"] / o["in"], 4) if o["in"] else None
                               for o in s.get("ops", [])},
             "keep_rate_how": (f"the trial's counts over the first {n:,} samples (per op: kept / reaching it); "
                               f"the first samples stand for the whole dataset, so a dataset sorted by "
-                              f"anything that matters to the filters is misjudged"),
+                              f"anything that matters to the filters is misjudged"
+                              + (f"; a deduplicator ({', '.join(dedups)}) finds more duplicates among more "
+                                 f"samples: its keep rate over the whole dataset is lower" if dedups else "")),
         }
+
+
+def _deduplicates(name: str) -> bool:
+    from djx.core.op.deduplicator import Deduplicator
+    from djx.core.op.registry import find_op_class
+    cls = find_op_class(name)
+    return cls is not None and issubclass(cls, Deduplicator)
 
 
 def _load() -> str:

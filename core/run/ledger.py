@@ -8,6 +8,7 @@ import shutil
 import time
 
 from djx.core.run.breakdown import breakdown
+from djx.core.dedup.phase import deduplicate
 from djx.core.run.check import check_outputs
 from djx.core.run.chain import OpChain
 from djx.core.run.early_check import EarlyCheck
@@ -60,12 +61,15 @@ class RunLedger:
         # assignment, so an interrupt anywhere in `add` saves exactly the batches finished before it
         self.done: tuple | None = None
         # a run's first samples show a systematic failure (a resumed run has passed that point)
+        self.dedup_mark = (start.manifest or {}).get("dedup")  # how far the dedup phase got: None, move, done
         self.early = None if start.resumed or not recipe.stop_on_systematic_failure else EarlyCheck(
             [op.name for op in chain.ops], recipe.image_special_token,
             [op.image_key or chain.ctx.image_key for op in chain.ops])
 
     def __enter__(self) -> "RunLedger":
-        self.writer.open(self.start.manifest)
+        self.writer.open(self.start.manifest)  # completes a move of duplicates a stop cut short
+        if self.dedup_mark is not None:
+            self.dedup_mark = {**self.dedup_mark, "stage": "done"}
         w = self.clock
         self.bar = Progress(w.total if w else None, self.start.read.records, self.progress, t0=self.t0)
         # a re-filter whose samples carry their stats loads models only when a sample lacks them
@@ -137,14 +141,38 @@ class RunLedger:
                 self.writer.release()  # held to the very end: no second run during the check or finish
 
     def end(self, state: ReadState) -> None:
-        """Every batch is in: the final checkpoint, at the reader's end."""
+        """Every batch is in: the final checkpoint, at the reader's end; then the dedup phase."""
         self.writer.checkpoint(self._checkpoint(dict(vars(state))))
         self.saved = self.batches
+        self._deduplicate(dict(vars(state)))
+
+    def _deduplicate(self, read_at: dict) -> None:
+        """Move the duplicates the recipe's deduplicators find to the dropped part, exactly once: the
+        manifest names the move before it is made, and a resumed run completes it (writer.open)."""
+        if self.dedup_mark is not None:
+            return  # an earlier session did it
+        writer = self.writer
+        before = writer.position()
+        result = deduplicate(self.chain.ops, writer.part("kept"), writer.part("dropped"), writer.part("rejected"),
+                             writer.part("kept.dedup"),
+                             writer.part("dropped.dedup"), self.counts, self.chain.ctx.image_key,
+                             self.recipe.dedup_memory_entries)
+        if result is None:
+            return
+        self.dedup_mark = {"stage": "move", "moved": result.moved}
+        # the new parts' lengths and digests go in the signed manifest before they replace the old
+        writer.checkpoint(self._checkpoint(read_at), at=writer.position_after_dedup(before))
+        writer.move_duplicates()
+        self.dedup_mark = {**self.dedup_mark, "stage": "done"}
+        writer.checkpoint(self._checkpoint(read_at))
+        if result.moved:
+            self.log(f"[djx] deduplication: {result.moved} duplicate(s) moved to the dropped output")
 
     def _checkpoint(self, read_at: dict) -> dict:
         """The manifest of a checkpoint after `read_at`, with the whole run's time and restarts."""
         self._update_totals()
-        return self.start.checkpoint(read_at, self.counts)
+        manifest = self.start.checkpoint(read_at, self.counts)
+        return {**manifest, "dedup": self.dedup_mark} if self.dedup_mark else manifest
 
     def _update_totals(self, counts: RunCounts | None = None) -> float:
         """Whole-run seconds and restarts (earlier sessions' plus this one's) into `counts` (the

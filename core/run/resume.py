@@ -14,7 +14,7 @@ from djx.core.io.readers import ReadState
 from djx.core.records import OpCounts, add_counters
 
 # Recipe keys that do not change what a run outputs: a resumed run may change them.
-RESUMABLE_KEYS = {"np", "start_method", "devices", "gpu_mem_fraction", "max_in_flight", "checkpoint_every",
+RESUMABLE_KEYS = {"np", "start_method", "devices", "gpu_mem_fraction", "max_in_flight", "checkpoint_every", "dedup_memory_entries",
                   "on_error", "executor", "ray_address", "export_path", "dataset_path", "batch_size",
                   "project_name", "max_rejected_fraction",
                   "sample_timeout", "max_batch_bytes", "share_models", "report", "scoring"}

@@ -3,8 +3,9 @@ thresholds computes nothing and loads no model.
 
 A filter's stats are reused when every one of them is present and valid: finite numbers inside
 the filter's `stat_ranges`, and for the shapes a filter declares in `stat_shapes`, one value per
-image (`per_image`), one per chunk that holds images (`per_chunk`), one number (`scalar`) or one
-non-empty string (`label`, e.g. language_id_score_filter's `lang`); and
+image (`per_image`), one per chunk that holds images (`per_chunk`), one number (`scalar`), one
+non-empty string (`label`, e.g. language_id_score_filter's `lang`) or a deduplicator's hash string
+(`digest`); and
 when djx vouches for them (run/provenance.py: djx wrote them with the same op, or the recipe says
 `trust_input_stats`). Anything else is recomputed; so is everything with `recompute_stats: true`.
 """
@@ -49,6 +50,8 @@ def _valid(value, shape: str | None, op, sample: dict, ctx: RunContext) -> bool:
         return _number(value)
     if shape == "label":
         return isinstance(value, str) and bool(value)
+    if shape == "digest":  # a deduplicator's hash or signature
+        return isinstance(value, str)
     if shape in ("per_image", "per_chunk"):
         n = _expected_length(shape, op, sample, ctx)
         return n is not None and isinstance(value, list) and len(value) == n and all(map(_number, value))

@@ -29,6 +29,7 @@ import dill
 from djx.core.run.chain import OpChain
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY
 from djx.core.errors import DjxError
+from djx.core.op.deduplicator import Deduplicator
 from djx.core.executors.base import DatasetSource
 from djx.core.executors.process import WorkerSetup
 from djx.core.executors.ray.cluster import connect, explain, let_fetches_end, refuse, settle_fsspec_http
@@ -191,7 +192,9 @@ class RayExecutor:
                               lazy_models=self.chain.lazy_models,  # stats reused: models loaded on demand
                               reads_input=False,  # stages get samples: the read step admitted the input
                               earlier_stats=frozenset(k for op in self.chain.ops[:first]
-                                                      for k in getattr(op, "stats_keys", ())))
+                                                      for k in getattr(op, "stats_keys", ())),
+                              earlier_hashes=frozenset(k for op in self.chain.ops[:first]
+                                                       if isinstance(op, Deduplicator) for k in op.stats_keys))
         return {"memory": need, "num_gpus": 1.0 / (per_gpu * n_model_stages) if gpu else 0,
                 "fn_constructor_kwargs": {
                     # by value, with its RunContext (tokens included); the driver enforces on_error: fail

@@ -1,0 +1,1 @@
+"""Data-Juicer's deduplicators: exact text and image hashes, MinHash LSH and SimHash near-duplicates."""
