@@ -17,6 +17,8 @@ from djx.core.recipe.dj_compat import DJ_GLOBAL_KEYS, DJ_OP_KEYS, refuse_mixture
 from djx.core.errors import RecipeError
 from djx.core.op.params import coerce, _type_name
 from djx.core.io.dataset import dataset_root
+from djx.core.io.regular_file import FileRefused, read_regular
+from djx.core.recipe.bounded_yaml import YamlTooLarge, safe_load_bounded
 from djx.core.recipe.build_ops import problems, without_dj_op_keys
 from djx.core.recipe.formats import check_format, llava_options
 from djx.core.run.provenance import stats_key
@@ -117,17 +119,21 @@ _FIELDS = {f.name: f for f in fields(Recipe) if f.name not in ("base_dir", "igno
 
 _EXECUTOR_TYPES = {"default": "local", "local": "local", "ray": "ray"}  # Data-Juicer's executor_type
 _HINTS = typing.get_type_hints(Recipe)
+MAX_RECIPE_BYTES = 4 << 20  # a recipe is a page of YAML; this is a cap against a device or a dump
 
 
 def load_recipe(path: str, overrides: dict | None = None, custom_ops: list[str] = ()) -> Recipe:
     """Read a recipe file, apply CLI overrides (dotted keys), and validate."""
     try:
-        with open(path, encoding="utf-8") as f:
-            raw = yaml.safe_load(f)
+        raw = safe_load_bounded(read_regular(path, MAX_RECIPE_BYTES).decode("utf-8"))
+    except FileRefused as e:
+        if e.kind == "a folder":
+            raise RecipeError(f"recipe {path} is a folder; give the path of the recipe file (.yaml)") from None
+        raise RecipeError(f"recipe {path}: {e}; give the path of a recipe file (.yaml)") from None
+    except YamlTooLarge as e:
+        raise RecipeError(f"recipe {path}: {e}") from None
     except FileNotFoundError:
         raise RecipeError(f"recipe not found: {path}") from None
-    except IsADirectoryError:
-        raise RecipeError(f"recipe {path} is a folder; give the path of the recipe file (.yaml)") from None
     except UnicodeDecodeError as e:
         raise RecipeError(f"recipe {path} is not UTF-8 text (byte {e.start}: {e.reason}); save it as UTF-8") from None
     except OSError as e:
@@ -269,7 +275,9 @@ def parse_set(items: list[str]) -> dict:
             raise RecipeError(f"--set expects KEY=VALUE, got {item!r}")
         key, _, value = item.partition("=")
         try:
-            out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+            out[key.strip()] = safe_load_bounded(value) if value.strip() else ""
+        except YamlTooLarge as e:
+            raise RecipeError(f"--set {item}: {e}") from None
         except yaml.YAMLError as e:
             raise RecipeError(f"--set {item}: the value is not valid YAML ({str(e).splitlines()[0]}); "
                               f"quote a string value, e.g. --set '{key.strip()}=\"{value}\"'") from None
