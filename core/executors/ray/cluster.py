@@ -3,11 +3,14 @@ before Ray starts, and Ray's errors said in djx's words."""
 from __future__ import annotations
 
 import logging
+import os
 import re
 import signal
 import sys
 import threading
+import tempfile
 import time
+from contextlib import contextmanager
 
 from djx.core.errors import DjxError
 from djx.core.io.readers import ReadState
@@ -31,7 +34,8 @@ def connect(ray, address: str | None, stop=None) -> bool:
     # the processes ray.init starts inherit the mask; a SIGTERM meanwhile waits for djx's handler
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM} if stop is not None else set())
     try:
-        ray.init(**where, logging_level=logging.ERROR)
+        with _empty_working_dir():
+            ray.init(**where, logging_level=logging.ERROR)
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise DjxError(f"cannot start or join Ray (ray_address: {address!r}): {explain(e)}") from None
     finally:
@@ -39,6 +43,26 @@ def connect(ray, address: str | None, stop=None) -> bool:
             stop.install()
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     return True
+
+
+@contextmanager
+def _empty_working_dir():
+    """ray.init puts the driver's working directory on every worker's sys.path, ahead of the
+    installed packages: a folder named `djx` there (an export folder, say) then shadows djx in
+    every stage actor ("cannot import name 'Batch' from 'djx' (unknown location)"). Ray is started
+    from an empty private folder instead, whatever the user's folder holds; the folder stays (a
+    local cluster's processes keep it as their working directory)."""
+    try:
+        here = os.getcwd()
+    except OSError:  # the working directory was removed: nothing there to shadow anything
+        yield
+        return
+    empty = tempfile.mkdtemp(prefix="djx-ray-cwd-")
+    os.chdir(empty)
+    try:
+        yield
+    finally:
+        os.chdir(here)
 
 
 def refuse_unreachable(address: str, timeout: float = 5.0) -> None:
