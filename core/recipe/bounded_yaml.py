@@ -6,12 +6,37 @@ from __future__ import annotations
 
 import yaml
 
+from djx.core.errors import RecipeError
+from djx.core.io.regular_file import FileRefused, read_regular
+
+MAX_RECIPE_BYTES = 4 << 20  # a recipe is a page of YAML; this is a cap against a device or a dump
 MAX_ALIASES = 10_000
 MAX_EXPANDED = 10_000_000  # nodes (16 units each) plus scalar characters, as if every alias were copied
 
 
 class YamlTooLarge(ValueError):
     """The document's aliases exceed the bounds; the message says which and by how much."""
+
+
+def read_recipe_file(path: str):
+    """The YAML value of the recipe file at `path`, opened as a regular file under a cap (a FIFO
+    or device there is refused at once); RecipeError saying what to change."""
+    try:
+        return safe_load_bounded(read_regular(path, MAX_RECIPE_BYTES).decode("utf-8"))
+    except FileRefused as e:
+        if e.kind == "a folder":
+            raise RecipeError(f"recipe {path} is a folder; give the path of the recipe file (.yaml)") from None
+        raise RecipeError(f"recipe {path}: {e}; give the path of a recipe file (.yaml)") from None
+    except YamlTooLarge as e:
+        raise RecipeError(f"recipe {path}: {e}") from None
+    except FileNotFoundError:
+        raise RecipeError(f"recipe not found: {path}") from None
+    except UnicodeDecodeError as e:
+        raise RecipeError(f"recipe {path} is not UTF-8 text (byte {e.start}: {e.reason}); save it as UTF-8") from None
+    except OSError as e:
+        raise RecipeError(f"cannot read recipe {path}: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        raise RecipeError(f"{path}: not valid YAML: {e}") from None
 
 
 def safe_load_bounded(text: str, max_aliases: int = MAX_ALIASES, max_expanded: int = MAX_EXPANDED):

@@ -17,8 +17,7 @@ from djx.core.recipe.dj_compat import DJ_GLOBAL_KEYS, DJ_OP_KEYS, refuse_mixture
 from djx.core.errors import RecipeError
 from djx.core.op.params import coerce, _type_name
 from djx.core.io.dataset import dataset_root
-from djx.core.io.regular_file import FileRefused, read_regular
-from djx.core.recipe.bounded_yaml import YamlTooLarge, safe_load_bounded
+from djx.core.recipe.bounded_yaml import YamlTooLarge, read_recipe_file, safe_load_bounded
 from djx.core.recipe.build_ops import problems, without_dj_op_keys
 from djx.core.recipe.formats import check_format, llava_options
 from djx.core.run.provenance import stats_key
@@ -119,27 +118,11 @@ _FIELDS = {f.name: f for f in fields(Recipe) if f.name not in ("base_dir", "igno
 
 _EXECUTOR_TYPES = {"default": "local", "local": "local", "ray": "ray"}  # Data-Juicer's executor_type
 _HINTS = typing.get_type_hints(Recipe)
-MAX_RECIPE_BYTES = 4 << 20  # a recipe is a page of YAML; this is a cap against a device or a dump
 
 
 def load_recipe(path: str, overrides: dict | None = None, custom_ops: list[str] = ()) -> Recipe:
     """Read a recipe file, apply CLI overrides (dotted keys), and validate."""
-    try:
-        raw = safe_load_bounded(read_regular(path, MAX_RECIPE_BYTES).decode("utf-8"))
-    except FileRefused as e:
-        if e.kind == "a folder":
-            raise RecipeError(f"recipe {path} is a folder; give the path of the recipe file (.yaml)") from None
-        raise RecipeError(f"recipe {path}: {e}; give the path of a recipe file (.yaml)") from None
-    except YamlTooLarge as e:
-        raise RecipeError(f"recipe {path}: {e}") from None
-    except FileNotFoundError:
-        raise RecipeError(f"recipe not found: {path}") from None
-    except UnicodeDecodeError as e:
-        raise RecipeError(f"recipe {path} is not UTF-8 text (byte {e.start}: {e.reason}); save it as UTF-8") from None
-    except OSError as e:
-        raise RecipeError(f"cannot read recipe {path}: {e.strerror or e}") from None
-    except yaml.YAMLError as e:
-        raise RecipeError(f"{path}: not valid YAML: {e}") from None
+    raw = read_recipe_file(path)
     raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         raise RecipeError(f"{path}: a recipe is a mapping of keys (dataset_path, process, ...), "
