@@ -109,7 +109,7 @@ def _check(args) -> int:
                 print(f"note: a trial run (--limit {summary.get('limit')}): checked against its first "
                       f"{input_count} input samples")
     recipe = _check_recipe(args, summary, paths.summary)
-    chain = OpChain(recipe.build_ops(), recipe.run_context())
+    chain = OpChain(recipe.build_ops(load_resources=False), recipe.run_context())
     report = check_outputs(paths.export, paths.dropped, paths.rejected, chain.filter_stats_keys(),
                            recipe.image_key, input_count, dropped_count, ops=chain.ops)
     print(report.describe())
@@ -149,7 +149,8 @@ def _check_recipe(args, summary: dict | None, summary_path: str):
 def _analyze(args, stop=None) -> int:
     from djx.analyze import analyze
     recipe = _analyze_recipe(args)
-    result = analyze(args.export, out_dir=args.out, ops=recipe.build_ops() if recipe else None, recipe=recipe, stop=stop)
+    result = analyze(args.export, out_dir=args.out, ops=recipe.build_ops(load_resources=False) if recipe else None,
+                     recipe=recipe, stop=stop)
     if args.open:
         _open_report(result.report)
     return 0
@@ -183,7 +184,7 @@ def _analyze_recipe(args):
             return None  # a summary never chooses code to import
         recipe = recorded_recipe(summary, _plugins(args.custom_ops))
         if recipe is not None:
-            recipe.build_ops()
+            recipe.build_ops(load_resources=False)
         return recipe
     except DjxError as e:
         print(f"note: the recipe recorded in the run's summary is not used ({e}): give --recipe for thresholds")

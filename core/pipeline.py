@@ -56,6 +56,8 @@ class Pipeline:
         self.recipe = recipe
         self.ops = list(ops) if ops is not None else recipe.build_ops()
         _refuse_non_ops(self.ops)
+        for op in self.ops:  # ops made in Python: their files are read (and refused) here, not mid-run
+            op.load_resources()
         self._inventory = None  # visible GPUs, read once per pipeline
 
     @classmethod

@@ -61,3 +61,20 @@ def kind_of(mode: int) -> str:
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
         return "a device"
     return "a socket or other special file"
+
+
+class opened_path:
+    """`with opened_path(path, max_bytes) as name:` a name for a library that takes only a path
+    (fastText, KenLM): the file is opened and checked here, and the library opens the same open
+    file through /proc/self/fd, so a swap of the name after the check cannot reach it."""
+
+    def __init__(self, path: str, max_bytes: int | None = None):
+        self.path, self.max_bytes, self.file = path, max_bytes, None
+
+    def __enter__(self) -> str:
+        self.file = open_regular(self.path, self.max_bytes)
+        by_fd = f"/proc/self/fd/{self.file.fileno()}"
+        return by_fd if os.path.exists(by_fd) else self.path
+
+    def __exit__(self, *exc) -> None:
+        self.file.close()

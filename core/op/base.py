@@ -100,6 +100,11 @@ class Op:
         """The ModelSpecs this op will ask the pool for; lets the planner size workers up front."""
         return []
 
+    def load_resources(self) -> None:
+        """Read the files the op needs to compute (word lists, a tokenizer model), once; raise
+        RecipeError when one is unusable. A run calls it when it builds the op; the viewers
+        (`djx check`, `analyze`, `explain`) never do: their verdicts come from the stats."""
+
     def params(self) -> dict[str, Any]:
         """The op's parameters as given (for plans, summaries and fingerprints)."""
         return dict(self._params)

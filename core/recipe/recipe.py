@@ -83,10 +83,10 @@ class Recipe:
                           load_truncated_images=self.load_truncated_images,
                           fault=tuple(self.inject_faults), llava=llava_options(self), **extra)
 
-    def build_ops(self) -> list:
+    def build_ops(self, load_resources: bool = True) -> list:
         """Instantiate the process list (loads plug-ins first); validates every op parameter."""
         from djx.core.recipe.build_ops import build_ops
-        return build_ops(self)
+        return build_ops(self, load_resources)
 
     def skipped_ops(self) -> list[dict]:
         """The ops this recipe names that djx does not have, run without (skip_unknown_ops: true)."""

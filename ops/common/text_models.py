@@ -13,6 +13,7 @@ import importlib.util
 import os
 
 from djx import ModelSpec, RecipeError, SampleError, register_model_loader
+from djx.core.io.regular_file import opened_path, read_regular
 
 LANGID_INSTALL = "pip install '.[langid]' in djx's checkout"
 PERPLEXITY_INSTALL = "pip install '.[perplexity]' in djx's checkout"
@@ -133,19 +134,21 @@ def _size(spec: ModelSpec) -> int:
 @register_model_loader("fasttext", estimate=_size)
 def load_fasttext(spec: ModelSpec, device: str) -> TextModel:
     import fasttext
-    return TextModel(fasttext.load_model(spec.name))
+    with opened_path(spec.name) as name:  # a regular file, opened once (a FIFO or device is refused)
+        return TextModel(fasttext.load_model(name))
 
 
 @register_model_loader("kenlm", estimate=_size)
 def load_kenlm(spec: ModelSpec, device: str) -> TextModel:
     import kenlm
-    return TextModel(kenlm.Model(spec.name))
+    with opened_path(spec.name) as name:
+        return TextModel(kenlm.Model(name))
 
 
 @register_model_loader("sentencepiece", estimate=_size)
 def load_sentencepiece(spec: ModelSpec, device: str) -> TextModel:
     import sentencepiece
-    return TextModel(sentencepiece.SentencePieceProcessor(model_file=spec.name))
+    return TextModel(sentencepiece.SentencePieceProcessor(model_proto=read_regular(spec.name, 1 << 30)))
 
 
 @register_model_loader("spacy")
