@@ -22,6 +22,8 @@ from djx.core.errors import SampleError
 from djx.core.io.regular_file import FileRefused, open_regular
 
 BAD_IMAGE = "bad_image"  # rejection code of an image that cannot be read
+DECODE_BUDGET = "decode_budget"  # rejection code of an image whose pixels the batch has no room for
+_DECODE_BYTES_PER_PIXEL = 7  # the decoded frame (up to 4 bytes a pixel) and its RGB copy (3)
 
 # what Pillow raises on corrupt, truncated or otherwise undecodable data
 _DECODE_ERRORS = (OSError, ValueError, SyntaxError, EOFError, struct.error)
@@ -36,12 +38,19 @@ class BatchImages:
 
     `load_truncated_images` is the run's choice (recipe key): False rejects a truncated or
     corrupt file as bad_image; True keeps what decodes, as Data-Juicer does.
+    `max_decoded_bytes` bounds the pixels the batch holds decoded: an image whose decode (its
+    frame and RGB copy, from the header's size) would take the batch past it is rejected with
+    code decode_budget instead of the worker running out of memory (a few KB of PNG can decode
+    to 12000x12000).
     """
 
-    def __init__(self, base_dir: str, max_pixels: int, load_truncated_images: bool = False):
+    def __init__(self, base_dir: str, max_pixels: int, load_truncated_images: bool = False,
+                 max_decoded_bytes: int = 4 << 30):
         self.base_dir = base_dir
         self.max_pixels = max_pixels
         self.load_truncated_images = load_truncated_images
+        self.max_decoded_bytes = max_decoded_bytes
+        self.decoded_bytes = 0  # counted against max_decoded_bytes until close()
         self._sizes: dict[str, tuple[int, int]] = {}
         self._decoded: dict[tuple[str, int], Image.Image] = {}
 
@@ -65,7 +74,15 @@ class BatchImages:
         (faster, but no longer Data-Juicer's pixels: the ops' `draft_decode` opt-in)."""
         key = (ref, target)
         if key not in self._decoded:
+            w, h = self.size(ref)
+            cost = w * h * _DECODE_BYTES_PER_PIXEL
+            if self.decoded_bytes + cost > self.max_decoded_bytes:
+                raise SampleError(
+                    f"image {ref!r}: {w}x{h} needs ~{cost >> 20} MB decoded and this batch already holds "
+                    f"{self.decoded_bytes >> 20} MB of the worker's max_decoded_bytes {self.max_decoded_bytes >> 20} MB "
+                    f"(lower batch_size, or raise max_decoded_bytes where the memory is there)", code=DECODE_BUDGET)
             self._decoded[key] = self._attempt(ref, "cannot decode", lambda: self._decode(ref, target))
+            self.decoded_bytes += cost
         return self._decoded[key]
 
     def close(self) -> None:
@@ -73,6 +90,7 @@ class BatchImages:
             img.close()
         self._decoded.clear()
         self._sizes.clear()
+        self.decoded_bytes = 0
 
     # -- reading one file ---------------------------------------------------------------------
     def _header_size(self, ref: str) -> tuple[int, int]:

@@ -48,6 +48,7 @@ class Recipe:
     gpu_mem_fraction: float = 0.9
     max_image_pixels: int = RunContext.max_image_pixels
     load_truncated_images: bool = RunContext.load_truncated_images
+    max_decoded_bytes: int = RunContext.max_decoded_bytes  # decoded pixels a batch may hold in a worker
     max_in_flight: int | None = None          # batches dispatched ahead; None: 2 x workers
     checkpoint_every: int = 10                # batches between resume checkpoints
     max_rejected_fraction: float | None = None  # a finished run rejecting more exits non-zero
@@ -80,7 +81,7 @@ class Recipe:
                           image_paths=self.image_paths, recompute_stats=self.recompute_stats,
                           trust_input_stats=self.trust_input_stats, stats_key=stats_key(),
                           max_image_pixels=self.max_image_pixels, on_error=self.on_error,
-                          load_truncated_images=self.load_truncated_images,
+                          load_truncated_images=self.load_truncated_images, max_decoded_bytes=self.max_decoded_bytes,
                           fault=tuple(self.inject_faults), llava=llava_options(self), **extra)
 
     def build_ops(self, load_resources: bool = True) -> list:
@@ -194,7 +195,7 @@ def _check_values(values: dict, base_dir: str) -> None:
     if values.get("export_shard_size", 0) < 0:
         raise RecipeError(f"export_shard_size: bytes per shard, >= 0 (0: one file), got {values['export_shard_size']}")
     for key in ("np", "batch_size", "max_in_flight", "checkpoint_every", "max_image_pixels", "max_batch_bytes",
-                "max_record_bytes"):
+                "max_record_bytes", "max_decoded_bytes"):
         if values.get(key) is not None and values[key] < 1:
             raise RecipeError(f"{key}: must be >= 1, got {values[key]}")
     if not 0 <= values.get("max_rejected_fraction", 0) <= 1:

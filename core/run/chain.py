@@ -71,8 +71,8 @@ class OpChain:
             if foreign:
                 result.counters["foreign_stats_dropped"] = result.counters.get("foreign_stats_dropped", 0) + foreign
 
-        images = BatchImages(self.ctx.dataset_dir, self.ctx.max_image_pixels,
-                             load_truncated_images=self.ctx.load_truncated_images)
+        images = BatchImages(self.ctx.dataset_dir, self.ctx.max_image_pixels, self.ctx.load_truncated_images,
+                             self.ctx.max_decoded_bytes)
         # decoded images are shared by the ops of a batch, and released after the last that reads them
         last_image_op = max((k for k, op in enumerate(self.ops) if op.uses_images), default=-1)
         try:
