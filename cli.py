@@ -6,7 +6,9 @@ import os
 import sys
 
 from djx.core.errors import DjxError
-from djx.core.run.stop import Stop, Stopped
+from contextlib import nullcontext
+
+from djx.core.run.stop import Stop, Stopped, StoppedNow
 
 
 def _plugins(values) -> list[str]:
@@ -49,7 +51,8 @@ def _process(args, stop=None) -> int:
         overrides["executor"] = args.executor
     if args.report:
         overrides["report"] = True
-    pipe = Pipeline.from_recipe(_recipe_arg(args), overrides, _plugins(args.custom_ops))
+    with stop.at_once() if stop is not None else nullcontext():  # recipe, plug-ins, resource files
+        pipe = Pipeline.from_recipe(_recipe_arg(args), overrides, _plugins(args.custom_ops))
     if args.dry_run:
         from djx.core.plan.preflight import dry_run
         return dry_run(pipe)
@@ -148,7 +151,8 @@ def _check_recipe(args, summary: dict | None, summary_path: str):
 
 def _analyze(args, stop=None) -> int:
     from djx.analyze import analyze
-    recipe = _analyze_recipe(args)
+    with stop.at_once("nothing was written: run the same command again") if stop is not None else nullcontext():
+        recipe = _analyze_recipe(args)
     result = analyze(args.export, out_dir=args.out, ops=recipe.build_ops(load_resources=False) if recipe else None,
                      recipe=recipe, stop=stop)
     if args.open:
@@ -281,7 +285,7 @@ def main(argv=None) -> int:
     except DjxError as e:
         print(f"djx: error: {e}", file=sys.stderr)
         return 1
-    except Stopped as e:
+    except (Stopped, StoppedNow) as e:
         print(f"djx: {e}", file=sys.stderr)
         return 143
     except KeyboardInterrupt:

@@ -10,7 +10,7 @@ import itertools
 import json
 import os
 import time
-from contextlib import closing
+from contextlib import ExitStack, closing
 from typing import Iterable, Iterator
 
 from djx.core.run.chain import OpChain
@@ -137,6 +137,15 @@ class Pipeline:
         batch it is writing, saves its progress and raises Stopped. Raises CheckError (after
         writing the outputs) when the stats or the counts do not add up."""
         t0 = time.monotonic()
+        early = ExitStack()  # until the first batch nothing is written: a stop ends it at once
+        if stop is not None:
+            early.enter_context(stop.at_once())
+        with early:
+            return self._run(recipe_paths=(dataset_path, export_path), restart=restart, progress=progress, log=log,
+                             plan=plan, limit=limit, stop=stop, early=early, t0=t0)
+
+    def _run(self, recipe_paths, restart, progress, log, plan, limit, stop, early, t0) -> dict:
+        dataset_path, export_path = recipe_paths
         refuse_unguarded_main()
         remove_stale()  # shared weights left behind by runs that were killed
         recipe = self._with_paths(dataset_path, export_path)
@@ -162,6 +171,7 @@ class Pipeline:
         if start.note:
             log(start.note)
         if start.finishing:  # killed while moving its outputs into place: complete that, nothing else
+            early.close()
             return writer.complete_interrupted(log)
         if start.resumed:
             log(f"[djx] resuming: {start.read.records} samples already done, reading on from there")
@@ -172,6 +182,7 @@ class Pipeline:
         clock = RunClock(measure_input(files), limit, t0)
         source = DatasetSource(files, start.read, recipe.batch_size, recipe.max_batch_bytes, limit, clock.processing,
                                recipe.max_record_bytes, side_stats)
+        early.close()
         # the results are closed on the way out, before the ledger saves and the error is said: an
         # executor's clean-up (Ray's shutdown, its log's end) never waits for the traceback's end
         with RunLedger(writer, start, chain, recipe, executor, progress, log, t0, clock) as ledger, \
