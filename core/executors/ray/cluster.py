@@ -119,18 +119,41 @@ def settle_fsspec_http() -> None:
 
 def explain(e: BaseException) -> str:
     """Our own error from inside Ray's wrapping (a bad model path, a plug-in that does not
-    import), what an actor's death means, or else the head of Ray's message."""
+    import), what an actor's death means (a node out of memory: one line, what to lower), the last
+    line of a remote traceback, or else the head of Ray's message."""
     ours = re.findall(r"^djx\.core\.errors\.\w+: (.+)$", str(e), re.MULTILINE)
     text = str(e).strip().splitlines()
     head = "\n".join(text[:12]) + ("\n..." if len(text) > 12 else "")
     if ours:
         return ours[-1]
+    if node_memory(e):
+        return ("Ray killed a stage actor because its node ran low on memory (Ray's memory monitor). The "
+                "batches done so far are saved: lower batch_size (max_decoded_bytes for large images) or np, "
+                "or give the node more memory, then run the same command again to resume")
     if type(e).__name__ in ("ActorDiedError", "ActorUnavailableError") and "creation task" not in str(e):
         return (f"actors kept dying on one batch, more often than its poison samples explain (a "
                 f"segfault or the out-of-memory killer outside any one sample?). The batches done so far "
                 f"are saved: run the same recipe with --executor local, which resumes from there and "
                 f"rejects such samples; or lower batch_size if memory ran out. Ray said: {text[0]}")
+    if "Traceback (most recent call last)" in str(e):  # a remote traceback: its last line says what
+        said = [line for line in text if line.strip() and not line[0].isspace() and not line.startswith("Traceback")]
+        return said[-1] if said else text[0]
     return head
+
+
+def node_memory(e: BaseException) -> bool:
+    """Whether `e` (or what it wraps: Ray Data re-raises as its own types) is Ray's memory
+    monitor killing a worker because its node ran low on memory."""
+    seen = 0
+    while e is not None and seen < 8:
+        if (type(e).__name__ == "OutOfMemoryError" and type(e).__module__.startswith("ray")) \
+                or _NODE_MEMORY.search(str(e)):
+            return True
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return False
+
+
+_NODE_MEMORY = re.compile(r"running low on memory|memory usage threshold|killed by the memory monitor", re.IGNORECASE)
 
 
 def let_fetches_end(before: set, seconds: float = 10.0) -> None:
