@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import stat
 
 from djx import ModelSpec, RecipeError, SampleError, register_model_loader
-from djx.core.io.regular_file import opened_path, read_regular
+from djx.core.io.regular_file import kind_of, opened_path, read_regular
 
 LANGID_INSTALL = "pip install '.[langid]' in djx's checkout"
 PERPLEXITY_INSTALL = "pip install '.[perplexity]' in djx's checkout"
@@ -49,9 +50,14 @@ def _installed(module: str) -> bool:
 
 
 def given_file(op: str, param: str, path: str) -> str:
-    """`path` as given for `param`, which must be an existing file."""
-    if not os.path.isfile(path):
-        raise RecipeError(f"{op}.{param}: no such file {path!r}")
+    """`path` as given for `param`, which must be an existing regular file (a FIFO or device there
+    is said at load; the worker opens it once more through opened_path, which refuses a swap)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        raise RecipeError(f"{op}.{param}: no such file {path!r}") from None
+    if not stat.S_ISREG(mode):
+        raise RecipeError(f"{op}.{param}: {path!r} is {kind_of(mode)}, not a model file")
     return path
 
 

@@ -1,6 +1,6 @@
 """A recipe file someone else wrote: YAML aliases that expand to gigabytes, a recursive alias, a
-device in place of the file. Each is refused with a short error saying what to change; a recipe
-that uses anchors the ordinary way still loads."""
+device in place of the file or of a model file it names. Each is refused with a short error saying
+what to change; a recipe that uses anchors the ordinary way still loads."""
 from __future__ import annotations
 
 import pytest
@@ -55,3 +55,24 @@ def test_a_set_value_with_an_alias_bomb_is_refused():
     value = "[" + ",".join(["&a [" + ",".join(['"x"'] * 50) + "]"] + ["*a"] * 10_001) + "]"
     with pytest.raises(RecipeError, match="aliases"):
         parse_set([f"np={value}"])
+
+
+def test_a_model_file_that_is_a_device_is_refused_at_load():
+    pytest.importorskip("fasttext")
+    from djx import build_op
+    with pytest.raises(RecipeError, match=r"model_path: '/dev/zero' is a device, not a model file"):
+        build_op("language_id_score_filter", {"model_path": "/dev/zero"})
+
+
+def test_a_fasttext_model_swapped_for_a_fifo_after_the_check_is_refused_when_loaded(tmp_path):
+    """The worker loads by an open descriptor it checked: what the name points at after the recipe's
+    check does not reach fastText."""
+    pytest.importorskip("fasttext")
+    import os
+
+    from djx import ModelSpec
+    from djx.core.io.regular_file import FileRefused
+    from djx.ops.common.text_models import load_fasttext
+    os.mkfifo(tmp_path / "lid.bin")
+    with pytest.raises(FileRefused, match="a FIFO"):
+        load_fasttext(ModelSpec("fasttext", str(tmp_path / "lid.bin")), "cpu")
