@@ -6,7 +6,9 @@ import os
 import sys
 
 from djx.core.errors import DjxError
-from djx.core.run.stop import Stop, Stopped
+from contextlib import nullcontext
+
+from djx.core.run.stop import Stop, Stopped, StoppedNow
 
 
 def _plugins(values) -> list[str]:
@@ -49,7 +51,8 @@ def _process(args, stop=None) -> int:
         overrides["executor"] = args.executor
     if args.report:
         overrides["report"] = True
-    pipe = Pipeline.from_recipe(_recipe_arg(args), overrides, _plugins(args.custom_ops))
+    with stop.at_once() if stop is not None else nullcontext():  # recipe, plug-ins, resource files
+        pipe = Pipeline.from_recipe(_recipe_arg(args), overrides, _plugins(args.custom_ops))
     if args.dry_run:
         from djx.core.plan.preflight import dry_run
         return dry_run(pipe)
@@ -111,7 +114,7 @@ def _check(args) -> int:
                 print(f"note: a trial run (--limit {summary.get('limit')}): checked against its first "
                       f"{input_count} input samples")
     recipe = _check_recipe(args, summary, paths.summary)
-    chain = OpChain(recipe.build_ops(), recipe.run_context())
+    chain = OpChain(recipe.build_ops(load_resources=False), recipe.run_context())
     report = check_outputs(paths.export, paths.dropped, paths.rejected, chain.filter_stats_keys(),
                            recipe.image_key, input_count, dropped_count, ops=chain.ops)
     print(report.describe())
@@ -151,8 +154,10 @@ def _check_recipe(args, summary: dict | None, summary_path: str):
 def _analyze(args, stop=None) -> int:
     from djx.analyze import analyze
     _export_arg(args, "export", "analyze")
-    recipe = _analyze_recipe(args)
-    result = analyze(args.export, out_dir=args.out, ops=recipe.build_ops() if recipe else None, recipe=recipe, stop=stop)
+    with stop.at_once("nothing was written: run the same command again") if stop is not None else nullcontext():
+        recipe = _analyze_recipe(args)
+    result = analyze(args.export, out_dir=args.out, ops=recipe.build_ops(load_resources=False) if recipe else None,
+                     recipe=recipe, stop=stop)
     if args.open:
         _open_report(result.report)
     return 0
@@ -186,7 +191,7 @@ def _analyze_recipe(args):
             return None  # a summary never chooses code to import
         recipe = recorded_recipe(summary, _plugins(args.custom_ops))
         if recipe is not None:
-            recipe.build_ops()
+            recipe.build_ops(load_resources=False)
         return recipe
     except DjxError as e:
         print(f"note: the recipe recorded in the run's summary is not used ({e}): give --recipe for thresholds")
@@ -326,7 +331,7 @@ def main(argv=None) -> int:
     except DjxError as e:
         print(f"djx: error: {e}", file=sys.stderr)
         return 1
-    except Stopped as e:
+    except (Stopped, StoppedNow) as e:
         print(f"djx: {e}", file=sys.stderr)
         return 143
     except KeyboardInterrupt:

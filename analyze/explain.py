@@ -54,10 +54,10 @@ def recipe_ops(recipe_path: str | None, summary: dict | None, custom_ops=()) -> 
     need plug-ins the user did not name is shown by op name (None)."""
     from djx.core.recipe.recipe import load_recipe
     if recipe_path:
-        return load_recipe(recipe_path, custom_ops=list(custom_ops)).build_ops()
+        return load_recipe(recipe_path, custom_ops=list(custom_ops)).build_ops(load_resources=False)
     try:
         recipe = recorded_recipe(summary, custom_ops)
-        return recipe.build_ops() if recipe is not None else None
+        return recipe.build_ops(load_resources=False) if recipe is not None else None
     except DjxError:
         if _recorded_plugins(summary) and not custom_ops:
             return None  # its plug-ins are not loaded: the journey names the ops

@@ -21,6 +21,8 @@ def resolve_image(ref: str, folders: list[str]) -> str:
 def make_thumbs(refs, folders: list[str], out_dir: str) -> dict[str, str | None]:
     """ref -> path of its thumbnail relative to out_dir, or None when the image cannot be read now."""
     from PIL import Image, ImageOps
+
+    from djx.core.io.regular_file import open_regular
     os.makedirs(os.path.join(out_dir, "thumbs"), exist_ok=True)
     done: dict[str, str | None] = {}
     for ref in refs:
@@ -29,9 +31,8 @@ def make_thumbs(refs, folders: list[str], out_dir: str) -> dict[str, str | None]
         path = resolve_image(ref, folders)
         rel = os.path.join("thumbs", hashlib.sha1(path.encode("utf-8", "replace")).hexdigest()[:16] + ".jpg")
         try:
-            if not os.path.isfile(path):
-                raise OSError("not a file")
-            with Image.open(path) as im:
+            # opened once, non-blocking, fstat on the descriptor: a FIFO or device put there is no image
+            with open_regular(path) as f, Image.open(f) as im:
                 im.draft("RGB", (THUMB_PX * 2, THUMB_PX * 2))  # JPEG: decode at a reduced scale
                 im = ImageOps.exif_transpose(im).convert("RGB")
                 im.thumbnail((THUMB_PX, THUMB_PX))

@@ -7,25 +7,22 @@
 """
 from __future__ import annotations
 
-import itertools
-import json
 import os
 import time
-from contextlib import closing
+from contextlib import ExitStack, closing
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from djx.core.run.chain import OpChain
-from djx.core.dedup.finder import DuplicateFinder, split_duplicates
-from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
 from djx.core.models.dtypes import slow_dtype_warnings
 from djx.core.errors import DjxError
 from djx.core.run.estimate import RunClock
+from djx.core.run.trial import check_limit, refuse_trial_over_full_run
 from djx.core.run.formats import writes_llava
 from djx.core.executors import DatasetSource, make_executor
 from djx.core.io.input_size import has_more, measure_input
 from djx.core.run.ledger import RunLedger
-from djx.core.models.pool import estimate_bytes, process_pool
+from djx.core.models.pool import estimate_bytes
 from djx.core.io.guards import guard_outputs
 from djx.core.io.outputs import OutputPaths, OutputWriter
 from djx.core.io.user_key import user_key
@@ -34,10 +31,9 @@ from djx.core.plan.preflight import refuse_short_host_memory, refuse_unguarded_m
 from djx.core.io.dataset import dataset_files, dataset_root
 from djx.core.io.export_input import stats_beside
 from djx.core.recipe.recipe import Recipe, load_recipe, recipe_from_dict
-from djx.core.records import Item
 from djx.core.plan.resources import cpu_count
 from djx.core.run.resume import fingerprint, resume_point
-from djx.core.run.outcome import SampleOutcome, outcomes
+from djx.core.run.outcome import SampleOutcome, in_memory
 from djx.core.run.stat_reuse import models_unneeded
 from djx.core.run.stop import RUN_SAVED, Stopped
 from djx.core.models.share.folder import remove_stale
@@ -62,6 +58,8 @@ class Pipeline:
         self.recipe = recipe
         self.ops = list(ops) if ops is not None else recipe.build_ops()
         _refuse_non_ops(self.ops)
+        for op in self.ops:  # ops made in Python: their files are read (and refused) here, not mid-run
+            op.load_resources()
         self._inventory = None  # visible GPUs, read once per pipeline
 
     @classmethod
@@ -137,41 +135,9 @@ class Pipeline:
         """Run the ops over in-memory samples in this process; yield what became of every one, in
         input order: kept (with its stats), dropped (the filter and its reason) or rejected (the
         reason and code). `self.last_counts` holds the counts once the iterator is exhausted."""
-        chain = self.chain()
-        pool = process_pool()
         counts = {"input": 0, "kept": 0, "dropped": 0, "rejected": 0, "rejected_records": []}
         self.last_counts = counts
-        it = iter(samples)
-        pos = 0
-        finder = DuplicateFinder(chain.ops)  # deduplicators need every sample first: kept in memory here
-        held, dropped, others = [], [], []
-        while block := list(itertools.islice(it, self.recipe.batch_size)):
-            res = chain.run([Item(pos + i, record=r) for i, r in enumerate(block)], pool)
-            pos += len(block)
-            counts["input"] += len(block)
-            counts["kept"] += len(res.kept)
-            counts["dropped"] += len(res.dropped)
-            counts["rejected"] += len(res.rejected)
-            counts["rejected_records"] += [rej.to_record() for rej in res.rejected]
-            if not finder:
-                yield from outcomes(res)
-                continue
-            held += res.kept
-            dropped += res.dropped
-            others += [o for o in outcomes(res) if not o.kept]
-        if not finder:
-            return
-        for sample, found in split_duplicates(finder, held, dropped, POSITION_KEY, STATS_KEY, DROP_KEY):
-            if found is None:
-                others.append(SampleOutcome("kept", sample, sample[POSITION_KEY]))
-                continue
-            counts["kept"] -= 1
-            counts["dropped"] += 1
-            op = chain.ops[found.op_index]
-            op, why = op.name, op.reason(found.kept)
-            sample[DROP_KEY] = {"op": op, "op_index": found.op_index, "reason": why}
-            others.append(SampleOutcome("dropped", sample, sample[POSITION_KEY], op, why))
-        yield from sorted(others, key=lambda o: o.position)  # deduplicators see every sample first
+        return in_memory(self.chain(), samples, self.recipe.batch_size, counts)
 
     def process(self, samples: Iterable[dict]) -> Iterator[dict]:
         """The kept samples of `results(samples)`, with their stats (the dropped and rejected ones
@@ -196,18 +162,28 @@ class Pipeline:
         progress and raises Stopped. Raises CheckError (after writing the outputs) when the stats or
         the counts do not add up."""
         t0 = time.monotonic()
+        early = ExitStack()  # until the first batch nothing is written: a stop ends it at once
+        if stop is not None:
+            early.enter_context(stop.at_once())
+        with early:
+            return self._run(recipe_paths=(dataset_path, export_path), restart=restart, progress=progress, log=log,
+                             plan=plan, limit=limit, stop=stop, early=early, t0=t0)
+
+    def _run(self, recipe_paths, restart, progress, log, plan, limit, stop, early, t0) -> dict:
+        dataset_path, export_path = recipe_paths
         refuse_unguarded_main()
         remove_stale()  # shared weights left behind by runs that were killed
         recipe = self._with_paths(dataset_path, export_path)
-        _check_limit(limit, recipe)
+        check_limit(limit)
         run = self._open(recipe, log)
         start = self._resume_point(run, recipe, restart, limit, log)
         if start.finishing:  # killed while moving its outputs into place: complete that, nothing else
+            early.close()
             return run.writer.complete_interrupted(start.manifest, log)
         plan = plan or self.plan(recipe.np)
         refuse_short_host_memory(self, plan, recipe.np)
         log(self.describe(plan))
-        summary = self._execute(run, start, plan, recipe, progress, log, limit, stop, t0)
+        summary = self._execute(run, start, plan, recipe, progress, log, limit, stop, t0, early)
         if recipe.report:
             _write_report(self.ops, recipe, run.paths.export, log, stop)
         return summary
@@ -235,7 +211,7 @@ class Pipeline:
                              {**fingerprint(recipe, self.ops, run.files, run.root), **({"limit": limit} if limit else {})},
                              len(self.ops), run.paths.state_dir)
         if limit is not None and not restart and not start.resumed:
-            _refuse_trial_over_full_run(run.paths, limit)
+            refuse_trial_over_full_run(run.paths, limit)
         if start.note:
             log(start.note)
         if start.resumed and not start.finishing:
@@ -243,13 +219,15 @@ class Pipeline:
         return start
 
     def _execute(self, run: "_RunFiles", start, plan: Plan, recipe: Recipe, progress: bool, log,
-                 limit: int | None, stop, t0: float) -> dict:
-        """The executor's results into the ledger, batch by batch; the summary."""
+                 limit: int | None, stop, t0: float, early: ExitStack) -> dict:
+        """The executor's results into the ledger, batch by batch; the summary. `early` (a stop
+        that ends the run at once, while nothing is written) is closed before the first batch."""
         executor = make_executor(run.chain, plan, recipe, replan=lambda measured: self.plan(recipe.np, measured), log=log,
                                  scoring=self.scoring())
         clock = RunClock(measure_input(run.files), limit, t0)
         source = DatasetSource(run.files, start.read, recipe.batch_size, recipe.max_batch_bytes, limit, clock.processing,
                                recipe.max_record_bytes, run.side_stats)
+        early.close()
         # the results are closed on the way out, before the ledger saves and the error is said: an
         # executor's clean-up (Ray's shutdown, its log's end) never waits for the traceback's end
         with RunLedger(run.writer, start, run.chain, recipe, executor, progress, log, t0, clock) as ledger, \
@@ -283,27 +261,6 @@ class _RunFiles:
     chain: OpChain
     side_stats: str | None
     writer: OutputWriter
-
-
-def _check_limit(limit, recipe: Recipe) -> None:
-    """A trial run's limit: a positive number of samples."""
-    if limit is None:
-        return
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise DjxError(f"limit: expected a positive number of samples, got {limit!r}")
-
-
-def _refuse_trial_over_full_run(paths: OutputPaths, limit: int) -> None:
-    """A trial (--limit) would replace the outputs of a finished full run with a sample of them."""
-    try:
-        with open(paths.summary, encoding="utf-8") as f:
-            earlier = json.load(f)
-    except (OSError, ValueError):
-        return  # no finished run there (or not one djx can read): nothing a trial could lose
-    if isinstance(earlier, dict) and earlier.get("partial") is False:
-        raise DjxError(f"{paths.export} holds the outputs of a finished full run ({earlier.get('kept', '?')} kept of "
-                       f"{earlier.get('input', '?')}); a --limit {limit} trial would replace them with a sample: "
-                       f"give the trial another export path (--export-path), or --restart to replace them")
 
 
 def _write_report(ops, recipe: Recipe, export: str, log, stop) -> None:

@@ -69,12 +69,12 @@ def measure(clients: int = 4, batches: int = 60) -> dict:
     import multiprocess as mp
     import psutil
 
-    from djx.core.executors.local.executor import _main_importable
+    from djx.core.executors.process import main_importable
     from djx.core.models.share.folder import create_run_folder, remove_run_folder
     from djx.core.models.share.gpu_owner import WeightOwners
     ctx = mp.get_context("spawn")
     folder = create_run_folder()
-    owners = WeightOwners((PLUGIN,), str(REPO), lambda m: None, _main_importable, threads=1)
+    owners = WeightOwners((PLUGIN,), str(REPO), lambda m: None, main_importable, threads=1)
     try:
         address = owners.start(folder, ["cpu"])["cpu"]
         ready, go = ctx.Semaphore(0), ctx.Event()

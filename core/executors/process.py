@@ -3,6 +3,7 @@ count, import the plug-ins, rebuild the op chain from bytes, bind torch to its d
 its models into the process's pool once."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from dataclasses import dataclass
@@ -84,3 +85,20 @@ def bind_process(setup: WorkerSetup) -> tuple[OpChain, ModelPool]:
                 scorer.warm(op)
                 op.host_side(pool)
     return chain, pool
+
+
+@contextlib.contextmanager
+def main_importable():
+    """A spawned worker re-imports the parent's __main__ from its file (so that ops defined in a
+    user's script unpickle). A script read from stdin or an interactive session has no such
+    file: hide the name while starting the worker, or it dies before running any code."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is None or os.path.isfile(path):
+        yield
+        return
+    del main.__file__
+    try:
+        yield
+    finally:
+        main.__file__ = path

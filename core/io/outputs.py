@@ -22,7 +22,8 @@ import shutil
 from dataclasses import dataclass
 
 from djx.core.errors import DjxError, ResumeError
-from djx.core.io.private_files import create_new, new_file_beside, open_own, private_folder
+from djx.core.io.durable import sha256_of, write_durable
+from djx.core.io.private_files import create_new, open_own, private_folder
 from djx.core.io.user_key import UserKey, mac, signed
 from djx.core.io.writers import count_records, encode_line, existing_shards, export_format, shard_names, write_part
 
@@ -123,7 +124,7 @@ class OutputWriter:
         self.lock()
         if manifest is None and os.path.exists(self.manifest_path):
             os.remove(self.manifest_path)
-        if (manifest or {}).get("dedup", {}).get("stage") == "move":  # stopped while moving duplicates
+        elif (manifest or {}).get("dedup", {}).get("stage") == "move":  # stopped while moving duplicates
             self.move_duplicates()
         try:
             for kind in self.KINDS:
@@ -143,11 +144,8 @@ class OutputWriter:
     def _checked(self, kind: str, f, manifest: dict):
         """The sha256 of the part's first `lengths[kind]` bytes, which must be the manifest's digest."""
         length, digest = (manifest.get("lengths") or {}).get(kind, 0), (manifest.get("digests") or {}).get(kind)
-        h, left = hashlib.sha256(), length
-        while left > 0 and (block := f.read(min(left, 1 << 20))):
-            h.update(block)
-            left -= len(block)
-        if left > 0:
+        h = sha256_of(f, length)
+        if h is None:
             raise ResumeError(f"resume state {self.paths.state_dir} is damaged: {self.part(kind)} is shorter "
                               f"than its last checkpoint; run again with --restart to start over")
         if h.hexdigest() != digest:
@@ -174,16 +172,15 @@ class OutputWriter:
         if self._files:  # the run goes on writing: reopen the two parts at their ends
             for kind in ("kept", "dropped"):
                 self._files[kind] = f = os.fdopen(open_own(self.part(kind), os.O_RDWR), "r+b")
-                self._hashes[kind] = _sha256_of(f)
+                self._hashes[kind] = sha256_of(f)
                 f.seek(0, os.SEEK_END)
 
     def position_after_dedup(self, before: dict) -> dict:
-        """`before` (a position()) with the dedup phase's new kept and dropped parts in place of the
-        old ones: what the signed manifest records before the move (a stop mid-move completes it)."""
+        """`before` (a position()) with the dedup phase's new kept and dropped parts: signed before the move."""
         lengths, digests = dict(before["lengths"]), dict(before["digests"])
         for kind in ("kept", "dropped"):
             with open(self.part(kind + ".dedup"), "rb") as f:
-                lengths[kind], digests[kind] = os.fstat(f.fileno()).st_size, _sha256_of(f).hexdigest()
+                lengths[kind], digests[kind] = os.fstat(f.fileno()).st_size, sha256_of(f).hexdigest()
         return {"lengths": lengths, "digests": digests}
 
     def lengths(self) -> dict[str, int]:
@@ -206,7 +203,7 @@ class OutputWriter:
         manifest = json.loads(json.dumps(manifest, default=str))  # signed as it will be read back
         self._manifest = dict(manifest)
         sig = mac(self.key.key, manifest)
-        _write_durable(self.manifest_path, {**manifest, "sig": sig} if sig else manifest)
+        write_durable(self.manifest_path, {**manifest, "sig": sig} if sig else manifest)
 
     def close(self) -> None:
         """Close the part files (the lock stays until `release`)."""
@@ -219,7 +216,7 @@ class OutputWriter:
         summary and a `finishing` mark are made durable in the state first, so a run killed at any
         instant after that is completed by the next one (`complete`), never redone or padded."""
         self.close()
-        digest = _write_durable(self._state_summary, summary)
+        digest = write_durable(self._state_summary, summary)
         self._write_manifest({**self._manifest, "finishing": True, "summary": digest})
         self.complete()
 
@@ -300,26 +297,4 @@ class OutputWriter:
             f"completed that: {self.paths.export}")
         with open(self.paths.summary, encoding="utf-8") as f:
             return json.load(f)
-
-
-def _sha256_of(f):
-    """The running sha256 of a whole open file, read from its start."""
-    h = hashlib.sha256()
-    f.seek(0)
-    while block := f.read(1 << 20):
-        h.update(block)
-    return h
-
-
-def _write_durable(path: str, obj) -> str:
-    """Write JSON so that the file holds either the old or the new content after any crash; the
-    sha256 of what was written."""
-    data = json.dumps(obj, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
-    fd, tmp = new_file_beside(path)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    return hashlib.sha256(data).hexdigest()
 

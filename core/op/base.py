@@ -123,10 +123,10 @@ class Op:
         lines that say what to do): said in the main process, so the op's workers can stay quiet."""
         return []
 
-    def notes(self) -> list[str]:
-        """What a run should tell the user about this op, once, with its plan (one line each, only
-        lines that say what to do): said in the main process, so the op's workers can stay quiet."""
-        return []
+    def load_resources(self) -> None:
+        """Read the files the op needs to compute (word lists, a tokenizer model), once; raise
+        RecipeError when one is unusable. A run calls it when it builds the op; the viewers
+        (`djx check`, `analyze`, `explain`) never do: their verdicts come from the stats."""
 
     def params(self) -> dict[str, Any]:
         """The op's parameters as given (for plans, summaries and fingerprints)."""

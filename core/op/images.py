@@ -8,7 +8,6 @@ names the file, so the sample is rejected with a reason instead of crashing a wo
 from __future__ import annotations
 
 import os
-import stat
 import struct
 import threading
 import warnings
@@ -20,8 +19,11 @@ from PIL.JpegImagePlugin import JpegImageFile
 from PIL.TiffImagePlugin import IMAGELENGTH, IMAGEWIDTH, TiffImageFile
 
 from djx.core.errors import SampleError
+from djx.core.io.regular_file import FileRefused, open_regular
 
 BAD_IMAGE = "bad_image"  # rejection code of an image that cannot be read
+DECODE_BUDGET = "decode_budget"  # rejection code of an image whose pixels the batch has no room for
+_DECODE_BYTES_PER_PIXEL = 7  # the decoded frame (up to 4 bytes a pixel) and its RGB copy (3)
 
 # what Pillow raises on corrupt, truncated or otherwise undecodable data
 _DECODE_ERRORS = (OSError, ValueError, SyntaxError, EOFError, struct.error)
@@ -36,12 +38,19 @@ class BatchImages:
 
     `load_truncated_images` is the run's choice (recipe key): False rejects a truncated or
     corrupt file as bad_image; True keeps what decodes, as Data-Juicer does.
+    `max_decoded_bytes` bounds the pixels the batch holds decoded: an image whose decode (its
+    frame and RGB copy, from the header's size) would take the batch past it is rejected with
+    code decode_budget instead of the worker running out of memory (a few KB of PNG can decode
+    to 12000x12000).
     """
 
-    def __init__(self, base_dir: str, max_pixels: int, load_truncated_images: bool = False):
+    def __init__(self, base_dir: str, max_pixels: int, load_truncated_images: bool = False,
+                 max_decoded_bytes: int = 4 << 30):
         self.base_dir = base_dir
         self.max_pixels = max_pixels
         self.load_truncated_images = load_truncated_images
+        self.max_decoded_bytes = max_decoded_bytes
+        self.decoded_bytes = 0  # counted against max_decoded_bytes until close()
         self._sizes: dict[str, tuple[int, int]] = {}
         self._decoded: dict[tuple[str, int], Image.Image] = {}
 
@@ -65,7 +74,15 @@ class BatchImages:
         (faster, but no longer Data-Juicer's pixels: the ops' `draft_decode` opt-in)."""
         key = (ref, target)
         if key not in self._decoded:
+            w, h = self.size(ref)
+            cost = w * h * _DECODE_BYTES_PER_PIXEL
+            if self.decoded_bytes + cost > self.max_decoded_bytes:
+                raise SampleError(
+                    f"image {ref!r}: {w}x{h} needs ~{cost >> 20} MB decoded and this batch already holds "
+                    f"{self.decoded_bytes >> 20} MB of the worker's max_decoded_bytes {self.max_decoded_bytes >> 20} MB "
+                    f"(lower batch_size, or raise max_decoded_bytes where the memory is there)", code=DECODE_BUDGET)
             self._decoded[key] = self._attempt(ref, "cannot decode", lambda: self._decode(ref, target))
+            self.decoded_bytes += cost
         return self._decoded[key]
 
     def close(self) -> None:
@@ -73,10 +90,11 @@ class BatchImages:
             img.close()
         self._decoded.clear()
         self._sizes.clear()
+        self.decoded_bytes = 0
 
     # -- reading one file ---------------------------------------------------------------------
     def _header_size(self, ref: str) -> tuple[int, int]:
-        with self._open(ref) as img:
+        with self._opened(ref) as img:
             w, h = img.size
             if isinstance(img, TiffImageFile):  # newer Pillow reports a TIFF's upright size (10.0 did not)
                 w, h = img.tag_v2[IMAGEWIDTH], img.tag_v2[IMAGELENGTH]
@@ -87,8 +105,7 @@ class BatchImages:
 
     def _decode(self, ref: str, target: int) -> Image.Image:
         """HF `datasets`' Image.decode_example, then convert("RGB"): Data-Juicer's pixels."""
-        img = self._open(ref)
-        try:
+        with self._opened(ref) as img:
             if target and isinstance(img, JpegImageFile):  # JPEG and MPO
                 img.draft("RGB", (target, target))
             img.load()  # a multi-frame file (GIF, WebP, TIFF, MPO) gives its first frame
@@ -96,8 +113,6 @@ class BatchImages:
             if img.getexif().get(_ORIENTATION) is not None:
                 upright = ImageOps.exif_transpose(img)  # orientation 1 or unknown: an unchanged copy
             return upright.convert("RGB")  # alpha is dropped, 16-bit values clip at 255, no ICC
-        finally:
-            img.close()
 
     def _attempt(self, ref: str, what: str, read: Callable[[], T]) -> T:
         """`read()` with truncated files refused; on a decode error, again with them allowed
@@ -114,7 +129,21 @@ class BatchImages:
         except _DECODE_ERRORS as e:
             raise _unreadable(ref, what, e, ", even with load_truncated_images") from None
 
-    def _open(self, ref: str) -> Image.Image:
+    @contextmanager
+    def _opened(self, ref: str):
+        """The image at `ref`, its file opened once (regular file checked on the descriptor), both
+        closed on leaving."""
+        f = self._open_file(ref)
+        try:
+            img = self._open(ref, f)
+            try:
+                yield img
+            finally:
+                img.close()
+        finally:
+            f.close()
+
+    def _open_file(self, ref: str):
         if not isinstance(ref, str):
             raise SampleError(f"image reference {ref!r} is not a string", code=BAD_IMAGE)
         if not ref.strip():
@@ -123,13 +152,21 @@ class BatchImages:
             raise SampleError(f"image {ref!r}: a URL; djx reads local files (download the images and "
                               f"use their paths)", code=BAD_IMAGE)
         path = self.path(ref)
-        _require_regular_file(ref, path)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-                img = Image.open(path)
+        try:  # once, by name: a FIFO or device swapped in after a check is refused on the descriptor
+            return open_regular(path)
         except FileNotFoundError:
             raise SampleError(f"image {ref!r}: file not found ({path})", code=BAD_IMAGE) from None
+        except FileRefused as e:
+            raise SampleError(f"image {ref!r}: {e}", code=BAD_IMAGE) from None
+        except OSError as e:
+            raise SampleError(f"image {ref!r}: cannot open ({e.strerror or e})", code=BAD_IMAGE) from None
+
+    def _open(self, ref: str, f) -> Image.Image:
+        try:
+            f.seek(0)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                img = Image.open(f)
         except UnidentifiedImageError:
             raise  # maybe a damaged chunk that load_truncated_images lets through: see _attempt
         except OSError as e:
@@ -141,21 +178,6 @@ class BatchImages:
                               f"{self.max_pixels} (decompression-bomb guard; raise max_image_pixels "
                               f"in the recipe if this image is legitimate)", code=BAD_IMAGE)
         return img
-
-
-def _require_regular_file(ref: str, path: str) -> None:
-    """Only a regular file is opened: open() on a FIFO waits for a writer forever, and a device
-    (/dev/zero) never ends."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        raise SampleError(f"image {ref!r}: file not found ({path})", code=BAD_IMAGE) from None
-    except OSError as e:
-        raise SampleError(f"image {ref!r}: cannot open ({e.strerror or e})", code=BAD_IMAGE) from None
-    if not stat.S_ISREG(mode):
-        what = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
-            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket or other special file"
-        raise SampleError(f"image {ref!r}: not a regular file ({path} is {what})", code=BAD_IMAGE)
 
 
 def _read(read: Callable[[], T], load_truncated: bool) -> T:

@@ -109,12 +109,16 @@ def typo_of(name: str) -> list[str]:
     return [c for r, c in scored[:3] if r >= 0.8 and r >= best - 0.05]
 
 
-def build_op(name: str, params: dict | None, where: str | None = None) -> Op:
-    """Construct a registered op from recipe parameters, with errors prefixed by `where`."""
+def build_op(name: str, params: dict | None, where: str | None = None, load_resources: bool = True) -> Op:
+    """Construct a registered op from recipe parameters, with errors prefixed by `where`; with
+    `load_resources` (a run), read its resource files too (Op.load_resources)."""
     cls = get_op_class(name)
     where = where or name
     try:
-        return cls(**(params or {}))
+        op = cls(**(params or {}))
+        if load_resources:
+            op.load_resources()
+        return op
     except RecipeError as e:
         items = [_placed(str(m), cls.name, where) for m in e.items]
         raise RecipeError("; ".join(items), items=items) from None

@@ -20,9 +20,10 @@ def problems(errors: list[str], hint: str = "") -> str:
             + (f"\n({hint})" if hint else ""))
 
 
-def build_ops(recipe) -> list:
+def build_ops(recipe, load_resources: bool = True) -> list:
     """The recipe's ops, made and validated (plug-ins loaded first); RecipeError naming every
-    unknown op (unless skipped) and every bad parameter."""
+    unknown op (unless skipped) and every bad parameter. Viewers pass load_resources=False: they
+    judge from stats and open none of the files a recipe names (Op.load_resources)."""
     from djx.core.op.registry import (FIND_OPS_HINT, build_op, find_op_class, load_custom_ops,
                                    load_entry_point_ops, unknown_op)
     load_custom_ops(recipe.custom_ops, recipe.base_dir)
@@ -37,7 +38,8 @@ def build_ops(recipe) -> list:
             continue
         try:
             params, _ = without_dj_op_keys(cls, params)
-            ops.append(build_op(name, resolve_path_params(cls, params, recipe.base_dir), f"process[{i}].{name}"))
+            ops.append(build_op(name, resolve_path_params(cls, params, recipe.base_dir), f"process[{i}].{name}",
+                                load_resources))
         except RecipeError as e:
             errors.extend(e.items)
     if errors:

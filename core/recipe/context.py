@@ -25,6 +25,7 @@ class RunContext:
     dataset_dir: str = "."  # relative image paths resolve against it
     max_image_pixels: int = 178_956_970  # decompression-bomb guard (PIL's default x 2)
     load_truncated_images: bool = False  # True: keep what a truncated image decodes to (Data-Juicer)
+    max_decoded_bytes: int = 4 << 30  # decoded pixels one batch may hold in a worker (core/op/images.py)
     on_error: str = "reject"  # or "fail"
     fault: tuple[str, ...] = field(default=())  # injected faults (recipe inject_faults), e.g. ("oom_above:2",)
     input_files: tuple[str, ...] = ()  # a dataset of several files: their names (Item.file indexes)

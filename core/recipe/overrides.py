@@ -24,8 +24,11 @@ def parse_set(items: list[str]) -> dict:
 
 
 def _yaml_value(value: str, where: str, key: str):
+    from djx.core.recipe.bounded_yaml import YamlTooLarge, safe_load_bounded
     try:
-        return yaml.safe_load(value) if value.strip() else ""
+        return safe_load_bounded(value) if value.strip() else ""
+    except YamlTooLarge as e:
+        raise RecipeError(f"{where}: {e}") from None
     except yaml.YAMLError as e:
         raise RecipeError(f"{where}: the value is not valid YAML ({str(e).splitlines()[0]}); "
                           f"quote a string value, e.g. --set '{key}=\"{value}\"'") from None

@@ -17,6 +17,7 @@ from djx.core.recipe.dj_compat import DJ_GLOBAL_KEYS, DJ_OP_KEYS, refuse_mixture
 from djx.core.errors import RecipeError
 from djx.core.op.params import coerce, _type_name
 from djx.core.io.dataset import dataset_root
+from djx.core.recipe.bounded_yaml import read_recipe_file
 from djx.core.recipe.build_ops import problems, without_dj_op_keys
 from djx.core.recipe.formats import check_format, llava_options
 from djx.core.recipe.overrides import apply_overrides, parse_set  # noqa: F401  (parse_set: its old home)
@@ -48,6 +49,7 @@ class Recipe:
     gpu_mem_fraction: float = 0.9
     max_image_pixels: int = RunContext.max_image_pixels
     load_truncated_images: bool = RunContext.load_truncated_images
+    max_decoded_bytes: int = RunContext.max_decoded_bytes  # decoded pixels a batch may hold in a worker
     max_in_flight: int | None = None          # batches dispatched ahead; None: 2 x workers
     checkpoint_every: int = 10                # batches between resume checkpoints
     dedup_memory_entries: int = 2_000_000     # keys a deduplicator's table holds in memory, then on disk
@@ -82,13 +84,13 @@ class Recipe:
                           image_paths=self.image_paths, recompute_stats=self.recompute_stats,
                           trust_input_stats=self.trust_input_stats, stats_key=stats_key(),
                           max_image_pixels=self.max_image_pixels, on_error=self.on_error,
-                          load_truncated_images=self.load_truncated_images,
+                          load_truncated_images=self.load_truncated_images, max_decoded_bytes=self.max_decoded_bytes,
                           fault=tuple(self.inject_faults), llava=llava_options(self), **extra)
 
-    def build_ops(self) -> list:
+    def build_ops(self, load_resources: bool = True) -> list:
         """Instantiate the process list (loads plug-ins first); validates every op parameter."""
         from djx.core.recipe.build_ops import build_ops
-        return build_ops(self)
+        return build_ops(self, load_resources)
 
     def skipped_ops(self) -> list[dict]:
         """The ops this recipe names that djx does not have, run without (skip_unknown_ops: true)."""
@@ -124,19 +126,7 @@ _HINTS = typing.get_type_hints(Recipe)
 
 def load_recipe(path: str, overrides: dict | None = None, custom_ops: list[str] = ()) -> Recipe:
     """Read a recipe file, apply CLI overrides (dotted keys), and validate."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            raw = yaml.safe_load(f)
-    except FileNotFoundError:
-        raise RecipeError(f"recipe not found: {path}") from None
-    except IsADirectoryError:
-        raise RecipeError(f"recipe {path} is a folder; give the path of the recipe file (.yaml)") from None
-    except UnicodeDecodeError as e:
-        raise RecipeError(f"recipe {path} is not UTF-8 text (byte {e.start}: {e.reason}); save it as UTF-8") from None
-    except OSError as e:
-        raise RecipeError(f"cannot read recipe {path}: {e.strerror or e}") from None
-    except yaml.YAMLError as e:
-        raise RecipeError(f"{path}: not valid YAML: {e}") from None
+    raw = read_recipe_file(path)
     raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         raise RecipeError(f"{path}: a recipe is a mapping of keys (dataset_path, process, ...), "
@@ -207,7 +197,7 @@ def _check_values(values: dict, base_dir: str) -> None:
     if values.get("export_shard_size", 0) < 0:
         raise RecipeError(f"export_shard_size: bytes per shard, >= 0 (0: one file), got {values['export_shard_size']}")
     for key in ("np", "batch_size", "max_in_flight", "checkpoint_every", "dedup_memory_entries", "max_image_pixels",
-                "max_batch_bytes", "max_record_bytes"):
+                "max_batch_bytes", "max_record_bytes", "max_decoded_bytes"):
         if values.get(key) is not None and values[key] < 1:
             raise RecipeError(f"{key}: must be >= 1, got {values[key]}")
     if not 0 <= values.get("max_rejected_fraction", 0) <= 1:

@@ -33,6 +33,15 @@ def timed(counters: dict | None, phase: str):
             counters[key] = counters.get(key, 0.0) + time.perf_counter() - t0
 
 
+def add_counters_and_phases(given: dict, counters: dict, phases: dict) -> None:
+    """An op call's counters summed into the run's `counters`, its `time.*` ones into the op's `phases`."""
+    for k, v in given.items():
+        if k.startswith(PHASE):
+            phases[k[len(PHASE):]] = phases.get(k[len(PHASE):], 0.0) + v
+        else:
+            counters[k] = counters.get(k, 0) + v
+
+
 def forward_timed(score, counters: dict | None):
     """`score()`, its wall time added to `counters` as the forward's, less the transfer it timed."""
     before = (counters or {}).get(PHASE + "transfer", 0.0)

@@ -17,7 +17,7 @@ from djx.core.io.record_limits import encoded, output_problem
 from djx.core.io.llava_seal import seal_llava
 from djx.core.records import BatchResult, FailFast, Item, Rejection, add_counters, parse_pending
 from djx.core.io.reinput import input_sample, unwrap_rejected
-from djx.core.run.breakdown import PHASE
+from djx.core.run.breakdown import add_counters_and_phases
 from djx.core.run.early_check import reach
 from djx.core.run.mapped import as_read, changed, seen_by_op, snapshot
 from djx.core.run.provenance import StatBooks
@@ -74,8 +74,8 @@ class OpChain:
             dropped = untrusted_dropped(samples[-1], books, self.ctx, self.reads_input)  # stats, __dj__llava__
             result.counters = add_counters(result.counters, dropped)
 
-        images = BatchImages(self.ctx.dataset_dir, self.ctx.max_image_pixels,
-                             load_truncated_images=self.ctx.load_truncated_images)
+        images = BatchImages(self.ctx.dataset_dir, self.ctx.max_image_pixels, self.ctx.load_truncated_images,
+                             self.ctx.max_decoded_bytes)
         # decoded images are shared by the ops of a batch, and released after the last that reads them
         last_image_op = max((k for k, op in enumerate(self.ops) if op.uses_images), default=-1)
         try:
@@ -200,11 +200,7 @@ class OpChain:
         try:
             _invoke(op, batch)
             out = _adopt_replacements(op, batch, samples, idx)
-            for k, v in batch.counters.items():
-                if k.startswith(PHASE):  # where the op's time went: its own tally (breakdown.py)
-                    phases[k[len(PHASE):]] = phases.get(k[len(PHASE):], 0.0) + v
-                else:
-                    counters[k] = counters.get(k, 0) + v
+            add_counters_and_phases(batch.counters, counters, phases)  # phases: where the op's time went
             return {**out, **{idx[j]: (r, batch.codes.get(j), None) for j, r in batch.rejected.items()}}
         except KeyboardInterrupt:
             raise

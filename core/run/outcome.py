@@ -3,7 +3,8 @@ why and by which op, so an in-memory caller sees every sample as a run's three o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+import itertools
+from typing import Iterable, Iterator, Literal
 
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY
 from djx.core.records import BatchResult
@@ -34,3 +35,46 @@ def outcomes(result: BatchResult) -> list[SampleOutcome]:
     out += [SampleOutcome("rejected", r.record if isinstance(r.record, dict) else None, r.pos, r.op, r.reason, r.code)
             for r in result.rejected]
     return sorted(out, key=lambda o: o.position)
+
+
+def in_memory(chain, samples: Iterable[dict], batch_size: int, counts: dict) -> Iterator[SampleOutcome]:
+    """Pipeline.results: the chain over in-memory samples in this process, batch by batch, every
+    sample's outcome in input order; `counts` is kept up to date. With deduplicators, every sample
+    is held until the last is in (they pick duplicates over the whole input)."""
+    from djx.core.dedup.finder import DuplicateFinder, split_duplicates
+    from djx.core.models.pool import process_pool
+    from djx.core.recipe.context import STATS_KEY
+    from djx.core.records import Item
+    pool = process_pool()
+    it = iter(samples)
+    pos = 0
+    finder = DuplicateFinder(chain.ops)  # deduplicators need every sample first: kept in memory here
+    held, dropped, others = [], [], []
+    while block := list(itertools.islice(it, batch_size)):
+        res = chain.run([Item(pos + i, record=r) for i, r in enumerate(block)], pool)
+        pos += len(block)
+        counts["input"] += len(block)
+        counts["kept"] += len(res.kept)
+        counts["dropped"] += len(res.dropped)
+        counts["rejected"] += len(res.rejected)
+        counts["rejected_records"] += [rej.to_record() for rej in res.rejected]
+        if not finder:
+            yield from outcomes(res)
+            continue
+        held += res.kept
+        dropped += res.dropped
+        others += [o for o in outcomes(res) if not o.kept]
+    if not finder:
+        return
+    for sample, found in split_duplicates(finder, held, dropped, POSITION_KEY, STATS_KEY, DROP_KEY):
+        if found is None:
+            others.append(SampleOutcome("kept", sample, sample[POSITION_KEY]))
+            continue
+        counts["kept"] -= 1
+        counts["dropped"] += 1
+        op = chain.ops[found.op_index]
+        op, why = op.name, op.reason(found.kept)
+        sample[DROP_KEY] = {"op": op, "op_index": found.op_index, "reason": why}
+        others.append(SampleOutcome("dropped", sample, sample[POSITION_KEY], op, why))
+    yield from sorted(others, key=lambda o: o.position)  # deduplicators see every sample first
+

@@ -18,6 +18,8 @@ from contextlib import contextmanager
 
 # what a run stopped between batches has saved (the checkpoint its ledger takes on the way out)
 RUN_SAVED = "the work done so far is saved: run the same command again to resume"
+# what a stop before the first batch leaves: nothing (reading the recipe, its files, the plan)
+NOTHING_STARTED = "nothing was processed or written yet: run the same command again to start"
 
 
 class Stopped(Exception):
@@ -26,6 +28,15 @@ class Stopped(Exception):
     def __init__(self, signal_name: str, then: str):
         super().__init__(f"terminated ({signal_name}); {then}")
         self.signal_name, self.then = signal_name, then
+
+
+class StoppedNow(KeyboardInterrupt):
+    """A stop in a phase that writes nothing (Stop.at_once): raised by the handler itself, so a
+    read that blocks (a FIFO, a slow disk, a plug-in's import) ends at once. A KeyboardInterrupt,
+    as Ctrl-C is, so no `except Exception` in a library keeps it."""
+
+    def __init__(self, signal_name: str, then: str):
+        super().__init__(f"terminated ({signal_name}); {then}")
 
 
 class Stop:
@@ -37,6 +48,7 @@ class Stop:
         self._read, self._write = os.pipe()
         os.set_blocking(self._write, False)
         self._previous: dict | None = None
+        self._at_once: str | None = None  # inside at_once(): what a stop leaves
 
     @property
     def requested(self) -> bool:
@@ -54,6 +66,19 @@ class Stop:
         """Raise Stopped (saying `then`: what is saved, what to do) once a stop is requested."""
         if self.signal_name is not None:
             raise Stopped(self.signal_name, then)
+
+    @contextmanager
+    def at_once(self, then: str = NOTHING_STARTED):
+        """Inside the block (a phase that writes nothing: loading the recipe, reading its files,
+        planning) a SIGTERM raises StoppedNow from the handler, so a blocking read cannot hold it;
+        one requested before the block raises at its start."""
+        if self.signal_name is not None:
+            raise StoppedNow(self.signal_name, then)
+        self._at_once = then
+        try:
+            yield
+        finally:
+            self._at_once = None
 
     def fileno(self) -> int:
         """Readable once a stop is requested."""
@@ -83,6 +108,8 @@ class Stop:
         if self.requested:
             self._now(signum)
         self.request("SIGTERM")
+        if self._at_once is not None:
+            raise StoppedNow("SIGTERM", self._at_once)
 
     def _on_int(self, signum, frame) -> None:
         if self.requested:

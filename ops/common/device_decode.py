@@ -59,9 +59,10 @@ def read_jpeg(images, ref: str) -> bytes | None:
     """The file's bytes where it is a complete JPEG (its header read and checked as a decode checks
     it: path, regular file, pixel limit); None for other formats (decoded on the host)."""
     from djx import SampleError
+    from djx.core.io.regular_file import open_regular
     images.size(ref)
     try:
-        with open(images.path(ref), "rb") as f:
+        with open_regular(images.path(ref)) as f:
             data = f.read()
     except OSError as e:
         raise SampleError(f"image {ref!r}: cannot read ({e.strerror or e})", "bad_image") from None

@@ -57,10 +57,13 @@ class WordsStatFilter(TextStatFilter):
                  **common):
         super().__init__(**common)
         self.lang, self.tokenization, self.tokenizer_model = lang, tokenization, tokenizer_model
-        self.tokenizer = None
-        if tokenization:
+        self.tokenizer = None  # read by load_resources; a missing model is said by missing_resources
+
+    def load_resources(self) -> None:
+        if self.tokenization and self.tokenizer is None:
             try:
-                self.tokenizer = load_sentencepiece(tokenizer_model or in_dj_dirs(f"{lang}.sp.model"), lang)
+                self.tokenizer = load_sentencepiece(self.tokenizer_model or in_dj_dirs(f"{self.lang}.sp.model"),
+                                                    self.lang)
             except ImportError:
                 raise RecipeError(f"{self.name}: tokenization: true needs the Python package "
                                   f"'sentencepiece', which is not installed: {TEXT_EXTRA}") from None
@@ -74,6 +77,7 @@ class WordsStatFilter(TextStatFilter):
                           os.path.join(dj_models_dir(), f"{lang}.sp.model"))]
 
     def words(self, text: str) -> list[str]:
+        self.load_resources()  # an op made in Python and used without a run: read on first use
         return split_words(text, self.tokenizer)
 
 
@@ -94,7 +98,16 @@ class WordShareFilter(WordsStatFilter):
         self.min_ratio, self.max_ratio = min_ratio, max_ratio
         self.use_words_aug, self.words_aug_join_char = use_words_aug, words_aug_join_char
         self.words_aug_group_sizes = list(words_aug_group_sizes)
-        self.vocabulary: frozenset[str] = frozenset()
+        self.vocabulary: frozenset[str] | None = None
+
+    def read_vocabulary(self) -> frozenset[str]:
+        """The op's word list, read from its files (the subclass says which)."""
+        raise NotImplementedError
+
+    def load_resources(self) -> None:
+        super().load_resources()
+        if self.vocabulary is None:
+            self.vocabulary = self.read_vocabulary()
 
     def value(self, text: str) -> float:
         words = refine_words(self.words(text), lower_case=True, use_words_aug=self.use_words_aug,

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import stat
 
 from djx import ModelSpec, RecipeError, SampleError, register_model_loader
+from djx.core.io.regular_file import kind_of, opened_path, read_regular
 from djx.ops.common.dj_cache import dj_models_dir, in_dj_dirs, not_found
 from djx.ops.common.quiet import quiet_stderr
 
@@ -31,9 +33,14 @@ def _installed(module: str) -> bool:
 
 
 def given_file(op: str, param: str, path: str) -> str:
-    """`path` as given for `param`, which must be an existing file."""
-    if not os.path.isfile(path):
-        raise RecipeError(f"{op}.{param}: no such file {path!r}")
+    """`path` as given for `param`, which must be an existing regular file (a FIFO or device there
+    is said at load; the worker opens it once more through opened_path, which refuses a swap)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        raise RecipeError(f"{op}.{param}: no such file {path!r}") from None
+    if not stat.S_ISREG(mode):
+        raise RecipeError(f"{op}.{param}: {path!r} is {kind_of(mode)}, not a model file")
     return path
 
 
@@ -135,7 +142,8 @@ def _size(spec: ModelSpec) -> int:
 @register_model_loader("fasttext", estimate=_size)
 def load_fasttext(spec: ModelSpec, device: str) -> TextModel:
     import fasttext
-    return TextModel(fasttext.load_model(spec.name))
+    with opened_path(spec.name) as name:  # a regular file, opened once (a FIFO or device is refused)
+        return TextModel(fasttext.load_model(name))
 
 
 def kenlm_advice(spec: ModelSpec) -> str | None:
@@ -157,9 +165,9 @@ KENLM_BINARY_MAGIC = b"mmap lm http://kheafield.com/code"
 @register_model_loader("kenlm", estimate=_size)
 def load_kenlm(spec: ModelSpec, device: str) -> TextModel:
     import kenlm
-    with quiet_stderr() as said:  # KenLM's advice and progress bar (C++, on fd 2): the op's notes() say it once
-        try:
-            return TextModel(kenlm.Model(spec.name))
+    with quiet_stderr() as said, opened_path(spec.name) as name:  # KenLM's advice and progress bar
+        try:                                                          # (C++, fd 2): notes() say it once
+            return TextModel(kenlm.Model(name))
         except (OSError, RuntimeError) as e:
             raise RuntimeError(f"{e} {said()}".strip()) from None
 
@@ -167,7 +175,7 @@ def load_kenlm(spec: ModelSpec, device: str) -> TextModel:
 @register_model_loader("sentencepiece", estimate=_size)
 def load_sentencepiece(spec: ModelSpec, device: str) -> TextModel:
     import sentencepiece
-    return TextModel(sentencepiece.SentencePieceProcessor(model_file=spec.name))
+    return TextModel(sentencepiece.SentencePieceProcessor(model_proto=read_regular(spec.name, 1 << 30)))
 
 
 @register_model_loader("spacy")

@@ -21,8 +21,11 @@ import string
 from functools import lru_cache
 
 from djx import RecipeError
+from djx.core.io.regular_file import FileRefused, read_regular
 
 TEXT_EXTRA = "pip install '.[text]' in djx's checkout"
+MAX_WORD_LIST_BYTES = 64 << 20  # Data-Juicer's lists are a few hundred KB
+MAX_MODEL_FILE_BYTES = 1 << 30  # a SentencePiece model is a few MB
 
 _OTHER_SPECIAL = (
     "\u0092\u2009\u0093\u0097\u200a\u009d\u0099\u202f\u0096\u2005\u0095\u0091\u009c\u3000\u2002 "
@@ -120,10 +123,11 @@ def read_word_lists(folder: str, words_type: str, param: str) -> dict[str, froze
     for name in sorted(os.listdir(folder)):
         if name.endswith(".json") and words_type in name:
             try:
-                with open(os.path.join(folder, name), encoding="utf-8") as f:
-                    loaded = json.load(f)
+                loaded = json.loads(read_regular(os.path.join(folder, name), MAX_WORD_LIST_BYTES).decode("utf-8"))
                 for lang, words in loaded.items():
                     merged.setdefault(lang, []).extend(str(w) for w in words)
+            except FileRefused as e:
+                raise RecipeError(f"{param}: {name} in {folder!r}: {e}") from None
             except (OSError, ValueError, AttributeError, TypeError) as e:
                 raise RecipeError(f"{param}: {name} in {folder!r} is not a JSON object of word lists "
                                   f"({{lang: [words]}}): {e}") from None
@@ -153,7 +157,9 @@ def load_sentencepiece(path: str | None, lang: str):
     import sentencepiece
     model = sentencepiece.SentencePieceProcessor()
     try:
-        model.load(path)
+        model.LoadFromSerializedProto(read_regular(path, MAX_MODEL_FILE_BYTES))
+    except FileRefused as e:
+        raise RecipeError(f"tokenizer_model: {e}") from None
     except (OSError, RuntimeError) as e:
         raise RecipeError(f"tokenizer_model: cannot load a SentencePiece model from {path!r}: {e}") from None
     return model

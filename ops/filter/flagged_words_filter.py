@@ -29,8 +29,10 @@ class FlaggedWordFilter(WordShareFilter):
         super().__init__(lang, tokenization, min_ratio, max_ratio, use_words_aug, words_aug_group_sizes,
                          words_aug_join_char, tokenizer_model, **common)
         self.flagged_words_dir = flagged_words_dir
-        lists = read_word_lists(flagged_words_dir, "flagged_words", "flagged_words_dir")
-        self.vocabulary = pick_language(lists, lang, "flagged_words_dir")
+
+    def read_vocabulary(self) -> frozenset[str]:
+        lists = read_word_lists(self.flagged_words_dir, "flagged_words", "flagged_words_dir")
+        return pick_language(lists, self.lang, "flagged_words_dir")
 
     @classmethod
     def missing_resources(cls, params: dict) -> list[str]:

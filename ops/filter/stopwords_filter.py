@@ -27,5 +27,8 @@ class StopWordsFilter(WordShareFilter):
                          words_aug_join_char, tokenizer_model, **common)
         stopwords_dir = stopwords_dir or dj_word_lists_dir("stopwords")
         self.stopwords_dir = stopwords_dir
-        lists = read_word_lists(stopwords_dir, "stopwords", "stopwords_dir") if stopwords_dir else stopwords_iso()
-        self.vocabulary = pick_language(lists, lang, "stopwords_dir" if stopwords_dir else "stopwordsiso")
+
+    def read_vocabulary(self) -> frozenset[str]:
+        d = self.stopwords_dir
+        lists = read_word_lists(d, "stopwords", "stopwords_dir") if d else stopwords_iso()
+        return pick_language(lists, self.lang, "stopwords_dir" if d else "stopwordsiso")

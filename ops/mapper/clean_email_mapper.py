@@ -1,5 +1,6 @@
 from djx import register_op
 from djx.ops.common.text_mapper import PatternMapper
+from djx.ops.common.work_budget import DEFAULT_STEPS
 
 
 @register_op("clean_email_mapper")
@@ -11,5 +12,13 @@ class CleanEmailMapper(PatternMapper):
 
     default_pattern = r"[A-Za-z0-9.\-+_]+@[a-z0-9.\-+_]+\.[a-z]+"
 
-    def __init__(self, pattern: str | None = None, repl: str = "", **common):
-        super().__init__(pattern=pattern, repl=repl, **common)
+    span_finder = staticmethod(lambda text, budget: _email_spans(text, budget))
+
+    def __init__(self, pattern: str | None = None, repl: str = "", work_budget: int = DEFAULT_STEPS,
+                 pattern_timeout: float = 30.0, **common):
+        super().__init__(pattern=pattern, repl=repl, work_budget=work_budget, pattern_timeout=pattern_timeout, **common)
+
+
+def _email_spans(text, budget):
+    from djx.ops.common.email_spans import email_spans  # needs `regex`, an extra: imported when the op runs
+    return email_spans(text, budget)

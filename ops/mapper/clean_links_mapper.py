@@ -1,5 +1,6 @@
 from djx import register_op
 from djx.ops.common.text_mapper import PatternMapper
+from djx.ops.common.work_budget import DEFAULT_STEPS
 
 
 @register_op("clean_links_mapper")
@@ -17,5 +18,13 @@ class CleanLinksMapper(PatternMapper):
         r")"
     )
 
-    def __init__(self, pattern: str | None = None, repl: str = "", **common):
-        super().__init__(pattern=pattern, repl=repl, **common)
+    span_finder = staticmethod(lambda text, budget: _link_spans(text, budget))
+
+    def __init__(self, pattern: str | None = None, repl: str = "", work_budget: int = DEFAULT_STEPS,
+                 pattern_timeout: float = 30.0, **common):
+        super().__init__(pattern=pattern, repl=repl, work_budget=work_budget, pattern_timeout=pattern_timeout, **common)
+
+
+def _link_spans(text, budget):
+    from djx.ops.common.link_spans import link_spans  # needs `regex`, an extra: imported when the op runs
+    return link_spans(text, budget)

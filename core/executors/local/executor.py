@@ -11,10 +11,8 @@ which this executor starts before the workers, restarts when it dies and stops a
 `scoring: device` that owner also scores for every worker of its device (share/scoring.py)."""
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
-import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -27,7 +25,7 @@ from multiprocess.connection import wait
 from djx.core.run.chain import OpChain
 from djx.core.errors import DjxError
 from djx.core.executors.base import InputBatch
-from djx.core.executors.process import WorkerSetup, takes_part
+from djx.core.executors.process import WorkerSetup, main_importable as _main_importable, takes_part
 from djx.core.executors.local.inflight import InFlight, Job
 from djx.core.executors.local.poison import after_death
 from djx.core.executors.local.worker import (Crashed, Done, Failed, Ready, StartFailed, Status, Task, recv, send,
@@ -41,23 +39,6 @@ from djx.core.models.share.gpu_owner import WeightOwners
 
 LANES = 3  # tasks a worker runs at once when it waits on its device's scorer (lanes.py): two left the
 # simulated device (tools/bench_throughput.py) at 0.59x of the rate the workers prepare at, three reached 0.91x
-
-
-@contextlib.contextmanager
-def _main_importable():
-    """A spawned worker re-imports the parent's __main__ from its file (so that ops defined in a
-    user's script unpickle). A script read from stdin or an interactive session has no such
-    file: hide the name while starting the worker, or it dies before running any code."""
-    main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    if path is None or os.path.isfile(path):
-        yield
-        return
-    del main.__file__
-    try:
-        yield
-    finally:
-        main.__file__ = path
 
 
 @dataclass
@@ -156,29 +137,22 @@ class LocalExecutor:
     def _start_all(self) -> list[_Worker]:
         """Start every worker at once; only where workers load models on a GPU does rank 0 go
         first, so that the footprint it measures can revise the plan before the others start."""
-        warm = bool(self.chain.model_specs())
-        revise = self.plan.workers_touch_gpu and self.replan is not None
-        if not revise:
-            workers = [self._spawn(r, warm) for r in range(self.plan.workers)]
-            for w in workers:
-                self._await_ready(w)
-            return workers
-        first = self._spawn(0, warm)
-        self._await_ready(first)
-        if revise:
+        warm, first = bool(self.chain.model_specs()), []
+        if self.plan.workers_touch_gpu and self.replan is not None:
+            first = [self._spawn(0, warm)]
+            self._await_ready(first[0])
             measured = self.reports[0].measured_bytes
-            if measured:
-                revised = self.replan(measured)
-                # rank 0 already runs on its device: a revision must keep it there
-                if revised.workers < self.plan.workers and revised.devices[0] == self.plan.devices[0]:
-                    self.log(f"plan revised with the measured model footprint: {revised.workers} "
-                             f"worker(s) instead of {self.plan.workers}\n{revised.describe()}")
-                    self.plan = revised
-                self.max_in_flight = min(self.max_in_flight, (self.lanes + 1) * self.plan.workers)
-        workers = [first] + [self._spawn(r, warm) for r in range(1, self.plan.workers)]
-        for w in workers[1:]:
+            revised = self.replan(measured) if measured else self.plan
+            # rank 0 already runs on its device: a revision must keep it there
+            if revised.workers < self.plan.workers and revised.devices[0] == self.plan.devices[0]:
+                self.log(f"plan revised with the measured model footprint: {revised.workers} "
+                         f"worker(s) instead of {self.plan.workers}\n{revised.describe()}")
+                self.plan = revised
+            self.max_in_flight = min(self.max_in_flight, (self.lanes + 1) * self.plan.workers)
+        rest = [self._spawn(r, warm) for r in range(len(first), self.plan.workers)]
+        for w in rest:
             self._await_ready(w)
-        return workers
+        return first + rest
 
     def _stop(self, workers: list[_Worker]) -> None:
         for w in workers:

@@ -3,11 +3,14 @@ before Ray starts, and Ray's errors said in djx's words."""
 from __future__ import annotations
 
 import logging
+import os
 import re
 import signal
 import sys
 import threading
+import tempfile
 import time
+from contextlib import contextmanager
 
 from djx.core.errors import DjxError
 from djx.core.io.readers import ReadState
@@ -31,7 +34,8 @@ def connect(ray, address: str | None, stop=None) -> bool:
     # the processes ray.init starts inherit the mask; a SIGTERM meanwhile waits for djx's handler
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM} if stop is not None else set())
     try:
-        ray.init(**where, logging_level=logging.ERROR)
+        with _empty_working_dir():
+            ray.init(**where, logging_level=logging.ERROR)
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise DjxError(f"cannot start or join Ray (ray_address: {address!r}): {explain(e)}") from None
     finally:
@@ -39,6 +43,26 @@ def connect(ray, address: str | None, stop=None) -> bool:
             stop.install()
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     return True
+
+
+@contextmanager
+def _empty_working_dir():
+    """ray.init puts the driver's working directory on every worker's sys.path, ahead of the
+    installed packages: a folder named `djx` there (an export folder, say) then shadows djx in
+    every stage actor ("cannot import name 'Batch' from 'djx' (unknown location)"). Ray is started
+    from an empty private folder instead, whatever the user's folder holds; the folder stays (a
+    local cluster's processes keep it as their working directory)."""
+    try:
+        here = os.getcwd()
+    except OSError:  # the working directory was removed: nothing there to shadow anything
+        yield
+        return
+    empty = tempfile.mkdtemp(prefix="djx-ray-cwd-")
+    os.chdir(empty)
+    try:
+        yield
+    finally:
+        os.chdir(here)
 
 
 def refuse_unreachable(address: str, timeout: float = 5.0) -> None:
@@ -95,18 +119,41 @@ def settle_fsspec_http() -> None:
 
 def explain(e: BaseException) -> str:
     """Our own error from inside Ray's wrapping (a bad model path, a plug-in that does not
-    import), what an actor's death means, or else the head of Ray's message."""
+    import), what an actor's death means (a node out of memory: one line, what to lower), the last
+    line of a remote traceback, or else the head of Ray's message."""
     ours = re.findall(r"^djx\.core\.errors\.\w+: (.+)$", str(e), re.MULTILINE)
     text = str(e).strip().splitlines()
     head = "\n".join(text[:12]) + ("\n..." if len(text) > 12 else "")
     if ours:
         return ours[-1]
+    if node_memory(e):
+        return ("Ray killed a stage actor because its node ran low on memory (Ray's memory monitor). The "
+                "batches done so far are saved: lower batch_size (max_decoded_bytes for large images) or np, "
+                "or give the node more memory, then run the same command again to resume")
     if type(e).__name__ in ("ActorDiedError", "ActorUnavailableError") and "creation task" not in str(e):
         return (f"actors kept dying on one batch, more often than its poison samples explain (a "
                 f"segfault or the out-of-memory killer outside any one sample?). The batches done so far "
                 f"are saved: run the same recipe with --executor local, which resumes from there and "
                 f"rejects such samples; or lower batch_size if memory ran out. Ray said: {text[0]}")
+    if "Traceback (most recent call last)" in str(e):  # a remote traceback: its last line says what
+        said = [line for line in text if line.strip() and not line[0].isspace() and not line.startswith("Traceback")]
+        return said[-1] if said else text[0]
     return head
+
+
+def node_memory(e: BaseException) -> bool:
+    """Whether `e` (or what it wraps: Ray Data re-raises as its own types) is Ray's memory
+    monitor killing a worker because its node ran low on memory."""
+    seen = 0
+    while e is not None and seen < 8:
+        if (type(e).__name__ == "OutOfMemoryError" and type(e).__module__.startswith("ray")) \
+                or _NODE_MEMORY.search(str(e)):
+            return True
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return False
+
+
+_NODE_MEMORY = re.compile(r"running low on memory|memory usage threshold|killed by the memory monitor", re.IGNORECASE)
 
 
 def let_fetches_end(before: set, seconds: float = 10.0) -> None:

@@ -32,7 +32,8 @@ from djx.core.errors import DjxError
 from djx.core.op.deduplicator import Deduplicator
 from djx.core.executors.base import DatasetSource
 from djx.core.executors.process import WorkerSetup
-from djx.core.executors.ray.cluster import connect, explain, let_fetches_end, refuse, settle_fsspec_http
+from djx.core.executors.ray.cluster import (connect, explain, let_fetches_end, node_memory, refuse,
+                                            settle_fsspec_http)
 from djx.core.executors.ray.node_watch import NodeLost, local_raylet, silence_ray_logs, watched
 from djx.core.executors.ray.poison import PoisonTracker
 from djx.core.executors.ray.ray_log import log_path, logged
@@ -108,6 +109,10 @@ class RayExecutor:
             raise DjxError(f"the Ray node this run drives died (its raylet process exited); the "
                            f"{state.records} samples received before that are saved: run the same command "
                            f"again to resume (it starts or joins Ray afresh)") from None
+        except Exception as e:  # Ray Data's own wrappers (SystemException ...) of an actor's death
+            if isinstance(e, DjxError) or not node_memory(e):
+                raise
+            raise DjxError(f"ray executor: {explain(e)}") from None
         finally:
             data_log.setLevel(level)
             if lost:
