@@ -62,7 +62,9 @@ class RunClock:
         trial that stopped before the dataset's end, `estimate`."""
         start, busy, end = self._phases()
         done = summary["session"]["samples"]
-        timed, seconds = self.steady(done) or (done, busy)
+        # no steady window (one block held every sample: Ray's first result): the samples over the
+        # session's time to its last result, never over the instant one block took to arrive
+        timed, seconds = self.steady(done) or (done, max(start + busy, 1e-9))
         out = {"partial": self.partial, "limit": self.limit,
                "timing": {"startup_seconds": round(start, 4), "processing_seconds": round(busy, 4),
                           "end_seconds": round(end, 4), "steady_samples_per_second": round(timed / seconds, 2)}}
