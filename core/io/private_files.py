@@ -34,7 +34,8 @@ def own_folder(path: str, what: str) -> str:
 def _own_folder(path: str, mode: int, what: str) -> int:
     """The permission bits of `path`: a folder made now with `mode`, or an existing one that
     passed the check (a DjxError otherwise)."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if os.path.dirname(path):  # a bare name ("--out a") is a folder in the working directory
+        os.makedirs(os.path.dirname(path), exist_ok=True)
     try:
         os.mkdir(path, mode)
     except FileExistsError:
