@@ -177,6 +177,9 @@ class Pipeline:
         check_limit(limit)
         run = self._open(recipe, log)
         start = self._resume_point(run, recipe, restart, limit, log)
+        if recipe.executor == "ray":  # what the Ray engine cannot read: said now, not after its start-up
+            from djx.core.executors.ray.cluster import refuse
+            refuse(run.files, start.read)
         if start.finishing:  # killed while moving its outputs into place: complete that, nothing else
             early.close()
             return run.writer.complete_interrupted(start.manifest, log)
