@@ -269,6 +269,13 @@ def main() -> None:
               f"at the end; each tree's PSS includes this script's own ({mb(own)} before the runs); "
               f"speed djx/DJ = DJ wall / djx wall")
         print("\n".join(table(rows)))
+        for name, _, results in rows:
+            if "djx" in results and DJ in results:
+                ours, theirs = kept_ids(results["djx"][2]), kept_ids(results[DJ][2])
+                same = "yes" if ours == theirs else "no"
+                print(f"{name}: same kept set: {same} (djx {len(ours):,}, DJ {len(theirs):,})"
+                      + ("" if ours == theirs else f"; only djx kept {len(ours - theirs):,}, "
+                                                   f"only DJ kept {len(theirs - ours):,}"))
         print("where the time went:\n" + "\n".join("  " + line for line in notes))
     finally:
         if args.work:
