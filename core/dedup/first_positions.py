@@ -10,14 +10,15 @@ import sqlite3
 import tempfile
 from dataclasses import dataclass
 
-DEFAULT_BUDGET = 2_000_000  # keys per table in memory (a few hundred MB of hex digests)
+DEFAULT_BUDGET = 2_000_000  # keys in memory per index, its tables together (about 111 MB a million)
 _PREFIX = "dedup-table-"
 
 
 @dataclass(frozen=True)
 class IndexSpace:
-    """Where a deduplicator's index keeps its tables: memory up to `budget` keys each, then files in
-    `folder` (None: memory only, as in Pipeline.process)."""
+    """Where a deduplicator's index keeps its tables: memory up to `budget` keys (an index with
+    several tables, such as MinHash's bands, shares it among them), then files in `folder` (None:
+    memory only, as in Pipeline.process)."""
     folder: str | None = None
     budget: int = DEFAULT_BUDGET
 

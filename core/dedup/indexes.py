@@ -67,6 +67,8 @@ class BandIndex(DuplicateIndex):
         for b, value in enumerate(self.bands(stats)):
             if b == len(self.tables):
                 self.tables.append(self.space.table())
+                for table in self.tables:  # the space's budget is the index's, shared by its bands
+                    table.budget = max(1, self.space.budget // len(self.tables))
             other = self.tables[b].offer(value, pos)
             if other is not None and other != pos:
                 self.groups.union(pos, other)

@@ -40,3 +40,16 @@ def test_union_find_roots_are_the_smallest_member_and_long_chains_do_not_recurse
     for x in range(100_000, 0, -1):
         groups.union(x, x - 1)
     assert groups.find(100_000) == 0 and groups.find(5) == 0
+
+
+def test_a_banded_index_keeps_its_budget_for_all_its_bands_together(tmp_path):
+    """MinHash's default makes 25 band tables: the memory budget is the index's, not each table's
+    (25 tables of 2M keys each would hold 5.5 GB before any spilled)."""
+    budget, n_bands = 100, 25
+    index = BandIndex(lambda stats: stats["bands"], IndexSpace(str(tmp_path), budget))
+    for pos in range(400):
+        index.add(pos, {"bands": [f"{b}:{pos}" for b in range(n_bands)]})  # every value new: nothing joins
+        assert sum(len(t.memory) for t in index.tables) <= budget + n_bands
+    assert all(t.db is not None for t in index.tables)  # each band spilled, and still answers
+    assert [index.kept_for(pos, {}) for pos in (0, 399)] == [0, 399]
+    index.close()
