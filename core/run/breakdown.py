@@ -83,9 +83,10 @@ def format_breakdown(s: dict) -> list[str]:
         if steps:
             lines.append(f"    {name} (summed over workers): " + ", ".join(steps))
         if phases.get("scorer_busy"):
-            host = phases["scorer_busy"] - phases.get("forward", 0.0)
+            host = phases["scorer_busy"] - phases.get("forward", 0.0) - phases.get("transfer", 0.0)
             lines.append(f"    {name}'s scorer: busy {phases['scorer_busy']:.1f} s, of it host work apart "
-                         f"from the forwards {max(host, 0.0):.1f} s")
+                         f"from the transfers and forwards {max(host, 0.0):.1f} s (assembling, in its other "
+                         f"thread: {phases.get('assemble', 0.0):.1f} s)")
     if "scorer_busy_share" in b:
         lines.append(f"    scorer busy {b['scorer_busy_share']:.0%} of the processing time")
     return lines

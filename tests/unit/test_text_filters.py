@@ -132,3 +132,21 @@ def test_stopwords_default_to_the_stopwordsiso_lists():
     op = build_op("stopwords_filter", {})
     assert op.vocabulary == frozenset(stopwordsiso.stopwords("en")) and "the" in op.vocabulary
     assert stats_of("stopwords_filter", {}, "The cat is on the mat") == {"stopwords_ratio": 4 / 6}
+
+
+@pytest.mark.parametrize("model", ["tiny-clip", "tiny-blip-itm"])
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_the_scorers_padding_is_the_tokenizers(model, side):
+    """pad_tokens pads a forward's texts in one tensor call; its ids and mask are tokenizer.pad's."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from djx.ops.filter.image_text_model_filter import pad_tokens
+    from conftest import REPO_DIR
+    tok = AutoTokenizer.from_pretrained(REPO_DIR / "tests" / "assets" / "models" / model)
+    tok.padding_side = side
+    rows = tok([f"a red circle number {i} " * (i % 5 + 1) for i in range(12)], truncation=True,
+               max_length=20)["input_ids"]
+    want, got = tok.pad({"input_ids": rows}, padding=True, return_tensors="pt"), pad_tokens(tok, rows)
+    assert len({len(r) for r in rows}) > 1  # rows of several lengths: there is padding to do
+    assert torch.equal(got["input_ids"], want["input_ids"]) and torch.equal(got["attention_mask"], want["attention_mask"])

@@ -134,30 +134,28 @@ class Scorer:
     def _run(self) -> None:
         while True:
             group, op, parts = self._assembled.get()
-            if op is None:  # a warm-up
-                self._answer(group, lambda op, loaded, parts: [[]])
+            if op is None:  # a warm-up: its op's model loaded, no scores
+                self._answer(group, lambda op, loaded: [[]])
                 continue
-            first = group[0]
-            # forwards and OOM retries, reported once: with the first request; joined: the batches
-            # scored in forwards shared with another batch
+            # forwards, OOM retries and phases, reported once: with the first request; joined: the
+            # batches scored in forwards shared with another batch
             counters: dict = {"joined_batches": len(group)} if len(group) > 1 else {}
             counters[PHASE + "assemble"] = parts.seconds
-            t0 = time.perf_counter()
-            self._answer(group, lambda op, loaded, _: forward_timed(
-                lambda: op.score_parts(loaded, parts, first.request.fault, counters), counters), counters,
-                busy_since=t0 - parts.seconds)
+            fault = group[0].request.fault
+            self._answer(group, lambda op, loaded: op.score_parts(loaded, parts, fault, counters), counters)
 
-    def _answer(self, group: list, score, counters: dict | None = None, busy_since: float | None = None) -> None:
-        """Answer each request of `group` with its part of `score(op, loaded, parts)`, or the error;
-        the scorer's time on the group since `busy_since` is added to `counters` (scorer_busy)."""
+    def _answer(self, group: list, score, counters: dict | None = None) -> None:
+        """Answer each request of `group` with its part of `score(op, loaded)`, or the error; the
+        forward's and this thread's busy time go in `counters` (with the first answer)."""
+        t0 = time.perf_counter()
         try:
             op = self._op(group[0].request)
             loaded = self._model(op.spec)
             import torch
             with torch.inference_mode():
-                scores = score(op, loaded, [p.request.prepared for p in group])
-            if counters is not None and busy_since is not None:
-                counters[PHASE + "scorer_busy"] = time.perf_counter() - busy_since
+                scores = forward_timed(lambda: score(op, loaded), counters)
+            if counters is not None:
+                counters[PHASE + "scorer_busy"] = time.perf_counter() - t0
             answers = [("scores", s, (counters or {}) if i == 0 else {}) for i, s in enumerate(scores)]
         except Exception as e:  # noqa: BLE001  (each waiting worker gets the error to raise)
             self._fail(group, e)
