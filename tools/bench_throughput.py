@@ -33,25 +33,34 @@ FORWARD = 8
 WARM_FORWARDS = 10  # before the raw forward is timed (1 warm-up measured an H100 at 1,474 pairs/s, not 12,457)
 
 
-def write_photos(folder: Path, n: int, width: int = 640, height: int = 480) -> Path:
+def write_photos(folder: Path, n: int, width: int = 640, height: int = 480, repeat: int = 1) -> Path:
     """n distinct photo-like JPEGs (smooth colour fields, edges and sensor-like noise: a camera
-    JPEG's decode cost, not a flat synthetic one's) and a dataset naming each once."""
-    import numpy as np
-    from PIL import Image
-    rng = np.random.default_rng(0)
+    JPEG's decode cost, not a flat synthetic one's), made on all cores, and a dataset naming each
+    `repeat` times (n x repeat samples, each its own decode: a batch never names a photo twice)."""
+    import multiprocessing as mp
     img_dir = folder / "images"
     img_dir.mkdir(parents=True, exist_ok=True)
-    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+    jobs = [(img_dir, i, width, height) for i in range(n)]
+    with mp.get_context("fork").Pool(max(1, len(os.sched_getaffinity(0)))) as pool:
+        pool.starmap(_write_photo, jobs, chunksize=max(1, n // 64))
     path = folder / "data.jsonl"
     with open(path, "w") as f:
-        for i in range(n):
-            a, b, c = rng.uniform(0.002, 0.03, 3)
-            base = np.stack([np.sin(xx * a + i) * 80, np.cos(yy * b - i) * 80, np.sin((xx + yy) * c) * 80], -1) + 128
-            base[(xx // 40 + yy // 40 + i) % 5 == 0] *= 0.6  # edges
-            pixels = np.clip(base + rng.normal(0, 12, base.shape), 0, 255).astype(np.uint8)
-            Image.fromarray(pixels).save(img_dir / f"{i}.jpg", quality=90)
-            f.write(json.dumps({"id": i, "text": f"<__dj__image> photo number {i}", "images": [f"images/{i}.jpg"]}) + "\n")
+        for k in range(n * repeat):
+            i = k % n
+            f.write(json.dumps({"id": k, "text": f"<__dj__image> photo number {i}", "images": [f"images/{i}.jpg"]}) + "\n")
     return path
+
+
+def _write_photo(img_dir: Path, i: int, width: int, height: int) -> None:
+    import numpy as np
+    from PIL import Image
+    rng = np.random.default_rng(i)
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+    a, b, c = rng.uniform(0.002, 0.03, 3)
+    base = np.stack([np.sin(xx * a + i) * 80, np.cos(yy * b - i) * 80, np.sin((xx + yy) * c) * 80], -1) + 128
+    base[(xx // 40 + yy // 40 + i) % 5 == 0] *= 0.6  # edges
+    pixels = np.clip(base + rng.normal(0, 12, base.shape), 0, 255).astype(np.uint8)
+    Image.fromarray(pixels).save(img_dir / f"{i}.jpg", quality=90)
 
 
 def save_clip(folder: Path, full: bool) -> Path:
@@ -93,12 +102,19 @@ def prepare_limit(model: Path, data: Path, n: int) -> float:
 
 
 def djx_run(model: Path, data: Path, out: Path, np_: int | None, dtype: str = "float32",
-            devices: list[str] | None = None, scoring: str = "workers", seconds_per_pair: float | None = None) -> dict:
-    """A `djx process` run in its own process (as a user runs it); its summary. `seconds_per_pair`:
-    the simulated device (tools/simulated_device.py) in place of the model's forward."""
+            devices: list[str] | None = None, scoring: str | None = "workers", seconds_per_pair: float | None = None,
+            image_decode: str | None = None, timeout: float | None = None) -> dict | None:
+    """A `djx process` run in its own process (as a user runs it); its summary, or None when it did
+    not finish within `timeout` seconds. `seconds_per_pair`: the simulated device
+    (tools/simulated_device.py) in place of the model's forward; `scoring` None: the recipe leaves
+    it to djx (the default)."""
     op = {"hf_clip": str(model), "min_score": -1e9, "dtype": dtype}
+    if image_decode is not None:
+        op["image_decode"] = image_decode
     name = "image_text_similarity_filter"
-    recipe = {"dataset_path": str(data), "export_path": str(out / "o.jsonl"), "batch_size": 32, "scoring": scoring}
+    recipe = {"dataset_path": str(data), "export_path": str(out / "o.jsonl"), "batch_size": 32}
+    if scoring is not None:
+        recipe["scoring"] = scoring
     if seconds_per_pair is not None:
         name, op["seconds_per_pair"] = "simulated_device_clip_filter", seconds_per_pair
         recipe["custom_ops"] = [str(REPO / "tools" / "simulated_device.py")]
@@ -110,9 +126,17 @@ def djx_run(model: Path, data: Path, out: Path, np_: int | None, dtype: str = "f
     out.mkdir(parents=True, exist_ok=True)
     (out / "recipe.json").write_text(json.dumps(recipe))
     cmd = [sys.executable, "-m", "djx.cli", "process", str(out / "recipe.json"), "--quiet"]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"djx run failed ({done.returncode}): {done.stderr[-2000:]}")
+    # its own process group: a run past `timeout` is stopped with its workers and scorers (none
+    # left holding cores or GPU memory for the next run)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.communicate()
+        return None
+    if proc.returncode != 0:
+        raise SystemExit(f"djx run failed ({proc.returncode}): {err[-2000:]}")
     return json.loads((out / "o.summary.json").read_text())
 
 
@@ -183,12 +207,19 @@ def main() -> None:
     ap.add_argument("--work", type=Path)
     ap.add_argument("--full-clip", action="store_true")
     ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--only", choices=["device"], help="device: the simulated-device proxy alone")
+    ap.add_argument("--only", choices=["device", "gpu"],
+                    help="device: the simulated-device proxy alone; gpu: the GPU section alone")
+    ap.add_argument("--repeat", type=int, default=1, help="each photo named this many times (n x repeat samples)")
+    ap.add_argument("--run-timeout", type=float, default=240.0, help="seconds a GPU section run may take")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-throughput-"))
     cores = len(os.sched_getaffinity(0))
-    data = write_photos(work / "photos", args.n)
-    print(f"# bench_throughput: {args.n} distinct 640x480 JPEGs, {cores} cores")
+    data = write_photos(work / "photos", args.n, repeat=args.repeat)
+    print(f"# bench_throughput: {args.n} distinct 640x480 JPEGs, {args.n * args.repeat} samples, {cores} cores",
+          flush=True)
+    if args.only == "gpu":
+        gpu_section(work, data, args.n, cores, args.run_timeout)
+        return
     device_proxy(work, data, cores)
     if args.only == "device":
         return
@@ -210,46 +241,53 @@ def main() -> None:
     except ImportError:
         gpu = False
     if gpu:
-        gpu_section(work, data, args.n)
+        gpu_section(work, data, args.n, cores, args.run_timeout)
 
 
-def gpu_section(work: Path, data: Path, n: int) -> None:
-    """Full-size CLIP B/32 in bfloat16 on the first GPU: the bare forward, djx end to end with the
-    GPU's busy share, and where one batch's time goes."""
+def gpu_section(work: Path, data: Path, n: int, cores: int, run_timeout: float) -> None:
+    """Full-size CLIP B/32 in bfloat16 on the first GPU: the bare forward, the per-core prepare
+    limit L, djx end to end (the default plan, `scoring: workers`, `scoring: device` with CPU and
+    with GPU decode) with the GPU's busy share, the processes holding GPU memory, the start-up and
+    where the time went, and where one batch's time goes."""
     model = save_clip(work / "models", full=True)
     # the bare forward in a process of its own: a CUDA context left in this one would hold GPU
     # memory beside djx's scorer while djx runs (the second process an H100 run counted)
     import multiprocessing as mp
     with mp.get_context("spawn").Pool(1) as pool:
         raw = pool.apply(raw_forward, (model, data, min(n, 1024), "cuda", "bfloat16", 256))
-    print(f"\n## GPU ({_gpu_name()}), CLIP ViT-B/32 bf16\nraw forward on pre-decoded tensors, batch 256: {raw:,.0f} pairs/s")
-    for scoring in ("workers", "device"):
-        gpu_run(work, data, model, scoring)
-    # preparing workers wait while their batch is at the device: do a quarter more than the cores help?
-    gpu_run(work, data, model, "device", np_=(os.cpu_count() or 1) * 5 // 4)
+    limit = prepare_limit(model, data, min(n, 240))
+    print(f"\n## GPU ({_gpu_name()}), CLIP ViT-B/32 bf16\nraw forward on pre-decoded tensors, batch 256: {raw:,.0f} "
+          f"pairs/s\nper-core prepare limit L = {limit:,.1f} images/s; cores x L = {cores * limit:,.0f}", flush=True)
+    for label, scoring, decode in (("default (scoring unset)", None, None), ("scoring: workers", "workers", None),
+                                   ("scoring: device", "device", None),
+                                   ("scoring: device, image_decode: device", "device", "device")):
+        gpu_run(work, data, model, label, scoring, decode, cores * limit, run_timeout)
     breakdown(model, data, min(n, 256))
 
 
-def gpu_run(work: Path, data: Path, model: Path, scoring: str, np_: int | None = None) -> None:
-    """djx end to end on the GPU(s) (np unset, or `np_`), with the GPU's busy share sampled meanwhile."""
-    import threading
-    util, stop = [], threading.Event()
-
-    def sample():
-        while not stop.wait(0.2):
-            out = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
-                                  "-i", "0"], capture_output=True, text=True).stdout.strip()
-            if out.isdigit():
-                util.append(int(out))
-    t = threading.Thread(target=sample, daemon=True)
-    t.start()
-    s = djx_run(model, data, work / f"out-gpu-{scoring}-{np_}", np_, "bfloat16", scoring=scoring)
-    stop.set()
-    t.join()
-    rate = (s.get("timing") or {}).get("steady_samples_per_second") or s["samples_per_second"]
-    busy = sum(util) / len(util) if util else float("nan")
-    print(f"djx end to end, scoring: {scoring} (np {np_ or 'unset'}: {s.get('workers')} workers, devices "
-          f"{s['plan']['devices']}): {rate:,.1f} samples/s, GPU busy {busy:.0f}% (mean of {len(util)} samples)")
+def gpu_run(work: Path, data: Path, model: Path, label: str, scoring: str | None, decode: str | None,
+            host_limit: float, timeout: float) -> None:
+    """djx end to end on the GPU(s), np unset, with the GPU's busy share and the processes holding
+    GPU memory sampled meanwhile (tools/gpu_check_scoring.py's watch)."""
+    from djx.tools.gpu_check import _name as process_name
+    from djx.tools.gpu_check_scoring import _Watch
+    out = work / f"out-gpu-{len(list(work.glob('out-gpu-*')))}"
+    watch = _Watch(cpu=False, kill=False, folder=out)
+    with watch:
+        s = djx_run(model, data, out, None, "bfloat16", scoring=scoring, image_decode=decode, timeout=timeout)
+    holders = {pid: process_name(pid) or "gone" for pid in sorted(watch.holders)}
+    if s is None:
+        print(f"\n### {label}: did not finish in {timeout:.0f} s; GPU busy {watch.busy():.0f}%, processes holding "
+              f"GPU memory {len(holders)}", flush=True)
+        return
+    t = s.get("timing") or {}
+    rate = t.get("steady_samples_per_second") or s["samples_per_second"]
+    print(f"\n### {label}: {s.get('workers')} workers, devices {s['plan']['devices']}; plan notes "
+          f"{s['plan']['notes']}\n{rate:,.1f} samples/s steady ({rate / host_limit:.2f} x cores x L), "
+          f"start-up {t.get('startup_seconds', float('nan')):.1f} s, {s['input']} in = {s['kept']} kept + "
+          f"{s['dropped']} dropped + {s['rejected']} rejected; GPU busy {watch.busy():.0f}% (mean of "
+          f"{len(watch.util)} samples); processes holding GPU memory: {holders}\n"
+          f"time: {json.dumps(s.get('time_breakdown'))}", flush=True)
 
 
 def breakdown(model: Path, data: Path, n: int) -> None:

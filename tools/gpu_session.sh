@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# One lent GPU session's checks, in order of what they tell, within a deadline (never in CI):
+#
+#     bash tools/gpu_session.sh [SECONDS]        # default 420; logs to $OUT (or ./gpu-session-logs)
+#
+# 1. the machine (nvidia-smi, python, torch, transformers) and which image processor transformers
+#    gives CLIP there (with torchvision installed: its torchvision backend?) against the PIL one;
+# 2. tools/bench_throughput.py --only gpu: raw forward, the per-core prepare limit, djx end to end
+#    (the default plan, scoring: workers, scoring: device with CPU and with GPU decode);
+# 3. tools/gpu_check.py --only scoring, then decode, then placement, oom, sharing, dtypes,
+#    each while the deadline leaves it room.
+# A folder .whl/ beside this repo's root (git-ignored) may hold wheels of what the machine lacks
+# (multiprocess, dill, jsonlines) and djx's own wheel (for its entry points); they are installed in
+# /tmp/site and djx itself is this checkout.
+set -u
+LIMIT=${1:-420}
+START=$(date +%s)
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+LOGS=${OUT:-$ROOT/gpu-session-logs}
+mkdir -p "$LOGS"
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+if ls "$ROOT"/.whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$ROOT"/.whl/*.whl || exit 1
+    rm -rf /tmp/site/djx && ln -s "$ROOT" /tmp/site/djx
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+cd /tmp || exit 1
+
+left() { echo $((LIMIT - ($(date +%s) - START))); }
+step() {  # step NAME CAP_SECONDS COMMAND...: runs while the deadline leaves 30 s more than nothing
+    local name=$1 cap=$2; shift 2
+    local room; room=$(left)
+    if [ "$room" -lt 30 ]; then echo "== $name: skipped, $room s left" | tee -a "$LOGS/session.log"; return; fi
+    [ "$cap" -gt "$room" ] && cap=$room
+    echo "== $name (at most $cap s; $(($(date +%s) - START)) s in)" | tee -a "$LOGS/session.log"
+    timeout -k 5 "$cap" "$@" 2>&1 | grep --line-buffered -v -E "Writing model shards|it/s\]" >>"$LOGS/session.log"
+    echo "== $name: exit ${PIPESTATUS[0]} after $(($(date +%s) - START)) s" | tee -a "$LOGS/session.log"
+}
+
+step machine 60 bash -c 'nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; nproc;
+  python3 -c "import sys, torch, transformers, PIL; print(sys.version.split()[0], torch.__version__, torch.version.cuda,
+  transformers.__version__, PIL.__version__)"; python3 -m djx.tools.gpu_processor_probe'
+step bench 260 python3 -m djx.tools.bench_throughput --only gpu --n 2000 --repeat 8 --run-timeout 75
+step scoring 130 python3 -m djx.tools.gpu_check --only scoring
+step decode 100 python3 -m djx.tools.gpu_check --only decode
+for check in placement oom sharing dtypes; do
+    step "$check" 150 python3 -m djx.tools.gpu_check --only "$check"
+done
+echo "session: $(($(date +%s) - START)) s" | tee -a "$LOGS/session.log"
+grep -E "^(== |###|raw |per-|[0-9,.]+ samples|time:|scoring|  (workers|device|killed)|.*(passed|FAILED))" "$LOGS/session.log" | head -120
