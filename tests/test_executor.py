@@ -50,6 +50,22 @@ def test_outputs_keep_input_order_when_batches_finish_out_of_order(tmp_path, plu
     assert dropped == [i for i in range(90) if i % 5 < 2]
 
 
+def test_one_slow_batch_does_not_stop_the_other_workers(tmp_path, plugin_site, write_jsonl, read_jsonl):
+    """Results are written in input order; the reader's default window must still let the other
+    worker go on while the oldest batch is slow (a window of only what the workers hold, 2 per
+    worker, let it finish 2 batches and then stop)."""
+    from djx_test_plugin_ops import WaitForLaterBatchesMapper
+
+    write_jsonl(tmp_path / "d.jsonl", [{"id": i, "text": "x" * (i % 5)} for i in range(90)])
+    (tmp_path / "passed").mkdir()
+    # the first batch waits until 10 later batches have passed the op in the other worker
+    wait = WaitForLaterBatchesMapper(ids=[0], later=10, folder=str(tmp_path / "passed"), guard_s=30)
+    pipe = Pipeline(ops=[wait], np=2, batch_size=3, start_method="fork")
+    summary = pipe.run(str(tmp_path / "d.jsonl"), str(tmp_path / "out" / "kept.jsonl"), progress=False)
+    assert summary["rejected"] == 0, read_jsonl(tmp_path / "out" / "kept.rejected.jsonl")
+    assert [s["id"] for s in read_jsonl(tmp_path / "out" / "kept.jsonl")] == list(range(90))
+
+
 def test_every_input_sample_is_accounted_for_exactly_once(tmp_path, text_dataset, write_recipe,
                                                           read_jsonl):
     summary = run_recipe(tmp_path, write_recipe, "run", dataset_path=str(text_dataset.path), np=2,

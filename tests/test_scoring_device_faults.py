@@ -187,8 +187,9 @@ def test_a_held_scorer_stops_the_reading_at_the_batches_in_flight_and_the_run_th
                                "np": 2, "scoring": "device", "custom_ops": [str(plugin)], "process": [op]},
                               base_dir=str(tmp_path))
     pipe = Pipeline(recipe=recipe)
-    ex = LocalExecutor(pipe.chain(), pipe.plan(2), "spawn", (str(plugin),), str(tmp_path), log=lambda *a: None,
-                       scoring="device")
+    # a bound below the 10 batches the dataset makes (the default, 4 x the 8 the workers hold, is above)
+    ex = LocalExecutor(pipe.chain(), pipe.plan(2), "spawn", (str(plugin),), str(tmp_path), max_in_flight=6,
+                       log=lambda *a: None, scoring="device")
     pulled, past_bound, reached = [], [], []
 
     def source():

@@ -50,7 +50,7 @@ class Recipe:
     max_image_pixels: int = RunContext.max_image_pixels
     load_truncated_images: bool = RunContext.load_truncated_images
     max_decoded_bytes: int = RunContext.max_decoded_bytes  # decoded pixels a batch may hold in a worker
-    max_in_flight: int | None = None          # batches dispatched ahead; None: 2 x workers
+    max_in_flight: int | None = None          # batches read ahead; None: 4 x the batches workers hold
     checkpoint_every: int = 10                # batches between resume checkpoints
     dedup_memory_entries: int = 2_000_000     # keys a deduplicator's table holds in memory, then on disk
     max_rejected_fraction: float | None = None  # a finished run rejecting more exits non-zero

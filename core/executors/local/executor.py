@@ -1,7 +1,8 @@
 """Local executor: `np` worker processes, each running the whole op chain on one batch at a time.
 
 Memory is bounded: at most `max_in_flight` batches are read ahead of the oldest unfinished one,
-whatever the dataset size. Results come back in input order. A worker that dies (signal,
+whatever the dataset size (by default four times what the workers hold, so that one slow batch does
+not leave the other workers without work). Results come back in input order. A worker that dies (signal,
 segfault, OOM killer) is replaced; its batch is retried once, then bisected until only the poison
 sample is left, which is rejected; the run never hangs on a dead worker.
 
@@ -39,6 +40,7 @@ from djx.core.models.share.gpu_owner import WeightOwners
 
 LANES = 3  # tasks a worker runs at once when it waits on its device's scorer (lanes.py): two left the
 # simulated device (tools/bench_throughput.py) at 0.59x of the rate the workers prepare at, three reached 0.91x
+READ_AHEAD = 4  # the default read window, in multiples of the batches the workers hold (_read_window)
 
 
 @dataclass
@@ -72,7 +74,7 @@ class LocalExecutor:
         # a worker waiting on its device's scorer prepares its next batch meanwhile; each worker
         # has one task queued beyond those it runs, so it never idles between batches
         self.lanes = LANES if self.scoring == "device" else 1
-        self.max_in_flight = max_in_flight or (self.lanes + 1) * plan.workers
+        self.max_in_flight = max_in_flight or self._read_window(plan.workers)
         self.sample_timeout = sample_timeout  # an op call making no progress this long is killed
         self.reports: dict[int, WorkerReport] = {}  # rank -> its last report
         self.restarts = 0
@@ -100,6 +102,13 @@ class LocalExecutor:
             self._stop(workers)
             self._owners.stop()
             remove_run_folder(self._share and self._share.folder)
+
+    def _read_window(self, workers: int) -> int:
+        """Batches read ahead of the oldest unfinished one, by default: READ_AHEAD times what the
+        workers hold (lanes + 1 each). Results are emitted in input order, so a window of only what
+        the workers hold stops every worker whenever the oldest batch is slow (a batch's lane
+        waiting for the core, a large image): the others finish theirs and get no more."""
+        return READ_AHEAD * (self.lanes + 1) * workers
 
     # -- worker lifecycle -------------------------------------------------------------------
     def _spawn(self, rank: int, warmup: bool) -> _Worker:
@@ -148,7 +157,7 @@ class LocalExecutor:
                 self.log(f"plan revised with the measured model footprint: {revised.workers} "
                          f"worker(s) instead of {self.plan.workers}\n{revised.describe()}")
                 self.plan = revised
-            self.max_in_flight = min(self.max_in_flight, (self.lanes + 1) * self.plan.workers)
+            self.max_in_flight = min(self.max_in_flight, self._read_window(self.plan.workers))
         rest = [self._spawn(r, warm) for r in range(len(first), self.plan.workers)]
         for w in rest:
             self._await_ready(w)

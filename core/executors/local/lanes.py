@@ -17,22 +17,51 @@ import threading
 import time
 
 
+class _Core:
+    """The worker's one core: a lock that a lane coming back from the device gets before a lane
+    that would start a new batch. Its batch is the one the run has waited longest for (results are
+    written in input order), and finishing it takes little work; a plain lock lets new batches
+    overtake it again and again."""
+
+    def __init__(self):
+        self._cond = threading.Condition(threading.Lock())
+        self._held = False
+        self._back = 0  # lanes back from the device, waiting for the core
+        self.waiting = 0  # lanes waiting for the core
+
+    def acquire(self, back: bool = False) -> None:
+        with self._cond:
+            self._back += back
+            self.waiting += 1
+            while self._held or (not back and self._back):
+                self._cond.wait()
+            self._back -= back
+            self.waiting -= 1
+            self._held = True
+
+    def release(self) -> None:
+        with self._cond:
+            self._held = False
+            self._cond.notify_all()
+
+
 class Lanes:
     def __init__(self, n: int, status):
         self.n = max(1, n)
         self._status = status      # shared with the executor: task id, op index, since
-        self._core = threading.Lock()
+        self._core = _Core()
         self._mine = threading.local()  # this lane's (task id, op index, since)
 
     @contextlib.contextmanager
     def working(self, task_id: int):
         """Hold the core for one task (from its first op to its answer)."""
-        with self._core:
+        self._core.acquire()
+        try:
             self._mark(task_id, -1)
-            try:
-                yield
-            finally:
-                self._mine.state = None
+            yield
+        finally:
+            self._mine.state = None
+            self._core.release()
 
     def on_op(self, k: int) -> None:
         """The task of this lane starts op `k` (the watchdog's clock restarts)."""
@@ -50,7 +79,7 @@ class Lanes:
         try:
             yield
         finally:
-            self._core.acquire()
+            self._core.acquire(back=True)
             self._show(state)
 
     def _mark(self, task_id: int, op_index: int) -> None:

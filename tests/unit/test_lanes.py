@@ -1,0 +1,56 @@
+"""A worker's lanes take turns on its one core: a lane back from the device's scorer gets the core
+before a lane that would start a new batch (its batch is the one the run waits for)."""
+import threading
+
+from djx.core.executors.local.lanes import _Core
+
+
+def _wait_until(cond) -> None:
+    done = threading.Event()
+    while not cond():
+        done.wait(0.001)  # Event.wait, not time.sleep: a state poll
+
+
+def test_a_lane_back_from_the_device_gets_the_core_before_a_new_batch():
+    core = _Core()
+    core.acquire()                      # lane A prepares a batch
+    order = []
+
+    def lane(name: str, back: bool) -> None:
+        core.acquire(back=back)
+        order.append(name)
+        core.release()
+
+    new = threading.Thread(target=lane, args=("new batch", False))
+    new.start()
+    _wait_until(lambda: core.waiting == 1)   # it asked first
+    returning = threading.Thread(target=lane, args=("back from the device", True))
+    returning.start()
+    _wait_until(lambda: core.waiting == 2)
+    core.release()                      # lane A waits for the device: the core is free
+    new.join()
+    returning.join()
+    assert order == ["back from the device", "new batch"]
+
+
+def test_one_lane_at_a_time_holds_the_core():
+    core = _Core()
+    inside, most = [0], [0]
+    guard = threading.Lock()
+
+    def lane(back: bool) -> None:
+        for _ in range(200):
+            core.acquire(back=back)
+            with guard:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            with guard:
+                inside[0] -= 1
+            core.release()
+
+    threads = [threading.Thread(target=lane, args=(k % 2 == 0,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most[0] == 1 and core.waiting == 0
