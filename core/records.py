@@ -173,3 +173,5 @@ class WorkerReport:
     uss: int = 0                # at the time of the report
     pss: int = 0
     shared_bytes: dict[str, int] = field(default_factory=dict)  # model label -> bytes mapped from the shared copy
+    # its start-up: entered_at, ready_at (wall clock), scorer_wait and host_side (seconds)
+    setup: dict[str, float] = field(default_factory=dict)

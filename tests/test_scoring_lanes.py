@@ -109,6 +109,14 @@ def test_the_summary_says_where_the_time_went(tmp_path):
     assert 0 < breakdown["scorer_busy_share"] and set(breakdown["main"]) == {"read", "write"}
     assert "where the time went: main process read" in out + err
     assert "image_text_similarity_filter's scorer: busy" in out + err
+    # the start-up's parts: the main process, the workers' start and set-up (of it the wait for the
+    # scorer's model), the first batch; they add up to the start-up
+    timing = summary["timing"]
+    parts = timing["startup_parts"]
+    assert set(parts) == {"main", "workers_start", "worker_setup", "scorer_wait", "workers_ready", "first_batch"}
+    assert parts["workers_ready"] >= parts["worker_setup"] >= parts["scorer_wait"] > 0
+    assert abs(parts["main"] + parts["workers_ready"] + parts["first_batch"] - timing["startup_seconds"]) < 0.02
+    assert "worker set-up" in out + err and "waiting for the scorer's models" in out + err
     # the same run with the model in each worker: no scorer, the forwards are the workers'
     (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(
         {"dataset_path": "data.jsonl", "export_path": "out2/o.jsonl", "np": 2, "batch_size": 8,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from dataclasses import dataclass
 
 import dill
@@ -82,8 +83,12 @@ def bind_process(setup: WorkerSetup) -> tuple[OpChain, ModelPool]:
                 for spec in op.model_specs():
                     pool.get(spec)
             elif op.model_specs():
-                scorer.warm(op)
+                t0 = time.perf_counter()
+                scorer.warm(op)  # the scorer has loaded the op's models
+                t1 = time.perf_counter()
                 op.host_side(pool)
+                pool.setup["scorer_wait"] = pool.setup.get("scorer_wait", 0.0) + t1 - t0
+                pool.setup["host_side"] = pool.setup.get("host_side", 0.0) + time.perf_counter() - t1
     return chain, pool
 
 

@@ -76,6 +76,7 @@ class ModelPool:
         self.load_seconds: dict[str, float] = {}
         self.measured_bytes: dict[str, int] = {}
         self.shared_bytes: dict[str, int] = {}   # of those, mapped from the run's shared copy
+        self.setup: dict[str, float] = {}  # the process's start-up (WorkerReport.setup)
 
     def get(self, spec: ModelSpec) -> Any:
         key = (spec, self.device)
@@ -133,7 +134,7 @@ class ModelPool:
         return WorkerReport(self.device, dict(self.loads),
                             {k: round(v, 3) for k, v in self.load_seconds.items()},
                             dict(self.measured_bytes), peak_uss, peak_device_bytes(self.device), peak_rss_bytes(),
-                            peak_pss, uss, pss, dict(self.shared_bytes))
+                            peak_pss, uss, pss, dict(self.shared_bytes), dict(self.setup))
 
 
 def _param_bytes(model) -> int:

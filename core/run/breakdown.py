@@ -70,6 +70,38 @@ def breakdown(ops: list[dict], main: dict, processing_seconds: float) -> dict:
     return out
 
 
+def startup_parts(executor, clock) -> dict:
+    """The start-up's parts in seconds (the summary's timing.startup_parts), from the wall-clock
+    instants the main process and its workers took: `main` (recipe, plan, the input's size, until
+    the engine started), `workers_start` (until the last worker's code ran: process start, the
+    forkserver's imports), `worker_setup` (the slowest worker's own: imports, ops, models or their
+    processors; of it `scorer_wait`, waiting for the device's scorer to load the models),
+    `first_batch` (from every worker ready to the first batch read). Empty where the engine does
+    not say (Ray)."""
+    started, ready = getattr(executor, "started_at", None), getattr(executor, "ready_at", None)
+    setups = [rep.setup for rep in getattr(executor, "reports", {}).values() if getattr(rep, "setup", None)]
+    if started is None or ready is None or clock is None:
+        return {}
+    out = {"main": started - clock.wall(clock.t0),
+           "workers_start": max((s["entered_at"] for s in setups if "entered_at" in s), default=started) - started,
+           "worker_setup": max((s["ready_at"] - s["entered_at"] for s in setups if "ready_at" in s), default=0.0),
+           "scorer_wait": max((s.get("scorer_wait", 0.0) for s in setups), default=0.0),
+           "workers_ready": ready - started}
+    if clock.processing_at is not None:
+        out["first_batch"] = clock.wall(clock.processing_at) - ready
+    return {k: round(max(v, 0.0), 3) for k, v in out.items()}
+
+
+def format_startup(t: dict) -> str:
+    """', of it main 0.4 s, ...' for the summary's time line (empty without parts)."""
+    p = t.get("startup_parts") or {}
+    if not p:
+        return ""
+    words = [("main", "main process"), ("workers_start", "workers starting"), ("worker_setup", "worker set-up"),
+             ("scorer_wait", "of it waiting for the scorer's models"), ("first_batch", "first batch")]
+    return " (" + ", ".join(f"{w} {p[k]:.1f} s" for k, w in words if k in p) + ")"
+
+
 def format_breakdown(s: dict) -> list[str]:
     """The summary's lines on where the time went (none for a summary without them)."""
     b = s.get("time_breakdown")

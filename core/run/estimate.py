@@ -28,6 +28,11 @@ class RunClock:
     untimed: int = 0
     partial: bool = False   # the limit stopped the reader before the dataset's end
 
+    def wall(self, instant: float | None) -> float | None:
+        """A monotonic instant of this clock (t0, processing_at) on the wall clock, which worker
+        processes share (their start-up's instants)."""
+        return None if instant is None else time.time() - (time.monotonic() - instant)
+
     @property
     def total(self) -> int | None:
         """Samples this run is expected to read in all (resumed sessions included); None: unknown."""

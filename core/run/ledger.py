@@ -7,7 +7,7 @@ import errno
 import shutil
 import time
 
-from djx.core.run.breakdown import breakdown
+from djx.core.run.breakdown import breakdown, startup_parts
 from djx.core.dedup.phase import deduplicate
 from djx.core.run.check import check_outputs
 from djx.core.run.chain import OpChain
@@ -200,6 +200,7 @@ class RunLedger:
                                 session, self.session_samples, self.start.resumed)
         if self.clock is not None:
             summary.update(self.clock.summary_fields(summary, self.start.resumed))
+            summary["timing"]["startup_parts"] = startup_parts(self.executor, self.clock)
         summary["time_breakdown"] = breakdown(summary["ops"], {"read": read_seconds, "write": self.write_seconds},
                                               (summary.get("timing") or {}).get("processing_seconds") or session)
         if writer.key.problem:  # nothing signed: the stats it writes, its resume state

@@ -86,17 +86,20 @@ class LocalExecutor:
                             if owner_on_cpu or self.scoring == "device" or d.startswith("cuda"))
         self._owners = WeightOwners(self.custom_ops, self.base_dir, log, _main_importable, plan.threads_per_worker)
         self._halt: list = []  # the run's Stop, while it runs: waits wake for it
+        self.started_at = self.ready_at = None  # wall clock: run() began, every worker was ready
 
     def run(self, source: Iterable[InputBatch], stop=None) -> Iterator[BatchResult]:
         """One BatchResult per input batch, in input order; Stopped once `stop` is requested
         (the waits wake for it: a batch held in an op does not delay it)."""
         workers: list[_Worker] = []
         self._halt = [] if stop is None else [stop]
+        self.started_at = time.time()  # the start-up's parts (run/breakdown.py: startup_parts)
         try:
             if self.share_models:  # one copy of each model's weights per device
                 folder = create_run_folder()
                 self._share = WeightShare(folder=folder, owners=self._owners.start(folder, self._owned))
             workers = self._start_all()
+            self.ready_at = time.time()
             yield from self._loop(workers, iter(source))
         finally:
             self._stop(workers)

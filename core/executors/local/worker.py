@@ -97,6 +97,7 @@ def worker_main(setup, rank: int, conn, status: Status, parent: int | None) -> N
     """Entry point of one worker (`setup`: a WorkerSetup); `status` tells the parent which task and
     op it is in; `parent`: the run's pid (None: a forkserver's child, which dies with the run)."""
     from djx.core.executors.process import die_with_parent, set_thread_env
+    entered = time.time()  # the start-up's parts (summary: timing.startup_parts)
     parent = os.getppid() if parent is None else parent  # None: a forkserver's child, which dies with the run
     die_with_parent(parent)  # even mid-sample: a killed run leaves no worker behind
     set_thread_env(setup.threads)  # before anything imports torch
@@ -104,6 +105,7 @@ def worker_main(setup, rank: int, conn, status: Status, parent: int | None) -> N
         from djx.core.executors.process import bind_process
         from djx.core.io.writers import encode_line
         chain, pool = bind_process(setup)
+        pool.setup.update(entered_at=entered, ready_at=time.time())
         started = Ready(rank, pool.report())
     except DjxError as e:
         started = StartFailed(rank, str(e), True)
