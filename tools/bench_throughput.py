@@ -211,6 +211,8 @@ def main() -> None:
                     help="device: the simulated-device proxy alone; gpu: the GPU section alone")
     ap.add_argument("--repeat", type=int, default=1, help="each photo named this many times (n x repeat samples)")
     ap.add_argument("--run-timeout", type=float, default=240.0, help="seconds a GPU section run may take")
+    ap.add_argument("--gpu-runs", default="default,workers,device,decode",
+                    help="the GPU section's djx runs, in order (default, workers, device, decode)")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-throughput-"))
     cores = len(os.sched_getaffinity(0))
@@ -218,7 +220,7 @@ def main() -> None:
     print(f"# bench_throughput: {args.n} distinct 640x480 JPEGs, {args.n * args.repeat} samples, {cores} cores",
           flush=True)
     if args.only == "gpu":
-        gpu_section(work, data, args.n, cores, args.run_timeout)
+        gpu_section(work, data, args.n, cores, args.run_timeout, tuple(args.gpu_runs.split(",")))
         return
     device_proxy(work, data, cores)
     if args.only == "device":
@@ -244,7 +246,8 @@ def main() -> None:
         gpu_section(work, data, args.n, cores, args.run_timeout)
 
 
-def gpu_section(work: Path, data: Path, n: int, cores: int, run_timeout: float) -> None:
+def gpu_section(work: Path, data: Path, n: int, cores: int, run_timeout: float,
+                gpu_runs: tuple = ("default", "workers", "device", "decode")) -> None:
     """Full-size CLIP B/32 in bfloat16 on the first GPU: the bare forward, the per-core prepare
     limit L, djx end to end (the default plan, `scoring: workers`, `scoring: device` with CPU and
     with GPU decode) with the GPU's busy share, the processes holding GPU memory, the start-up and
@@ -258,10 +261,11 @@ def gpu_section(work: Path, data: Path, n: int, cores: int, run_timeout: float) 
     limit = prepare_limit(model, data, min(n, 240))
     print(f"\n## GPU ({_gpu_name()}), CLIP ViT-B/32 bf16\nraw forward on pre-decoded tensors, batch 256: {raw:,.0f} "
           f"pairs/s\nper-core prepare limit L = {limit:,.1f} images/s; cores x L = {cores * limit:,.0f}", flush=True)
-    for label, scoring, decode in (("default (scoring unset)", None, None), ("scoring: workers", "workers", None),
-                                   ("scoring: device", "device", None),
-                                   ("scoring: device, image_decode: device", "device", "device")):
-        gpu_run(work, data, model, label, scoring, decode, cores * limit, run_timeout)
+    runs = {"default": ("default (scoring unset)", None, None), "workers": ("scoring: workers", "workers", None),
+            "device": ("scoring: device", "device", None),
+            "decode": ("scoring: device, image_decode: device", "device", "device")}
+    for name in gpu_runs:
+        gpu_run(work, data, model, *runs[name], cores * limit, run_timeout)
     breakdown(model, data, min(n, 256))
 
 
@@ -287,7 +291,7 @@ def gpu_run(work: Path, data: Path, model: Path, label: str, scoring: str | None
           f"start-up {t.get('startup_seconds', float('nan')):.1f} s, {s['input']} in = {s['kept']} kept + "
           f"{s['dropped']} dropped + {s['rejected']} rejected; GPU busy {watch.busy():.0f}% (mean of "
           f"{len(watch.util)} samples); processes holding GPU memory: {holders}\n"
-          f"time: {json.dumps(s.get('time_breakdown'))}", flush=True)
+          f"start-up parts: {json.dumps(t.get('startup_parts'))}\ntime: {json.dumps(s.get('time_breakdown'))}", flush=True)
 
 
 def breakdown(model: Path, data: Path, n: int) -> None:

@@ -3,12 +3,12 @@
 #
 #     bash tools/gpu_session.sh [SECONDS]        # default 420; logs to $OUT (or ./gpu-session-logs)
 #
-# 1. the machine (nvidia-smi, python, torch, transformers) and which image processor transformers
-#    gives CLIP there (with torchvision installed: its torchvision backend?) against the PIL one;
+# 1. the machine (nvidia-smi, python, torch, transformers);
 # 2. tools/bench_throughput.py --only gpu: raw forward, the per-core prepare limit, djx end to end
-#    (the default plan, scoring: workers, scoring: device with CPU and with GPU decode);
-# 3. tools/gpu_check.py --only scoring, then decode, then placement, oom, sharing, dtypes,
-#    each while the deadline leaves it room.
+#    (GPU_RUNS, by default: the default plan, GPU decode, scoring: workers, scoring: device);
+# 3. tools/gpu_check.py --only decode, then scoring; which image processor transformers gives
+#    CLIP and BLIP there (tools/gpu_processor_probe.py); then gpu_check's placement, oom, sharing,
+#    dtypes; each while the deadline leaves it room.
 # A folder .whl/ beside this repo's root (git-ignored) may hold wheels of what the machine lacks
 # (multiprocess, dill, jsonlines) and djx's own wheel (for its entry points); they are installed in
 # /tmp/site and djx itself is this checkout.
@@ -39,10 +39,12 @@ step() {  # step NAME CAP_SECONDS COMMAND...: runs while the deadline leaves 30 
 
 step machine 60 bash -c 'nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; nproc;
   python3 -c "import sys, torch, transformers, PIL; print(sys.version.split()[0], torch.__version__, torch.version.cuda,
-  transformers.__version__, PIL.__version__)"; python3 -m djx.tools.gpu_processor_probe'
-step bench 260 python3 -m djx.tools.bench_throughput --only gpu --n 2000 --repeat 8 --run-timeout 75
-step scoring 130 python3 -m djx.tools.gpu_check --only scoring
+  transformers.__version__, PIL.__version__)"'
+step bench 240 python3 -m djx.tools.bench_throughput --only gpu --n 2000 --repeat 8 --run-timeout 75 \
+    --gpu-runs "${GPU_RUNS:-default,decode,workers,device}"
 step decode 100 python3 -m djx.tools.gpu_check --only decode
+step scoring 150 python3 -m djx.tools.gpu_check --only scoring
+step processor 40 python3 -m djx.tools.gpu_processor_probe
 for check in placement oom sharing dtypes; do
     step "$check" 150 python3 -m djx.tools.gpu_check --only "$check"
 done
