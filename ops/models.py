@@ -30,6 +30,22 @@ class LoadedModel:
         return self.model.buffers()
 
 
+def pil_backend() -> dict:
+    """The keyword that asks transformers for an image processor's Pillow backend: Data-Juicer's
+    numbers (its transformers 4.57 resizes with Pillow). Transformers 5 picks its torchvision
+    backend wherever torchvision is installed (a GPU box), whose pixels differ by a level or two
+    (a CLIP score by ~5e-4): the same recipe would score differently on a GPU box than on a
+    laptop, and `image_decode: device` (Pillow's resize on the GPU) would not match the host."""
+    import transformers
+    return {"backend": "pil"} if int(transformers.__version__.split(".")[0]) >= 5 else {"use_fast": False}
+
+
+def auto_processor(name: str, **kw):
+    """transformers.AutoProcessor.from_pretrained(name) with its image processor's Pillow backend."""
+    import transformers
+    return transformers.AutoProcessor.from_pretrained(name, **kw, **pil_backend())
+
+
 def _torch_dtype(name: str, device: str):
     """The torch dtype for `name` on `device`; `auto` is bfloat16 only where it is native."""
     import torch
@@ -58,7 +74,7 @@ def _load(model_cls_name: str, spec: ModelSpec, device: str) -> LoadedModel:
                        f"{type(e).__name__}: {str(e).splitlines()[0][:300]}") from None
     dtype = _torch_dtype(spec.dtype, device)
     model = model.to(device=device, dtype=dtype).eval()
-    processor = transformers.AutoProcessor.from_pretrained(spec.name, **kw)
+    processor = auto_processor(spec.name, **kw)
     return LoadedModel(model, processor, device, dtype)
 
 
@@ -94,7 +110,7 @@ def load_host_side(spec: ModelSpec) -> tuple:
     import transformers
     kw = {"revision": spec.revision, "trust_remote_code": spec.trust_remote_code}
     try:
-        processor = transformers.AutoProcessor.from_pretrained(spec.name, **kw)
+        processor = auto_processor(spec.name, **kw)
         config = transformers.AutoConfig.from_pretrained(spec.name, **kw)
     except (OSError, ValueError) as e:
         raise DjxError(f"cannot load the processor of {spec.name!r}: {type(e).__name__}: "

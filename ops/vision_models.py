@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from djx import DjxError, ModelSpec, register_model_loader
-from djx.ops.models import _DTYPE_BYTES, _FALLBACK_BYTES, LoadedModel, _torch_dtype
+from djx.ops.models import _DTYPE_BYTES, _FALLBACK_BYTES, LoadedModel, _torch_dtype, auto_processor
 
 
 def _config(spec: ModelSpec, **kw):
@@ -62,7 +62,7 @@ def load_image_classifier(spec: ModelSpec, device: str) -> LoadedModel:
     kw = {"revision": spec.revision, "trust_remote_code": spec.trust_remote_code}
     try:
         model = transformers.AutoModelForImageClassification.from_pretrained(spec.name, **kw)
-        processor = transformers.AutoProcessor.from_pretrained(spec.name, **kw)
+        processor = auto_processor(spec.name, **kw)
     except (OSError, ValueError, KeyError) as e:
         raise _cannot_load("an image classifier", spec, e) from None
     if model.config.num_labels < 2:
@@ -89,17 +89,11 @@ def _predictor_skeleton(spec: ModelSpec):
 
 
 def _clip_image_processor_class():
-    """CLIP's image processor as transformers would pick it: its torchvision backend where torchvision
-    is installed, else its PIL twin, asked for by name (asking for `CLIPImageProcessor` without
-    torchvision makes transformers 5 warn in every worker that it falls back to the same class;
-    older transformers have only `CLIPImageProcessor`)."""
-    import importlib.util
+    """CLIP's image processor with the Pillow backend (ops/models.py: pil_backend), asked for by
+    name: transformers 5's `CLIPImageProcessorPil`; older transformers' `CLIPImageProcessor` is
+    Pillow's."""
     import transformers
-    if importlib.util.find_spec("torchvision") is None:
-        pil = getattr(transformers, "CLIPImageProcessorPil", None)
-        if pil is not None:
-            return pil
-    return transformers.CLIPImageProcessor
+    return getattr(transformers, "CLIPImageProcessorPil", None) or transformers.CLIPImageProcessor
 
 
 @register_model_loader("aesthetics_predictor", estimate=_estimate(_predictor_skeleton))

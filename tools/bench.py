@@ -166,11 +166,12 @@ def save_full_size(kind: str, folder: Path) -> Path:
 def raw_forward(kind: str, path: Path, images, texts, batch: int, dtype: str) -> float:
     """Seconds for the plain batched forward (processor + model) over the decoded pairs."""
     import torch
-    from transformers import AutoProcessor, BlipForImageTextRetrieval, CLIPModel
+    from transformers import BlipForImageTextRetrieval, CLIPModel
     torch_dtype = getattr(torch, dtype)
     cls = CLIPModel if kind == "clip" else BlipForImageTextRetrieval
     model = cls.from_pretrained(path).to(torch_dtype).eval()
-    proc = AutoProcessor.from_pretrained(path)
+    from djx.ops.models import auto_processor
+    proc = auto_processor(str(path))  # djx's: the Pillow backend
     t0 = time.perf_counter()
     with torch.inference_mode():
         for i in range(0, len(images), batch):

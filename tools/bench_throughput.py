@@ -84,11 +84,10 @@ def save_clip(folder: Path, full: bool) -> Path:
 def prepare_limit(model: Path, data: Path, n: int) -> float:
     """Images/s of one thread doing djx's decode + the model's processor and tokenizer."""
     import torch
-    from transformers import AutoProcessor
-
     from djx.core.op.images import BatchImages
+    from djx.ops.models import auto_processor
     torch.set_num_threads(1)
-    proc = AutoProcessor.from_pretrained(model)
+    proc = auto_processor(model)  # djx's: the Pillow backend
     samples = [json.loads(line) for line in open(data)][:n]
     images = BatchImages(str(data.parent), max_pixels=178956970)
     t0 = time.perf_counter()
@@ -143,13 +142,14 @@ def djx_run(model: Path, data: Path, out: Path, np_: int | None, dtype: str = "f
 def raw_forward(model: Path, data: Path, n: int, device: str, dtype: str, batch: int) -> float:
     """Pairs/s of the bare batched forward on tensors prepared beforehand (all threads)."""
     import torch
-    from transformers import AutoProcessor, CLIPModel
+    from transformers import CLIPModel
 
     from djx.core.op.images import BatchImages
+    from djx.ops.models import auto_processor
     torch.set_num_threads(os.cpu_count() or 1)
     tdtype = getattr(torch, dtype)
     net = CLIPModel.from_pretrained(model).to(device, tdtype).eval()
-    proc = AutoProcessor.from_pretrained(model)
+    proc = auto_processor(model)  # djx's: the Pillow backend
     samples = [json.loads(line) for line in open(data)][:n]
     images = BatchImages(str(data.parent), max_pixels=178956970)
     inputs = []
@@ -300,10 +300,12 @@ def breakdown(model: Path, data: Path, n: int) -> None:
 
     import torch
     from PIL import Image
-    from transformers import AutoProcessor, CLIPModel
+    from transformers import CLIPModel
+
+    from djx.ops.models import auto_processor
     torch.set_num_threads(1)
     net = CLIPModel.from_pretrained(model).to("cuda", torch.bfloat16).eval()
-    proc = AutoProcessor.from_pretrained(model)
+    proc = auto_processor(model)  # djx's: the Pillow backend
     samples = [json.loads(line) for line in open(data)][:n]
     took = dict.fromkeys(("read", "decode", "preprocess", "transfer", "forward"), 0.0)
 

@@ -52,11 +52,20 @@ def coefficients(in_size: int, out_size: int) -> tuple:
     return tuple(rows)
 
 
-def _pass(image, taps):
+@lru_cache(maxsize=64)
+def taps_matrix(in_size: int, out_size: int, device: str):
+    """The taps as a (in, out) float64 tensor on `device`, made once per size and device: building
+    it from the nested tuples (a 640 -> 298 pass holds 190,720) took ~10 ms, which made the GPU
+    path 0.15x the host's on an H100."""
+    import torch
+    return torch.tensor(coefficients(in_size, out_size), dtype=torch.float64).T.contiguous().to(device)
+
+
+def _pass(image, in_size: int, out_size: int):
     """One pass along the last axis: (..., in) uint8 -> (..., out) uint8, as Pillow rounds and clips."""
     import torch
-    k = torch.tensor(taps, dtype=torch.float64, device=image.device)  # (out, in)
-    sums = image.to(torch.float64) @ k.T + (1 << (PRECISION_BITS - 1))
+    k = taps_matrix(in_size, out_size, str(image.device))  # (in, out)
+    sums = image.to(torch.float64) @ k + (1 << (PRECISION_BITS - 1))
     return torch.clamp(torch.floor(sums / (1 << PRECISION_BITS)), 0, 255).to(torch.uint8)
 
 
@@ -66,9 +75,9 @@ def resize_bicubic(image, height: int, width: int):
     skips it: that size unchanged)."""
     h, w = int(image.shape[-2]), int(image.shape[-1])
     if w != width:
-        image = _pass(image, coefficients(w, width))
+        image = _pass(image, w, width)
     if h != height:
-        image = _pass(image.transpose(-1, -2), coefficients(h, height)).transpose(-1, -2)
+        image = _pass(image.transpose(-1, -2), h, height).transpose(-1, -2)
     return image.contiguous()
 
 
