@@ -37,7 +37,9 @@ def pil_backend() -> dict:
     (a CLIP score by ~5e-4): the same recipe would score differently on a GPU box than on a
     laptop, and `image_decode: device` (Pillow's resize on the GPU) would not match the host."""
     import transformers
-    return {"backend": "pil"} if int(transformers.__version__.split(".")[0]) >= 5 else {"use_fast": False}
+    # before 5 a saved Pillow processor loads as such by default; use_fast=False would also pick
+    # the slow (pure Python) tokenizer
+    return {"backend": "pil"} if int(transformers.__version__.split(".")[0]) >= 5 else {}
 
 
 def auto_processor(name: str, **kw):

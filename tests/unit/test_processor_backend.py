@@ -22,8 +22,10 @@ def test_clip_and_blip_load_their_image_processor_with_the_pillow_backend(monkey
     monkeypatch.setattr(transformers.AutoProcessor, "from_pretrained", classmethod(recording))
     processor, _ = load_host_side(ModelSpec("hf_blip_itm", str(ASSETS / "tiny-blip-itm")))
     loaded = load_clip(ModelSpec("hf_clip", str(ASSETS / "tiny-clip")), "cpu")
-    pil = {"backend": "pil"} if int(transformers.__version__.split(".")[0]) >= 5 else {"use_fast": False}
+    pil = {"backend": "pil"} if int(transformers.__version__.split(".")[0]) >= 5 else {}
     assert len(asked) == 2 and all(pil.items() <= kw.items() for kw in asked)
-    for image_processor in (processor.image_processor, loaded.processor.image_processor):
-        name = type(image_processor).__name__
+    for proc in (processor, loaded.processor):
+        name = type(proc.image_processor).__name__
         assert name.endswith("Pil") or not hasattr(transformers, name + "Pil"), name
+        # the tokenizer stays the fast one (Rust): the backend is the image processor's alone
+        assert proc.tokenizer.is_fast
