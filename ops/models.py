@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from djx import DjxError, ModelSpec, register_model_loader
 from djx.core.models.dtypes import resolve_dtype
+from djx.core.models.weights_header import stored_parameter_count
 
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "auto": 4}  # auto: plan for the larger
 _FALLBACK_BYTES = 2 << 30  # when the config cannot be read: plan for 2 GiB
@@ -82,6 +83,9 @@ def _load(model_cls_name: str, spec: ModelSpec, device: str) -> LoadedModel:
 
 def _estimate(model_cls_name: str):
     def estimate(spec: ModelSpec) -> int:
+        stored = stored_parameter_count(spec.name)  # a local folder's safetensors: no torch import
+        if stored is not None:
+            return int(stored * _DTYPE_BYTES[spec.dtype] * 1.1)
         try:
             import torch
             import transformers

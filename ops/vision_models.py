@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from djx import DjxError, ModelSpec, register_model_loader
+from djx.core.models.weights_header import stored_parameter_count
 from djx.ops.models import _DTYPE_BYTES, _FALLBACK_BYTES, LoadedModel, _torch_dtype, auto_processor
 
 
@@ -33,9 +34,13 @@ def _finish(model, processor, spec: ModelSpec, device: str) -> LoadedModel:
 
 
 def _estimate(build):
-    """estimate(spec): parameter bytes of `build(spec)` made on the meta device, from the config
-    only (planning never waits on the network); 2 GiB when no config is at hand."""
+    """estimate(spec): parameter bytes of a local folder's safetensors (weights_header.py), else of
+    `build(spec)` made on the meta device from the config only (planning never waits on the
+    network); 2 GiB when no config is at hand."""
     def estimate(spec: ModelSpec) -> int:
+        stored = stored_parameter_count(spec.name)  # a local folder's safetensors: no torch import
+        if stored is not None:
+            return int(stored * _DTYPE_BYTES[spec.dtype] * 1.1)
         try:
             import torch
             with torch.device("meta"):
