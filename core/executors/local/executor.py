@@ -97,7 +97,9 @@ class LocalExecutor:
         try:
             if self.share_models:  # one copy of each model's weights per device
                 folder = create_run_folder()
-                self._share = WeightShare(folder=folder, owners=self._owners.start(folder, self._owned))
+                scored = tuple(dict.fromkeys(s for op in self.chain.ops if self.scoring == "device" and takes_part(op)
+                                             for s in op.model_specs()))  # the scorers load them at once
+                self._share = WeightShare(folder=folder, owners=self._owners.start(folder, self._owned, scored))
             workers = self._start_all()
             self.ready_at = time.time()
             yield from self._loop(workers, iter(source))

@@ -43,9 +43,12 @@ class WeightOwners:
         self.addresses: dict = {}  # device -> OwnerAddress
         self.procs: dict = {}      # device -> its owner process
         self.restarts = 0
+        self.preload: tuple = ()  # model specs each owner's scorer loads at its start
 
-    def start(self, folder: str, devices) -> dict:
-        """Start an owner for each device; the addresses workers find them at."""
+    def start(self, folder: str, devices, preload: tuple = ()) -> dict:
+        """Start an owner for each device; the addresses workers find them at. `preload`: the
+        model specs each owner's scorer loads at once (scoring: device)."""
+        self.preload = tuple(preload)
         for i, device in enumerate(devices):
             self.addresses[device] = OwnerAddress(os.path.join(folder, f"owner-{i}.sock"), os.urandom(16))
             self._start(device)
@@ -58,7 +61,7 @@ class WeightOwners:
         ctx = mp.get_context("spawn")  # a clean process: CUDA cannot be used in a forked one
         proc = ctx.Process(target=owner_main, name=f"djx-weights-{device}", daemon=True,
                            args=(device, self.addresses[device], self.custom_ops, self.base_dir, os.getpid(),
-                                 self.threads))
+                                 self.threads, self.preload))
         with self._main_importable():
             proc.start()
         self.procs[device] = proc
@@ -113,9 +116,11 @@ def _dumps(obj) -> bytes:
 
 
 def owner_main(device: str, address: OwnerAddress, custom_ops: tuple, base_dir: str, parent: int,
-               threads: int = 1) -> None:
+               threads: int = 1, preload: tuple = ()) -> None:
     """The owner's process: bind the device, load the plug-ins (their model loaders), listen, then
-    answer each worker's (spec) with (skeleton, tensors) of one copy loaded here once."""
+    answer each worker's (spec) with (skeleton, tensors) of one copy loaded here once. `preload`:
+    the specs its scorer scores with (scoring: device), loaded at once while the workers start
+    instead of when the first worker asks."""
     from multiprocessing.connection import Listener
 
     from djx.core.executors.process import die_with_parent, set_thread_env
@@ -137,6 +142,8 @@ def owner_main(device: str, address: OwnerAddress, custom_ops: tuple, base_dir: 
     models: dict = {}
     lock = threading.Lock()
     desk = ScoringDesk(device)  # scoring: device (scoring.py)
+    if preload:
+        desk.preload(preload)
 
     def serve(conn) -> None:
         inbox = desk.inbox()  # this connection's shared buffer

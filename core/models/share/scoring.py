@@ -37,6 +37,12 @@ class ScoringDesk:
         self._scorer: Scorer | None = None
         self._lock = threading.Lock()
 
+    def preload(self, specs: tuple) -> None:
+        """Start the scorer now and have it load `specs` before its first request."""
+        with self._lock:
+            if self._scorer is None:
+                self._scorer = Scorer(self.device, specs)
+
     @staticmethod
     def inbox():
         from djx.core.models.share.handoff import Inbox
@@ -84,8 +90,9 @@ class Scorer:
     joined prepared pairs) while the scoring thread runs the forwards of the group before; each
     request's own thread (the connection's) sends its answer, not the scoring thread."""
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, preload: tuple = ()):
         self.device = device
+        self._preload = tuple(preload)  # specs the scoring thread loads first (a failure: left to the first request)
         self._queue: queue.Queue = queue.Queue()
         self._assembled: queue.Queue = queue.Queue(maxsize=1)  # the next group, ready to score
         self._ops: dict = {}     # key -> the op, unpickled once
@@ -132,6 +139,11 @@ class Scorer:
             self._assembled.put((group, op, parts))  # waits while the scoring thread is busy
 
     def _run(self) -> None:
+        for spec in self._preload:
+            try:
+                self._model(spec)
+            except Exception:  # noqa: BLE001  (the first request loads it again and reports the error)
+                pass
         while True:
             group, op, parts = self._assembled.get()
             if op is None:  # a warm-up: its op's model loaded, no scores
