@@ -13,8 +13,9 @@ import pytest
 DJX = str(Path(sys.executable).parent / "djx")
 
 
-@pytest.mark.parametrize("engine", [{"start_method": "spawn", "np": 2},
-                                    pytest.param({"executor": "ray", "np": 1}, id="ray")])
+@pytest.mark.parametrize("engine", [pytest.param({"start_method": "spawn", "np": 2}, marks=pytest.mark.spawn),
+                                    pytest.param({"executor": "ray", "np": 1}, id="ray",
+                                                 marks=[pytest.mark.slow, pytest.mark.ray])])
 def test_a_djx_folder_in_the_working_directory_does_not_shadow_djx(tmp_path, text_dataset, write_recipe, engine):
     if engine.get("executor") == "ray":
         pytest.importorskip("ray")
