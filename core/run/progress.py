@@ -34,6 +34,7 @@ class Progress:
         self.since: float | None = None
         self.untimed = 0            # samples that came in at `since` (see processing)
         self.last = 0.0
+        self.updated_at: float | None = None  # the last update: rates end there (the summary's do too)
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.bar = None
         self.closed = False
@@ -73,11 +74,13 @@ class Progress:
                             dynamic_ncols=True, smoothing=0)
 
     def rate(self) -> float | None:
-        """This session's samples per second since start-up ended."""
+        """This session's samples per second from the end of start-up to the last result (the
+        line said at the run's end gives the summary's rate, not one diluted by the finish)."""
         timed = self.session - self.untimed
         if self.since is None or timed <= 0:
             return None  # no sample measured yet: no rate, rather than one over no time
-        return timed / max(time.monotonic() - self.since, 1e-9)
+        end = self.updated_at if self.updated_at is not None else time.monotonic()
+        return timed / max(end - self.since, 1e-9)
 
     def eta(self) -> float | None:
         rate = self.rate()
@@ -97,6 +100,7 @@ class Progress:
                 + (f", ETA {duration(eta)}" if eta is not None else ""))
 
     def update(self, n: int, kept: int) -> None:
+        self.updated_at = time.monotonic()
         first = self.session == 0
         self.done += n
         self.kept += kept
