@@ -222,7 +222,8 @@ def _conversations(text: str, o: LlavaOptions, keys: Keys, orig: dict) -> list:
         parts = parts[1:]
     if len(parts) % 4:
         raise FormatError("the text is not (human, gpt) turns `[[role]]: ...` (as dataset_format llava writes "
-                          "them); a LLaVA record cannot be made of it")
+                          "them); a LLaVA record cannot be made of it (a caption alone, converted with "
+                          "only_keep_caption? convert it with --round-trip, which keeps the question)")
     return [{"from": parts[2 * i], "value": _clean(parts[2 * i + 1], i, o, keys.eoc_token)}
             for i in range(len(parts) // 2)]
 
