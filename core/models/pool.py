@@ -127,13 +127,13 @@ class ModelPool:
         process's PeakUss sampler, sampled now; None: this moment's figures only)."""
         if mem is None:
             uss, pss = uss_pss_bytes()
-            peak_uss, peak_pss = uss, pss
+            peak_uss, peak_pss, peak_rss = uss, pss, peak_rss_bytes()
         else:
             mem.now()
-            uss, pss, peak_uss, peak_pss = mem.uss, mem.pss, mem.peak, mem.peak_pss
+            uss, pss, peak_uss, peak_pss, peak_rss = mem.uss, mem.pss, mem.peak, mem.peak_pss, mem.peak_rss
         return WorkerReport(self.device, dict(self.loads),
                             {k: round(v, 3) for k, v in self.load_seconds.items()},
-                            dict(self.measured_bytes), peak_uss, peak_device_bytes(self.device), peak_rss_bytes(),
+                            dict(self.measured_bytes), peak_uss, peak_device_bytes(self.device), peak_rss,
                             peak_pss, uss, pss, dict(self.shared_bytes), dict(self.setup))
 
 

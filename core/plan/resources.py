@@ -63,7 +63,7 @@ class PeakUss:
     preparing CLIP's pixels), so readings are at most once a second."""
 
     def __init__(self, every_s: float = 1.0):
-        self.peak = self.peak_pss = self.uss = self.pss = 0
+        self.peak = self.peak_pss = self.uss = self.pss = self.peak_rss = 0
         self._every = every_s
         self._at = float("-inf")
         self._read()
@@ -80,6 +80,7 @@ class PeakUss:
         self._at = time.monotonic()
         self.uss, self.pss = uss_pss_bytes()
         self.peak, self.peak_pss = max(self.peak, self.uss), max(self.peak_pss, self.pss)
+        self.peak_rss = peak_rss_bytes()  # getrusage: also a cost per batch (3-5% of a text worker's time)
 
     def _sample(self) -> None:
         wake = threading.Event()
