@@ -46,17 +46,11 @@ class RunClock:
         if self.processing_at is None:
             self.processing_at = time.monotonic()
 
-    def batch_done(self, samples: int = 0, began: float | None = None) -> None:
-        """A batch of `samples` came in. Engines that do not say when reading starts (Ray) may say
-        when processing began (`began`, wall clock: their first worker was ready); without it the
-        first batch ends start-up and its samples are untimed (all of a small dataset's batches can
-        arrive at once: their rate over the instants between them meant nothing)."""
+    def batch_done(self, samples: int = 0) -> None:
+        """A batch of `samples` came in (engines that do not say when reading starts: the first one
+        ends start-up, and its samples are untimed)."""
         if self.processing_at is None:
-            if began is not None:
-                now, wall = time.monotonic(), time.time()
-                self.processing_at = min(max(now - (wall - began), self.t0), now)
-            else:
-                self.untimed = samples
+            self.untimed = samples
         self.processing()
         self.last_result_at = time.monotonic()
 

@@ -269,11 +269,6 @@ class RayExecutor:
             else:
                 res.op_counts[end].rejected += 1
 
-    @property
-    def processing_began(self) -> float | None:  # wall clock: the first stage actor was ready
-        ready = [r.setup["ready_at"] for r in self.reports.values() if "ready_at" in (r.setup or {})]
-        return min(ready, default=None)
-
     def _absorb(self, res: BatchResult, meta) -> None:
         """A stage batch's side channel: its per-op seconds, op counters and its actor's report."""
         for k, seconds in meta.seconds.items():
