@@ -104,17 +104,22 @@ ROWS
 """
 
 
-@pytest.mark.slow
-@pytest.mark.models
-def test_a_gpu_box_plans_one_worker_per_core_and_scores_on_the_device_by_default(tmp_path, monkeypatch):
-    """One 80 GB GPU seen from this machine: the default plan starts a worker per core (it made one
-    per 768 MiB of GPU memory, 94 here), and scoring: device is the default there, said in the plan."""
+@pytest.fixture
+def h100_machine(tmp_path, monkeypatch):
+    """A machine whose nvidia-smi reports one 80 GB GPU (no CUDA needed: the planner reads it)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "nvidia-smi").write_text(H100_SMI)
     (bin_dir / "nvidia-smi").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+@pytest.mark.slow
+@pytest.mark.models
+def test_a_gpu_box_plans_one_worker_per_core_and_scores_on_the_device_by_default(h100_machine):
+    """One 80 GB GPU seen from this machine: the default plan starts a worker per core (it made one
+    per 768 MiB of GPU memory, 94 here), and scoring: device is the default there, said in the plan."""
     from djx.core.plan.resources import cpu_count
     cores = cpu_count()
     proc = _dry_run("--set", "np=null")
@@ -131,16 +136,10 @@ def test_a_gpu_box_plans_one_worker_per_core_and_scores_on_the_device_by_default
 
 @pytest.mark.slow
 @pytest.mark.models
-def test_planning_a_gpu_box_reads_the_model_sizes_without_importing_torch(tmp_path, monkeypatch):
+def test_planning_a_gpu_box_reads_the_model_sizes_without_importing_torch(h100_machine):
     """The main process plans from the models' safetensors headers: importing torch and
     transformers there to build each model on the meta device took 11.7 s of an H100 box's
     start-up before any worker could start. The plan is the same as that count gives."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").write_text(H100_SMI)
-    (bin_dir / "nvidia-smi").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     code = f"""
 import sys
 from djx import Pipeline

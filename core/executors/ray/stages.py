@@ -71,7 +71,6 @@ class ChainStage:
         from djx.core.executors.process import bind_process
         from djx.core.plan.resources import PeakUss
 
-        entered = time.time()
         self.chain, self.pool = bind_process(setup)
         self.first, self.stage, self.final = first, stage, final
         self.poison, self._ray = poison, ray
@@ -79,7 +78,6 @@ class ChainStage:
         self.peak = PeakUss()
         self.max_batch_bytes = max_batch_bytes
         self.watchdog = _Watchdog(sample_timeout, self._stop)
-        self.pool.setup.update(entered_at=entered, ready_at=time.time())  # the run's processing began then
 
     def _stop(self, key) -> None:
         """The watchdog's way out of an op call that makes no progress: tell the poison tracker
