@@ -134,3 +134,22 @@ def test_the_device_paths_resize_gives_the_processors_pixels_bit_for_bit(tmp_pat
     for k, image in enumerate(images):
         pixels = torch.from_numpy(np.array(image)).permute(2, 0, 1).contiguous()
         assert torch.equal(device_decode._resize(pixels, geo), host[k]), (name, image.size)
+
+
+def test_the_device_path_resizes_a_batch_of_mixed_sizes_as_the_processor_does_each(tmp_path):
+    """image_decode: device resizes the images of one size in one batched pass (per image, the
+    passes' kernels cost more in launches than in work on a GPU): the batch of real photos of odd
+    sizes, each size several times and in slices smaller than a size's group, with a flip, gives
+    each image's own processor pixels, in order; rows already at the processor's size pass as
+    they are."""
+    from djx.ops.common import device_decode
+    proc, images = image_processor(tmp_path, "clip-224"), photos()[:6]
+    images = [ImageOps.mirror(im) for im in images + images[:3] + images[:2]]  # sizes repeat, out of order
+    geo = dict(device_decode.geometry(proc), hflip=True)
+    host, _ = processor_pixels(proc, images)
+    tensors = [torch.from_numpy(np.array(ImageOps.mirror(im))).permute(2, 0, 1).contiguous() for im in images]
+    tensors[4] = host[4]  # as the host decodes a JPEG the device refused
+    small = max(int(t.shape[-2] * t.shape[-1]) for t in tensors)  # one image a slice
+    for chunk in (1 << 24, small):
+        got = device_decode.resize_all(tensors, geo, done={4}, chunk_pixels=chunk)
+        assert got.shape == host.shape and torch.equal(got, host), chunk

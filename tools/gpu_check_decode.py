@@ -3,8 +3,17 @@
 Full-size CLIP ViT-B/32 and BLIP ITM (random weights, their real 224/384-px processors) score the
 same real photos (tests/assets: odd sizes, EXIF-rotated, CMYK, PNG/GIF/WebP/BMP beside JPEGs)
 prepared on the host (Pillow) and with JPEGs decoded, resized and cropped on the GPU, at float32
-and bfloat16. Prints the max score difference (must be <= 1e-4 in float32, <= 1e-3 in bfloat16)
-and each path's images/s (prepare + score, one process, batches of 64).
+and bfloat16. Prints each path's images/s (prepare + score, one process, batches of 64) and the
+max score difference, after the pixels it comes from:
+
+- the resize: Pillow-decoded pixels resized and cropped on the GPU must equal the processor's
+  pixels bit for bit (this is what the device path reproduces; any difference fails the check);
+- the JPEG decoder: the GPU's decode against Pillow's (libjpeg) of the same files, in levels and
+  in the share of pixels that differ, and the processor-size pixels they lead to. JPEG decoders
+  may round the inverse DCT and the chroma upsampling differently, so this part is measured and
+  bounded, not zero: scores within DECODER_BOUND (1e-3; 4.6e-4 measured for CLIP float32 on an
+  H100) where the resize is exact, against 1e-4 (float32) / 1e-3 (bfloat16) for the rest of the
+  path (its scores are the host's where the decoded pixels are).
 """
 from __future__ import annotations
 
@@ -16,6 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 PHOTOS = [p for p in sorted((REPO / "tests" / "assets" / "faces").glob("*.*g"))
           + sorted((REPO / "tests" / "assets" / "dj_fixtures" / "image_models").glob("*.*"))]
 LIMITS = {"float32": 1e-4, "bfloat16": 1e-3}
+DECODER_BOUND = 1e-3  # a score's difference that the JPEG decoder's rounding alone may make
 
 
 def photo_samples(folder: Path, n: int) -> list[dict]:
@@ -79,10 +89,14 @@ def decode_check(out: Path, n: int = 512) -> bool:
         model = out / "models" / kind
         if not model.is_dir():
             save_full_size(kind, out / "models")
+        resize_exact, decoder_levels = pixel_check(kind, model)
+        ok = ok and resize_exact
         for dtype, limit in LIMITS.items():
             host, host_rate = score_path(kind, model, samples, dtype, "cpu")
             dev, dev_rate = score_path(kind, model, samples, dtype, "device")
             diff = max(abs(a - b) for a, b in zip(host, dev))
+            if decoder_levels and resize_exact:  # the decoder's rounding: its documented bound
+                limit = max(limit, DECODER_BOUND)
             good = len(host) == len(dev) == n and diff <= limit
             ok = ok and good
             print(f"  {kind} {dtype:<8}: max |device - host| {diff:.2e} (limit {limit:g}); "
@@ -90,3 +104,40 @@ def decode_check(out: Path, n: int = 512) -> bool:
                   f"({dev_rate / host_rate:.2f}x): {'passed' if good else 'FAILED'}")
     print(f"GPU decode: {'passed' if ok else 'FAILED'}")
     return ok
+
+
+def pixel_check(kind: str, model: Path) -> tuple[bool, int]:
+    """(the GPU resize equals the processor's pixels bit for bit, the most levels by which the GPU's
+    JPEG decode differs from Pillow's), printed with the share of differing pixels, over the test
+    photos that are JPEGs."""
+    import numpy as np
+    import torch
+    from PIL import Image, ImageOps
+    from transformers import AutoImageProcessor
+
+    from djx.ops.common import device_decode
+    from djx.ops.common.pixels import processor_pixels
+    proc = AutoImageProcessor.from_pretrained(str(model))
+    geo = device_decode.geometry(proc)
+    jpegs = [p for p in PHOTOS if device_decode.is_jpeg(p.read_bytes())]
+    images = [ImageOps.exif_transpose(Image.open(p)).convert("RGB") for p in jpegs]
+    host, _ = processor_pixels(proc, images)
+    pil = [torch.from_numpy(np.array(im)).permute(2, 0, 1).contiguous().to("cuda:0") for im in images]
+    resized = device_decode.resize_all(pil, geo).cpu()
+    exact = torch.equal(resized, host)
+    raw = [torch.frombuffer(bytearray(p.read_bytes()), dtype=torch.uint8) for p in jpegs]
+    decoded = device_decode._decode_all(raw, "cuda:0")
+    levels, differing, total, refused = 0, 0, 0, 0
+    for gpu, ref in zip(decoded, pil):
+        if gpu is None or gpu.shape != ref.shape:
+            refused += 1
+            continue
+        delta = (gpu.int() - ref.int()).abs()
+        levels, differing, total = max(levels, int(delta.max())), differing + int((delta > 0).sum()), total + delta.numel()
+    through = device_decode.resize_all([d if d is not None else p for d, p in zip(decoded, pil)], geo).cpu()
+    after = int((through.int() - host.int()).abs().max())
+    print(f"  {kind} pixels: GPU resize of Pillow's decode {'equals' if exact else 'DIFFERS FROM'} the processor's "
+          f"({len(jpegs)} JPEGs); GPU JPEG decode vs Pillow's: max {levels} levels, "
+          f"{differing / max(total, 1):.2%} of values differ ({refused} refused or other shape); "
+          f"after resize: max {after} levels")
+    return exact, levels

@@ -18,7 +18,8 @@ PHASE = "time."
 
 # the phases in the order a sample meets them, with the words the summary prints
 STEPS = (("decode", "decode"), ("preprocess", "preprocess"), ("wait", "wait for the scorer"),
-         ("assemble", "assemble (scorer)"), ("transfer", "transfer"), ("forward", "forward"))
+         ("assemble", "assemble (scorer)"), ("transfer", "transfer"),
+         ("device_decode", "of it JPEG decode and resize on the device"), ("forward", "forward"))
 
 
 @contextlib.contextmanager

@@ -74,21 +74,41 @@ def decode(prepared, image_processor, device) -> None:
     import torch
     geo = prepared.geometry
     decoded = _decode_all(prepared.jpegs, device)
-    rows = []
-    for data, image in zip(prepared.jpegs, decoded):
-        if image is None:  # refused by the device decoder: Pillow, then the processor, as the host does
-            rows.append(_host_rows(data.numpy().tobytes(), image_processor, geo).to(device))
-        else:
-            rows.append(_resize(_flip(image, geo), geo))
+    refused = [k for k, image in enumerate(decoded) if image is None]
+    for k in refused:  # refused by the device decoder: Pillow, then the processor, as the host does
+        decoded[k] = _host_rows(prepared.jpegs[k].numpy().tobytes(), image_processor, geo).to(device)
+    rows = resize_all(decoded, geo, done=set(refused))
     n = prepared.n_images
-    ref = rows[0]
-    out = torch.empty((n, *ref.shape), dtype=torch.uint8, device=device)
-    out[prepared.jpeg_rows] = torch.stack(rows)
+    out = torch.empty((n, *rows.shape[1:]), dtype=torch.uint8, device=device)
+    out[prepared.jpeg_rows] = rows
     jpeg_rows = set(prepared.jpeg_rows)
     rest = [i for i in range(n) if i not in jpeg_rows]
     if rest:
         out[rest] = prepared.pixels.to(device)
     prepared.pixels, prepared.jpegs, prepared.jpeg_rows = out, [], []
+
+
+def resize_all(images: list, geo: dict, done: frozenset | set = frozenset(), chunk_pixels: int = 1 << 24):
+    """(n, 3, h, w) uint8: each (3, H, W) image flipped, resized and cropped as the processor does,
+    the images of one size together (per image, the passes' few kernels cost more in launches than
+    in work), in slices of up to `chunk_pixels` input pixels (~400 MB of float64 intermediates by
+    default); the indices in `done` are already at the processor's size and are taken as they are."""
+    import torch
+    out: list = [None] * len(images)
+    sizes: dict = {}
+    for k, image in enumerate(images):
+        if k in done:
+            out[k] = image
+        else:
+            sizes.setdefault(tuple(image.shape), []).append(k)
+    for shape, ks in sizes.items():
+        step = max(1, chunk_pixels // (shape[-2] * shape[-1]))
+        for at in range(0, len(ks), step):
+            part = ks[at:at + step]
+            resized = _resize(_flip(torch.stack([images[k] for k in part]), geo), geo)
+            for k, image in zip(part, resized):
+                out[k] = image
+    return torch.stack(out)
 
 
 def _decode_all(jpegs: list, device) -> list:
@@ -106,7 +126,7 @@ def _decode_all(jpegs: list, device) -> list:
 
 
 def _resize(image, geo: dict):
-    """(3, H, W) uint8 resized and cropped as the processor does it (its sizes, its crop offsets):
+    """(..., 3, H, W) uint8 resized and cropped as the processor does it (its sizes, its crop offsets):
     Pillow's bicubic, bit for bit (pillow_resize.py), where torchvision's differed by a level here
     and there."""
     from djx.ops.common.pillow_resize import resize_bicubic
@@ -123,7 +143,7 @@ def _resize(image, geo: dict):
         ch, cw = geo["crop"]
         top, left = (size[0] - ch) // 2, (size[1] - cw) // 2
         if top >= 0 and left >= 0:
-            image = image[:, top:top + ch, left:left + cw]
+            image = image[..., top:top + ch, left:left + cw]
         else:  # a crop larger than the image: padded, as the processor pads
             from torchvision.transforms.v2 import functional as F
             image = F.center_crop(image, [ch, cw])

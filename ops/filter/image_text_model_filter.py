@@ -103,8 +103,9 @@ class ImageTextModelFilter(OneModelOp, Filter):
         the time it takes is the transfer's in `counters`."""
         import torch
         with timed(counters, "transfer"):
-            if prepared.jpegs:
-                device_decode.decode(prepared, loaded.processor.image_processor, loaded.device)
+            if prepared.jpegs:  # counted in the transfer, and apart as its part
+                with timed(counters, "device_decode"):
+                    device_decode.decode(prepared, loaded.processor.image_processor, loaded.device)
             # each joined batch's rows go to the device straight from where they lie (the worker's
             # shared buffer), then are put together there
             pieces = [p.to(loaded.device, non_blocking=True)
