@@ -4,9 +4,10 @@
 #     bash tools/gpu_session.sh [SECONDS]        # default 420; logs to $OUT (or ./gpu-session-logs)
 #
 # 1. the machine (nvidia-smi, python, torch, transformers);
-# 2. tools/bench_throughput.py --only gpu: raw forward, the per-core prepare limit, djx end to end
+# 2. tools/gpu_decode_probe.py: GPU decode's parts (nvJPEG, one thread and four; the batched resize);
+# 3. tools/bench_throughput.py --only gpu: raw forward, the per-core prepare limit, djx end to end
 #    (GPU_RUNS, by default: the default plan, GPU decode, scoring: workers, scoring: device);
-# 3. tools/gpu_check.py --only decode, then scoring; which image processor transformers gives
+# 4. tools/gpu_check.py --only decode, then scoring; which image processor transformers gives
 #    CLIP and BLIP there (tools/gpu_processor_probe.py); then gpu_check's placement, oom, sharing,
 #    dtypes; each while the deadline leaves it room.
 # A folder .whl/ beside this repo's root (git-ignored) may hold wheels of what the machine lacks
@@ -40,6 +41,7 @@ step() {  # step NAME CAP_SECONDS COMMAND...: runs while the deadline leaves 30 
 step machine 60 bash -c 'nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; nproc;
   python3 -c "import sys, torch, transformers, PIL; print(sys.version.split()[0], torch.__version__, torch.version.cuda,
   transformers.__version__, PIL.__version__)"'
+step decode_probe 60 python3 -m djx.tools.gpu_decode_probe
 step bench 240 python3 -m djx.tools.bench_throughput --only gpu --n 2000 --repeat 8 --run-timeout 75 \
     --gpu-runs "${GPU_RUNS:-default,decode,workers,device}"
 step decode 100 python3 -m djx.tools.gpu_check --only decode
@@ -49,4 +51,4 @@ for check in placement oom sharing dtypes; do
     step "$check" 150 python3 -m djx.tools.gpu_check --only "$check"
 done
 echo "session: $(($(date +%s) - START)) s" | tee -a "$LOGS/session.log"
-grep -E "^(== |###|raw |per-|[0-9,.]+ samples|time:|scoring|  (workers|device|killed)|.*(passed|FAILED))" "$LOGS/session.log" | head -120
+grep -E "^(== |###|raw |per-|device decode of|  (clip|blip) pixels|start-up parts|[0-9,.]+ samples|time:|scoring|  (workers|device|killed)|.*(passed|FAILED))" "$LOGS/session.log" | head -120
