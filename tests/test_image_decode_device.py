@@ -2,6 +2,7 @@
 where torchvision does not import, or where no CUDA device is visible, fails at load with one line
 saying what to install or provide, and writes nothing. On a machine with both, the GPU path's
 scores are compared with the host path's (tools/gpu_check.py --only decode measures it too)."""
+import io
 import json
 import os
 import subprocess
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from PIL import Image, ImageOps
 
 from djx.ops.common import device_decode
 
@@ -83,9 +85,42 @@ def test_jpeg_bytes_join_in_their_image_rows_beside_decoded_pixels():
     joined = join([a, b])
     assert joined.n_images == 4 and joined.jpeg_rows == [1, 3] and joined.pixels.shape[0] == 2
     assert joined.pairs == [(0, 0), (0, 1), (0, 2), (1, 3)] and joined.geometry == geo
+    assert joined.jpeg_orientations == [1, 1]
+    c = PreparedPairs(None, [[4]], [(0, 0)], table, [jpeg], [0], geo, [6])  # a camera's upright-by-EXIF photo
+    assert join([a, c, b]).jpeg_orientations == [1, 6, 1]
     floats = PreparedPairs(torch.zeros(1, 3, 32, 32), [[3]], [(0, 0)])  # float pixels: no table to decode with
     with pytest.raises(ValueError, match="beside float pixels"):
         join([a, floats])
+
+
+def test_the_host_hands_the_device_only_jpegs_it_decodes_as_pillow_does_with_their_orientation():
+    """nvJPEG decodes YCbCr and greyscale JPEGs as libjpeg does (within its rounding) but ignores
+    EXIF orientation (torchvision applies it on its CPU decode only) and converts CMYK otherwise
+    than Pillow: the host reads the orientation from the header for the device to apply, and keeps
+    CMYK JPEGs to decode itself. Seen on an H100: EXIF-rotated photos scored unrotated."""
+    faces, models = ASSETS / "faces", ASSETS / "dj_fixtures" / "image_models"
+    for name, orientation in (("exif-orientation-3.jpg", 3), ("exif-orientation-6.jpg", 6),
+                              ("exif-orientation-8.jpg", 8)):
+        got = device_decode.jpeg_file((models / name).read_bytes())
+        assert got is not None and got.orientation == orientation, name
+    assert device_decode.jpeg_file((faces / "astronaut_exif6.jpg").read_bytes()).orientation == 6
+    assert device_decode.jpeg_file((faces / "coffee.jpg").read_bytes()) == ((faces / "coffee.jpg").read_bytes(), 1)
+    assert device_decode.jpeg_file((models / "cmyk.jpg").read_bytes()) is None
+    grey = io.BytesIO()
+    Image.new("L", (20, 10), 128).save(grey, "JPEG")
+    assert device_decode.jpeg_file(grey.getvalue()).orientation == 1
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_the_device_turns_an_image_upright_as_pillow_does(orientation):
+    import numpy as np
+    import torch
+    pixels = np.random.default_rng(orientation).integers(0, 256, (7, 11, 3), dtype=np.uint8)  # not square
+    image = Image.fromarray(pixels)
+    image.getexif()[0x0112] = orientation
+    want = np.asarray(ImageOps.exif_transpose(image))
+    got = device_decode.upright(torch.from_numpy(pixels).permute(2, 0, 1), orientation).permute(1, 2, 0)
+    assert got.shape == want.shape and np.array_equal(got.numpy(), want)
 
 
 @pytest.mark.models

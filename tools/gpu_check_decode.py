@@ -117,16 +117,19 @@ def pixel_check(kind: str, model: Path) -> tuple[bool, int]:
 
     from djx.ops.common import device_decode
     from djx.ops.common.pixels import processor_pixels
-    proc = AutoImageProcessor.from_pretrained(str(model))
+    from djx.ops.models import pil_backend
+    proc = AutoImageProcessor.from_pretrained(str(model), **pil_backend())
     geo = device_decode.geometry(proc)
-    jpegs = [p for p in PHOTOS if device_decode.is_jpeg(p.read_bytes())]
-    images = [ImageOps.exif_transpose(Image.open(p)).convert("RGB") for p in jpegs]
+    files = [(p, device_decode.jpeg_file(p.read_bytes())) for p in PHOTOS if device_decode.is_jpeg(p.read_bytes())]
+    files = [(p, f) for p, f in files if f is not None]  # CMYK: decoded on the host
+    images = [ImageOps.exif_transpose(Image.open(p)).convert("RGB") for p, _ in files]
     host, _ = processor_pixels(proc, images)
     pil = [torch.from_numpy(np.array(im)).permute(2, 0, 1).contiguous().to("cuda:0") for im in images]
     resized = device_decode.resize_all(pil, geo).cpu()
     exact = torch.equal(resized, host)
-    raw = [torch.frombuffer(bytearray(p.read_bytes()), dtype=torch.uint8) for p in jpegs]
-    decoded = device_decode._decode_all(raw, "cuda:0")
+    raw = [torch.frombuffer(bytearray(f.data), dtype=torch.uint8) for _, f in files]
+    decoded = [None if d is None else device_decode.upright(d, f.orientation)
+               for d, (_, f) in zip(device_decode._decode_all(raw, "cuda:0"), files)]
     levels, differing, total, refused = 0, 0, 0, 0
     for gpu, ref in zip(decoded, pil):
         if gpu is None or gpu.shape != ref.shape:
@@ -137,7 +140,7 @@ def pixel_check(kind: str, model: Path) -> tuple[bool, int]:
     through = device_decode.resize_all([d if d is not None else p for d, p in zip(decoded, pil)], geo).cpu()
     after = int((through.int() - host.int()).abs().max())
     print(f"  {kind} pixels: GPU resize of Pillow's decode {'equals' if exact else 'DIFFERS FROM'} the processor's "
-          f"({len(jpegs)} JPEGs); GPU JPEG decode vs Pillow's: max {levels} levels, "
+          f"({len(files)} JPEGs); GPU JPEG decode vs Pillow's: max {levels} levels, "
           f"{differing / max(total, 1):.2%} of values differ ({refused} refused or other shape); "
           f"after resize: max {after} levels")
     return exact, levels

@@ -2,10 +2,13 @@
 torchvision), then rescaled and normalised there with the processor's value table (pixels.py).
 
 The host reads each JPEG file's bytes (through the batch's image access, so paths are checked as
-for a decode) and hands them over instead of pixels; other formats are decoded on the host as
-usual. On the model's device the bytes are decoded in one batched call (EXIF orientation applied),
-flipped as the op says, resized with the processor's geometry (bicubic, antialiased) and cropped as
-it crops. A JPEG the device decoder refuses is decoded with Pillow there instead. torchvision is
+for a decode) and its header (colour space, EXIF orientation), and hands the bytes over instead of
+pixels where they are YCbCr or greyscale; other formats, and CMYK JPEGs, are decoded on the host as
+usual. On the model's device the bytes are decoded in one batched call, turned upright by their
+EXIF orientation (nvJPEG ignores it: torchvision's `apply_exif_orientation` applies to its CPU
+decode only), flipped as the op says, resized with the processor's geometry (bicubic, antialiased)
+and cropped as it crops, the images of one size together. A JPEG the device decoder refuses is
+decoded with Pillow there instead. torchvision is
 imported only here, only on this path. The resize is Pillow's bit for bit (pillow_resize.py);
 the GPU's JPEG decoder may round a pixel differently from libjpeg, so the numbers are close to
 the host path's, not equal: the host path stays the reference (Data-Juicer's numbers).
@@ -13,6 +16,7 @@ the host path's, not equal: the host path stays the reference (Data-Juicer's num
 from __future__ import annotations
 
 import io
+from typing import NamedTuple
 
 HOW = ("image_decode: device needs torchvision with its image decoders (pip install the torchvision "
        "release built for this torch) and a visible CUDA device; or use image_decode: cpu")
@@ -55,9 +59,16 @@ def geometry(image_processor) -> dict | None:
     return geo
 
 
-def read_jpeg(images, ref: str) -> bytes | None:
-    """The file's bytes where it is a complete JPEG (its header read and checked as a decode checks
-    it: path, regular file, pixel limit); None for other formats (decoded on the host)."""
+class JpegFile(NamedTuple):
+    """A JPEG file's bytes for the device, and the EXIF orientation (1-8) to turn it upright with."""
+    data: bytes
+    orientation: int
+
+
+def read_jpeg(images, ref: str) -> JpegFile | None:
+    """The file's bytes where it is a complete JPEG the device decodes as the host does (its header
+    read and checked as a decode checks it: path, regular file, pixel limit); None for other
+    formats and CMYK JPEGs (decoded on the host)."""
     from djx import SampleError
     from djx.core.io.regular_file import open_regular
     images.size(ref)
@@ -66,7 +77,46 @@ def read_jpeg(images, ref: str) -> bytes | None:
             data = f.read()
     except OSError as e:
         raise SampleError(f"image {ref!r}: cannot read ({e.strerror or e})", "bad_image") from None
-    return data if is_jpeg(data) else None
+    return jpeg_file(data) if is_jpeg(data) else None
+
+
+def jpeg_file(data: bytes) -> JpegFile | None:
+    """`data` with its EXIF orientation where its colour space is one the device decodes as
+    Pillow does (YCbCr or greyscale); None otherwise (CMYK or YCCK: Pillow's conversion)."""
+    from PIL import Image
+    try:
+        with Image.open(io.BytesIO(data)) as img:  # the header only
+            if img.mode not in ("RGB", "L"):
+                return None
+            orientation = img.getexif().get(_ORIENTATION, 1)
+    except Exception:  # noqa: BLE001  (a header Pillow cannot read: the host's decode says why)
+        return None
+    return JpegFile(data, orientation if orientation in range(1, 9) else 1)
+
+
+def upright(image, orientation: int):
+    """(..., H, W) turned as Pillow's ImageOps.exif_transpose turns an image with that EXIF
+    orientation (2: mirrored, 3: rotated 180, 4: flipped, 5: transposed, 6: rotated 90 clockwise,
+    7: transversed, 8: rotated 90 counter-clockwise)."""
+    import torch
+    if orientation == 2:
+        return image.flip(-1)
+    if orientation == 3:
+        return image.flip(-1, -2)
+    if orientation == 4:
+        return image.flip(-2)
+    if orientation == 5:
+        return image.transpose(-1, -2)
+    if orientation == 6:
+        return torch.rot90(image, -1, dims=(-2, -1))
+    if orientation == 7:
+        return image.transpose(-1, -2).flip(-1, -2)
+    if orientation == 8:
+        return torch.rot90(image, 1, dims=(-2, -1))
+    return image
+
+
+_ORIENTATION = 0x0112  # the EXIF tag
 
 
 def decode(prepared, image_processor, device) -> None:
@@ -74,6 +124,7 @@ def decode(prepared, image_processor, device) -> None:
     import torch
     geo = prepared.geometry
     decoded = _decode_all(prepared.jpegs, device)
+    decoded = [None if image is None else upright(image, o) for image, o in zip(decoded, prepared.jpeg_orientations)]
     refused = [k for k, image in enumerate(decoded) if image is None]
     for k in refused:  # refused by the device decoder: Pillow, then the processor, as the host does
         decoded[k] = _host_rows(prepared.jpegs[k].numpy().tobytes(), image_processor, geo).to(device)
@@ -114,12 +165,12 @@ def resize_all(images: list, geo: dict, done: frozenset | set = frozenset(), chu
 def _decode_all(jpegs: list, device) -> list:
     from torchvision.io import ImageReadMode, decode_jpeg
     try:
-        return list(decode_jpeg(list(jpegs), mode=ImageReadMode.RGB, device=device, apply_exif_orientation=True))
+        return list(decode_jpeg(list(jpegs), mode=ImageReadMode.RGB, device=device))
     except RuntimeError:  # one refused: each alone, the refused ones on the host
         out = []
         for data in jpegs:
             try:
-                out.append(decode_jpeg(data, mode=ImageReadMode.RGB, device=device, apply_exif_orientation=True))
+                out.append(decode_jpeg(data, mode=ImageReadMode.RGB, device=device))
             except RuntimeError:
                 out.append(None)
         return out

@@ -26,7 +26,8 @@ class PreparedPairs:
     rescaled and normalised values (None: `pixels` are the processor's float output).
     With `image_decode: device`: `jpegs`, JPEG files' bytes (1-D uint8 tensors) to decode where the
     model is, `jpeg_rows` their image rows (`pixels` holds the other rows, in order) and
-    `geometry` the processor's resize and crop (ops/common/device_decode.py)."""
+    `geometry` the processor's resize and crop (ops/common/device_decode.py), `jpeg_orientations`
+    their EXIF orientations."""
     pixels: object
     tokens: list[list[int]]
     pairs: list[tuple[int, int]]
@@ -34,6 +35,7 @@ class PreparedPairs:
     jpegs: list = field(default_factory=list)
     jpeg_rows: list[int] = field(default_factory=list)
     geometry: object = None
+    jpeg_orientations: list[int] = field(default_factory=list)
 
     @property
     def n_images(self) -> int:
@@ -109,6 +111,7 @@ def join(parts: list[PreparedPairs]) -> PreparedPairs:
         out.tokens.extend(p.tokens)
         out.jpegs.extend(p.jpegs)
         out.jpeg_rows.extend(r + images for r in p.jpeg_rows)
+        out.jpeg_orientations.extend(p.jpeg_orientations or [1] * len(p.jpegs))
         if p.pixels is not None:
             keep = table is not None or p.pixel_table is None
             pixels.append(p.pixels if keep else to_model(p.pixels, p.pixel_table, "cpu", torch.float32))

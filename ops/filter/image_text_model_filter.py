@@ -181,12 +181,13 @@ class ImageTextModelFilter(OneModelOp, Filter):
         """`prepared` with the images' pixels (uint8 and their table where the processor allows it)
         and, with `image_decode: device`, the JPEG files' bytes in their rows."""
         import torch
-        decoded = [im for im in images if not isinstance(im, bytes)]
+        decoded = [im for im in images if not isinstance(im, device_decode.JpegFile)]
         prepared.pixels, prepared.pixel_table = processor_pixels(image_processor, decoded) if decoded else (None, None)
         if len(decoded) < len(images):
             prepared.pixel_table = value_table(image_processor)
-            prepared.jpeg_rows = [i for i, im in enumerate(images) if isinstance(im, bytes)]
-            prepared.jpegs = [torch.frombuffer(bytearray(images[i]), dtype=torch.uint8) for i in prepared.jpeg_rows]
+            prepared.jpeg_rows = [i for i, im in enumerate(images) if isinstance(im, device_decode.JpegFile)]
+            prepared.jpegs = [torch.frombuffer(bytearray(images[i].data), dtype=torch.uint8) for i in prepared.jpeg_rows]
+            prepared.jpeg_orientations = [images[i].orientation for i in prepared.jpeg_rows]
             prepared.geometry = geo
         return prepared
 

@@ -12,8 +12,8 @@ class ImageTextSimilarityFilter(ImageTextModelFilter):
 
     image_decode (djx only): "cpu" (default: Pillow on the host, Data-Juicer's pixels) or "device":
     JPEG files go to the model's GPU as bytes and are decoded (nvJPEG through torchvision, EXIF
-    orientation applied), resized and cropped there; other formats, and JPEGs the GPU decoder
-    refuses, are decoded on the host. The resize is Pillow's bit for bit; the GPU's JPEG decoder
+    orientation applied there), resized and cropped there; other formats, CMYK JPEGs and JPEGs the
+    GPU decoder refuses are decoded on the host. The resize is Pillow's bit for bit; the GPU's JPEG decoder
     may round pixels differently from libjpeg, so scores may differ slightly. Needs torchvision and a CUDA device: without them the recipe
     fails at load, saying what to install or provide.
     """
