@@ -56,6 +56,11 @@ def test_the_device_scorer_gives_the_workers_stats_and_no_worker_loads_its_model
     for loads in ref["model_loads"].values():
         assert any("clip" in label for label in loads), loads
     assert got["events"]["forwards"] > 0
+    # each group the scorer scores counts once, with its pairs (the bench's mean group size)
+    pairs = sum(len(json.loads(line).get("images", [])) for line in DEMO.read_text().splitlines())
+    ev = got["events"]
+    assert 1 <= ev["scorer_groups"] <= ev["forwards"] and ev["scorer_pairs"] >= ev["scorer_groups"]
+    assert ev["scorer_pairs"] <= 2 * pairs  # CLIP's pairs and BLIP's, each scored once
 
 
 def test_oom_back_off_runs_in_the_scorer_and_changes_no_score(tmp_path):

@@ -292,6 +292,10 @@ def gpu_run(work: Path, data: Path, model: Path, label: str, scoring: str | None
           f"{s['dropped']} dropped + {s['rejected']} rejected; GPU busy {watch.busy():.0f}% (mean of "
           f"{len(watch.util)} samples); processes holding GPU memory: {holders}\n"
           f"start-up parts: {json.dumps(t.get('startup_parts'))}\ntime: {json.dumps(s.get('time_breakdown'))}", flush=True)
+    ev = s.get("events") or {}
+    if ev.get("scorer_groups"):
+        print(f"scorer: {ev['scorer_groups']:,} groups of {ev['scorer_pairs'] / ev['scorer_groups']:,.1f} pairs on "
+              f"average ({ev.get('joined_batches', 0):,} batches in groups of more than one)", flush=True)
 
 
 def breakdown(model: Path, data: Path, n: int) -> None:

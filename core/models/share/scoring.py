@@ -152,6 +152,7 @@ class Scorer:
             # forwards, OOM retries and phases, reported once: with the first request; joined: the
             # batches scored in forwards shared with another batch
             counters: dict = {"joined_batches": len(group)} if len(group) > 1 else {}
+            counters.update(scorer_groups=1, scorer_pairs=sum(len(p.request.prepared.pairs) for p in group))
             counters[PHASE + "assemble"] = parts.seconds
             fault = group[0].request.fault
             self._answer(group, lambda op, loaded: op.score_parts(loaded, parts, fault, counters), counters)
