@@ -10,6 +10,7 @@ from djx.core.errors import DjxError
 from djx.core.io.dataset import dataset_root
 
 from djx.analyze.collect import Collector
+from djx.analyze.duplicates import DuplicateGroups, deduplicator_indexes, format_groups, read_members
 from djx.analyze.plots import FileNames, curve_png, ensure_dir, histogram_png
 from djx.analyze.outputs import iter_records, output_paths, read_summary
 from djx.analyze.stat_names import LIST_CAP, PLOT_CAP, StatNames
@@ -27,6 +28,11 @@ class Analysis:
     histograms: dict           # stat -> file name under out_dir
     curves: list[dict]         # per filter curve: op, stat, file, readouts
     report: str                # path of report.html
+
+    @property
+    def duplicates(self) -> list:
+        """Per deduplicator of the run: its groups (duplicates.OpGroups); empty without deduplicators."""
+        return self.collector.duplicates.ops
 
 
 def default_out_dir(export: str) -> str:
@@ -49,7 +55,7 @@ def analyze(export: str, out_dir: str | None = None, ops=None, recipe=None, log=
     filters = filters_from_ops(ops) if ops is not None else ran
     names = StatNames(frozenset(s for f in filters + ran for s in f.stats) or None, max_plots)
     col = Collector(filters, recipe.text_key if recipe else "text", recipe.image_key if recipe else "images", names,
-                    _llava_reader(recipe, summary))
+                    _llava_reader(recipe, summary), DuplicateGroups(*deduplicator_indexes(ops, summary)))
     step = _stepper(stop)
     for rec in iter_records(paths.export):
         step()
@@ -62,6 +68,7 @@ def analyze(export: str, out_dir: str | None = None, ops=None, recipe=None, log=
         col.add_rejected(rec)
     _read_late_stats(col, paths)
     col.finish(summary)
+    read_members(col.duplicates, paths, col.item_of, step)
     try:
         return _write(col, filters, summary, paths, recipe, ops is not None, ensure_dir(out_dir), log, step)
     except OSError as e:
@@ -98,6 +105,8 @@ def _write(col: Collector, filters, summary, paths, recipe, has_recipe: bool, ou
     notes = _notes(col, rows, summary, paths)
     for note in notes:
         log(f"note: {note}")
+    if col.duplicates.ops:
+        log(format_groups(col.duplicates.ops))
     files = FileNames()
     histograms = _histograms(col, filters, out_dir, files, step)
     curves = _curves(col, filters, out_dir, files, step)

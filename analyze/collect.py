@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
 
+from djx.analyze.duplicates import DuplicateGroups
 from djx.analyze.sketch import ValueSketch
 from djx.analyze.stat_names import StatNames
 from djx.analyze.thresholds import FilterInfo, Threshold, reduce_for
@@ -79,7 +80,7 @@ class Collector:
     """Takes every kept, dropped and rejected record once (`add`, `add_rejected`), then `finish`."""
 
     def __init__(self, filters: list[FilterInfo], text_key: str = "text", image_key: str = "images",
-                 names: StatNames | None = None, to_sample=None):
+                 names: StatNames | None = None, to_sample=None, duplicates: DuplicateGroups | None = None):
         self.filters, self.text_key, self.image_key = filters, text_key, image_key
         self.to_sample = to_sample  # an output record -> djx's sample (text, images), e.g. from LLaVA
         self.names = names or StatNames(frozenset(s for f in filters for s in f.stats) or None)
@@ -94,6 +95,7 @@ class Collector:
         self.galleries: list[Gallery] = []
         self.byte_stats = byte_stats(filters)
         self.first: dict[str, list] = {"kept": [], "dropped": []}  # the first samples with images, per kind
+        self.duplicates = duplicates if duplicates is not None else DuplicateGroups()
         self._plan = []  # per filter: (info, [(stat, curve, [(reduce, sketch, [galleries])])])
         for f in filters:
             per_stat = []
@@ -117,11 +119,12 @@ class Collector:
         else:
             self.dropped += 1
             self.dropped_by[drop_at] += 1
+            self.duplicates.add(rec)
         self.names.count(stats)
         self._summarise(stats, kind, drop_at, None)
         self._reach(rec, stats, drop, drop_at)
         if len(self.first[kind]) < FIRST_SCREEN:
-            item = self._item(rec, stats, drop, None)
+            item = self.item(rec, stats, drop, None)
             if item["images"]:
                 self.first[kind].append(item)
 
@@ -188,9 +191,19 @@ class Collector:
         side = "kept" if passes else "dropped"
         distance = abs(v - g.bound)
         if g.wants(side, distance):
-            g.offer(side, distance, self._item(rec, stats, drop, v))
+            g.offer(side, distance, self.item(rec, stats, drop, v))
 
-    def _item(self, rec: dict, stats: dict, drop, value: float) -> dict:
+    def item_of(self, rec: dict, kind: str) -> dict:
+        """What the report shows of a kept, dropped or rejected record (a rejected one: the record it
+        holds, and why it was rejected)."""
+        if kind != "rejected":
+            stats, drop, _ = _parts(rec, kind)
+            return self.item(rec, stats, drop, None)
+        sample = rec.get("record") if isinstance(rec.get("record"), dict) else {}
+        item = self.item({**sample, POSITION_KEY: rec.get(POSITION_KEY)}, {}, None, None)
+        return {**item, "reason": f"rejected: {rec.get('reason', '')}", "dropped_by": rec.get("op") or ""}
+
+    def item(self, rec: dict, stats: dict, drop, value: float) -> dict:
         if self.to_sample is not None:
             try:
                 rec = self.to_sample(rec)
@@ -210,6 +223,7 @@ class Collector:
         """Every record is in: keep the stats to plot only and bring their sketches up to date; count
         on each curve the samples that reached its filter and were rejected (the `summary`'s funnel)."""
         self._rejected_reaching(summary)
+        self.duplicates.finish()
         plotted = set(self.names.plotted())
         self.stats = {name: sk for name, sk in self.stats.items() if name in plotted}
         for sketches in self.stats.values():

@@ -1,5 +1,5 @@
 """report.html: one page that opens offline from its folder (no network): the funnel, the stats
-table, histograms, keep-rate curves, rejections by code and galleries near each bound."""
+table, histograms, keep-rate curves, rejections by code, duplicate groups and galleries near each bound."""
 from __future__ import annotations
 
 import os
@@ -34,6 +34,20 @@ def _galleries(col: Collector, thumbs: dict) -> list[dict]:
 
 def _with_thumbs(item: dict, thumbs: dict) -> dict:
     return {**item, "thumbs": [(ref, thumbs.get(ref)) for ref in item["images"]]}
+
+
+def _duplicate_groups(col: Collector, thumbs: dict) -> list[dict]:
+    """Per deduplicator: its counts and largest groups, each member with its thumbnails."""
+    return [{"op": op, "groups": [{"group": g, "kept": _with_thumbs(g.kept, thumbs) if g.kept else None,
+                                   "duplicates": [_with_thumbs(item, thumbs) for item in g.duplicates]}
+                                  for g in op.top]}
+            for op in col.duplicates.ops]
+
+
+def _group_refs(col: Collector) -> list[str]:
+    """The images of the samples the duplicate groups show."""
+    return [ref for op in col.duplicates.ops for g in op.top for item in ([g.kept] if g.kept else []) + g.duplicates
+            for ref in item["images"]]
 
 
 def _first_screen(col: Collector, summary: dict | None, thumbs: dict) -> dict:
@@ -97,12 +111,13 @@ def _shower(col: Collector, filters):
 def write_report(out_dir: str, col: Collector, summary: dict | None, rows: list[dict], histograms: dict,
                  curves: list[dict], filters, image_folders: list[str], has_recipe: bool, notes=(),
                  other_stats=()) -> str:
-    """Write out_dir/report.html (and the gallery thumbnails under out_dir/thumbs/); return its path.
+    """Write out_dir/report.html (and the thumbnails of the galleries and duplicate groups under
+    out_dir/thumbs/); return its path.
     `other_stats`: (name, records carrying it) of stat names listed, not plotted."""
     import jinja2
     refs = [ref for g in col.galleries for side in ("dropped", "kept") for item in g.items(side)
             for ref in item["images"]] + [ref for items in col.first.values() for item in items for ref in item["images"]]
-    thumbs = make_thumbs(refs, image_folders, out_dir)
+    thumbs = make_thumbs(refs + _group_refs(col), image_folders, out_dir)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(_TEMPLATES),
                              autoescape=jinja2.select_autoescape(["html"]), undefined=jinja2.StrictUndefined)
     env.filters["num"] = lambda v: fmt(v)
@@ -112,7 +127,7 @@ def write_report(out_dir: str, col: Collector, summary: dict | None, rows: list[
         summary=summary or {}, col=col, funnel=_funnel(summary, col), rows=rows,
         columns=("count", "mean", "std", "min", "25%", "50%", "75%", "max"),
         histograms=histograms, curves=curves, galleries=_galleries(col, thumbs),
-        first=_first_screen(col, summary, thumbs),
+        first=_first_screen(col, summary, thumbs), duplicates=_duplicate_groups(col, thumbs),
         rejections=col.rejected_by_code.most_common(), examples=col.rejection_examples,
         has_recipe=has_recipe, filters=filters, notes=list(notes), other_stats=list(other_stats))
     path = os.path.join(out_dir, "report.html")
