@@ -3,8 +3,8 @@ removed, how large the groups are, and the samples of the largest groups.
 
 A deduplicator writes each duplicate to the dropped output with the reason `duplicate of <position>`
 (the `__dj__pos__` of the sample kept for its group). The pass counts the duplicates per kept
-position, in memory that grows with the number of groups (16 bytes each, after a fixed buffer), never
-with the samples' content; only the members of the `TOP_GROUPS` largest groups of each op are read,
+position, in memory that grows with the number of groups (16 bytes each, twice that while a buffer
+of new ones is folded in), never with the samples' content; only the members of the `TOP_GROUPS` largest groups of each op are read,
 in a second pass (`wanted`, `add_member`), and only the first `SHOWN` duplicates of each are kept.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from djx.core.recipe.context import DROP_KEY, POSITION_KEY
 
 TOP_GROUPS = 10   # groups shown per deduplicator, largest first
 SHOWN = 4         # duplicates shown beside the kept sample of each of them
-_BUFFER = 1 << 20  # kept positions noted before they are folded into the per-group counts
+_BUFFER = 1 << 16  # kept positions noted before they are folded into the per-group counts (at least)
 _REASON = re.compile(r"duplicate of (\d+)")
 
 
@@ -53,7 +53,8 @@ class OpGroups:
 
 class _Counts:
     """Duplicates per kept position: noted in a flat buffer, folded into sorted (position, count)
-    arrays whenever the buffer fills."""
+    arrays whenever the buffer fills (a quarter of the groups, at least `_BUFFER`: folds cost
+    time in proportion to the duplicates, and memory about twice the arrays')."""
 
     def __init__(self):
         self.buffer = array("q")
@@ -62,18 +63,21 @@ class _Counts:
 
     def add(self, kept_pos: int) -> None:
         self.buffer.append(kept_pos)
-        if len(self.buffer) >= _BUFFER:
+        if len(self.buffer) >= max(_BUFFER, len(self.positions) // 4):
             self.fold()
 
     def fold(self) -> None:
         if not self.buffer:
             return
-        new = np.frombuffer(self.buffer, dtype=np.int64)
-        both = np.concatenate([self.positions, new])
-        weights = np.concatenate([self.counts, np.ones(len(new), dtype=np.int64)])
-        self.positions, inverse = np.unique(both, return_inverse=True)
-        self.counts = np.bincount(inverse, weights=weights, minlength=len(self.positions)).astype(np.int64)
+        new, n = np.unique(np.frombuffer(self.buffer, dtype=np.int64), return_counts=True)
         self.buffer = array("q")
+        at = np.searchsorted(self.positions, new)
+        known = at < len(self.positions)
+        known[known] = self.positions[at[known]] == new[known]
+        self.counts[at[known]] += n[known]  # groups seen before: counted in place
+        fresh = ~known
+        self.positions = np.insert(self.positions, at[fresh], new[fresh])
+        self.counts = np.insert(self.counts, at[fresh], n[fresh])
 
 
 class DuplicateGroups:
