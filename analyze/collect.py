@@ -223,7 +223,7 @@ class Collector:
         """Every record is in: keep the stats to plot only and bring their sketches up to date; count
         on each curve the samples that reached its filter and were rejected (the `summary`'s funnel)."""
         self._rejected_reaching(summary)
-        self.duplicates.finish()
+        self.duplicates.finish(summary)
         plotted = set(self.names.plotted())
         self.stats = {name: sk for name, sk in self.stats.items() if name in plotted}
         for sketches in self.stats.values():

@@ -47,6 +47,7 @@ class OpGroups:
     op: str
     groups: int = 0
     removed: int = 0
+    unwritten: int = 0   # duplicates the summary counts that the dropped output lacks (export_dropped: false)
     sizes: list = field(default_factory=list)   # (group size, groups of that size), largest first
     top: list = field(default_factory=list)     # the largest Groups, largest first (ties: input order)
 
@@ -103,9 +104,12 @@ class DuplicateGroups:
         self.names.setdefault(index, name)
         self._counts.setdefault(index, _Counts()).add(kept_pos)
 
-    def finish(self) -> None:
-        """Every dropped record is in: the counts, the size distribution and the largest groups per op."""
+    def finish(self, summary: dict | None = None) -> None:
+        """Every dropped record is in: the counts, the size distribution and the largest groups per op;
+        the `summary`'s funnel says how many duplicates each op removed that the outputs do not hold."""
         self.ops = []
+        rows = (summary or {}).get("ops")
+        rows = rows if isinstance(rows, list) else []
         for index in sorted(self.names):
             op = OpGroups(index, self.names[index])
             counts = self._counts.get(index)
@@ -117,6 +121,9 @@ class DuplicateGroups:
                 op.sizes = [(int(s), int(k)) for s, k in zip(sizes[::-1], n[::-1])]
                 order = np.lexsort((pos, -dups))[:TOP_GROUPS]
                 op.top = [Group(int(pos[i]), int(dups[i]) + 1) for i in order]
+            row = rows[index] if index < len(rows) and isinstance(rows[index], dict) else {}
+            if row.get("name") == op.op and type(row.get("dropped")) is int:
+                op.unwritten = max(row["dropped"] - op.removed, 0)
             self.ops.append(op)
         self._counts = {}
         self._top = {g.kept_pos: g for op in self.ops for g in op.top}
@@ -217,8 +224,13 @@ def format_groups(ops: list[OpGroups], top: int = TOP_GROUPS) -> str:
     """The printed part: per deduplicator its groups, removed samples, sizes and largest groups."""
     lines = ["duplicate groups (a group: the sample kept and its duplicates):"]
     for op in ops:
+        if op.unwritten:
+            lines.append(f"  {op.op_index}. {op.op}: {op.unwritten} duplicates removed are not in the dropped "
+                         f"output (export_dropped: false?): " + ("no groups to show" if not op.groups else
+                                                                 "the groups below count the others only"))
         if not op.groups:
-            lines.append(f"  {op.op_index}. {op.op}: no duplicates")
+            if not op.unwritten:
+                lines.append(f"  {op.op_index}. {op.op}: no duplicates")
             continue
         lines.append(f"  {op.op_index}. {op.op}: {op.groups} group{'s' * (op.groups != 1)}, "
                      f"{op.removed} sample{'s' * (op.removed != 1)} removed")

@@ -24,13 +24,13 @@ def noise_image(folder: Path, name: str, seed: int) -> str:
     return str(folder / name)
 
 
-def run_and_analyze(tmp_path: Path, rows: list[dict], process: list[dict], write_recipe, djx_cli):
+def run_and_analyze(tmp_path: Path, rows: list[dict], process: list[dict], write_recipe, djx_cli, **keys):
     """`djx process` on the rows, then `djx analyze` on its export -> (printed text, report.html, out dir)."""
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     export = tmp_path / "out" / "kept.jsonl"
     recipe = write_recipe(tmp_path / "recipe.yaml", dataset_path=str(data), export_path=str(export),
-                          np=1, batch_size=4, process=process)
+                          np=1, batch_size=4, process=process, **keys)
     ran = djx_cli("process", recipe)
     assert ran.rc == 0, ran.out + ran.err
     analyzed = djx_cli("analyze", export)
@@ -145,3 +145,13 @@ def test_a_deduplicator_that_found_nothing_says_so(tmp_path, write_recipe, djx_c
     assert "0. document_deduplicator: no duplicates" in printed
     part = ops_on_page(html)["document_deduplicator"]
     assert "No duplicates found." in part and "dup-group" not in part
+
+
+def test_duplicates_not_written_are_not_taken_for_no_duplicates(tmp_path, write_recipe, djx_cli):
+    rows = [{"id": i, "text": t} for i, t in enumerate(["same text", "other", "same text", "same text"])]
+    printed, html, _ = run_and_analyze(tmp_path, rows, [{"document_deduplicator": {}}], write_recipe, djx_cli,
+                                       export_dropped=False)
+    assert "0. document_deduplicator: 2 duplicates removed are not in the dropped output" in printed
+    assert "no duplicates" not in printed
+    part = ops_on_page(html)["document_deduplicator"]
+    assert "dup-unwritten" in part and "No duplicates found." not in part

@@ -93,3 +93,12 @@ def test_the_deduplicators_are_known_from_the_summarys_op_names():
     summary = {"ops": [{"name": "text_length_filter"}, {"name": "document_minhash_deduplicator"},
                        {"name": "not_an_op_here"}, "not a row"]}
     assert deduplicator_indexes(None, summary) == ({1: "document_minhash_deduplicator"}, {0})
+
+
+def test_duplicates_the_summary_counts_but_the_outputs_lack_are_said():
+    groups = DuplicateGroups({0: "document_deduplicator"})
+    groups.add(dropped(3, 0))
+    groups.finish({"ops": [{"name": "document_deduplicator", "in": 9, "kept": 4, "dropped": 5, "rejected": 0}]})
+    (op,) = groups.ops
+    assert (op.groups, op.removed, op.unwritten) == (1, 1, 4)
+    assert "4 duplicates removed are not in the dropped output" in format_groups(groups.ops)
