@@ -128,6 +128,7 @@ def write_report(out_dir: str, col: Collector, summary: dict | None, rows: list[
         columns=("count", "mean", "std", "min", "25%", "50%", "75%", "max"),
         histograms=histograms, curves=curves, galleries=_galleries(col, thumbs),
         first=_first_screen(col, summary, thumbs), duplicates=_duplicate_groups(col, thumbs),
+        grouped={op.op_index for op in col.duplicates.ops if op.groups},
         rejections=col.rejected_by_code.most_common(), examples=col.rejection_examples,
         has_recipe=has_recipe, filters=filters, notes=list(notes), other_stats=list(other_stats))
     path = os.path.join(out_dir, "report.html")

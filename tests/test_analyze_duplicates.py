@@ -6,6 +6,7 @@ deduplicators has no such section."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -108,6 +109,25 @@ def test_image_and_text_duplicate_groups_are_counted_and_shown_kept_first_with_t
     (text_group,) = groups_on_page(on_page["document_deduplicator"])
     assert [m["pos"] for m in text_group["members"]] == [3, 6, 7] and text_group["more"] == 0
     assert {m["text"] for m in text_group["members"]} == {"same words"}
+    assert '<a href="#dedup-0">groups</a>' in html and 'id="dedup-0"' in html  # from the first screen
+
+
+def test_a_group_member_whose_image_is_gone_or_is_a_fifo_shows_no_thumbnail_and_never_blocks(
+        tmp_path, write_recipe, djx_cli):
+    images = tmp_path / "images"
+    rows = [{"id": i, "text": f"photo {i}", "images": [noise_image(images, f"{i}.png", 7)]} for i in range(3)]
+    _, html, _ = run_and_analyze(tmp_path, rows, [{"image_deduplicator": {}}], write_recipe, djx_cli)
+    assert [m["thumbs"] != [] for m in groups_on_page(ops_on_page(html)["image_deduplicator"])[0]["members"]] == [True] * 3
+    (images / "1.png").unlink()
+    (images / "2.png").unlink()
+    os.mkfifo(images / "2.png")  # opened by name, it would wait for a writer forever
+    again = djx_cli("analyze", tmp_path / "out" / "kept.jsonl")
+    assert again.rc == 0, again.out + again.err
+    html = (tmp_path / "out" / "kept.analysis" / "report.html").read_text(encoding="utf-8")
+    (group,) = groups_on_page(ops_on_page(html)["image_deduplicator"])
+    assert [(m["pos"], m["thumbs"] != []) for m in group["members"]] == [(0, True), (1, False), (2, False)]
+    assert group["members"][2]["text"] == "photo 2"
+    assert html.count("image not readable now") >= 2
 
 
 def test_text_only_groups_render_texts_the_largest_first_and_say_what_is_not_shown(
