@@ -3,9 +3,10 @@ removed, how large the groups are, and the samples of the largest groups.
 
 A deduplicator writes each duplicate to the dropped output with the reason `duplicate of <position>`
 (the `__dj__pos__` of the sample kept for its group). The pass counts the duplicates per kept
-position, in memory that grows with the number of groups (16 bytes each, twice that while a buffer
-of new ones is folded in), never with the samples' content; only the members of the `TOP_GROUPS` largest groups of each op are read,
-in a second pass (`wanted`, `add_member`), and only the first `SHOWN` duplicates of each are kept.
+position, in memory that grows with the number of groups (16 bytes each, about 24 while a buffer of
+new ones is folded in), never with the samples' content; only the members of the `TOP_GROUPS` largest
+groups of each op are read, in a second pass (`read_members`), and only the first `SHOWN` duplicates
+of each are kept.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from djx.core.recipe.context import DROP_KEY, POSITION_KEY
 TOP_GROUPS = 10   # groups shown per deduplicator, largest first
 SHOWN = 4         # duplicates shown beside the kept sample of each of them
 _BUFFER = 1 << 16  # kept positions noted before they are folded into the per-group counts (at least)
-_REASON = re.compile(r"duplicate of (\d+)")
+_REASON = re.compile(r"duplicate of (\d{1,18})")  # a position, as an int64 holds it
 
 
 @dataclass
@@ -91,7 +92,8 @@ class DuplicateGroups:
         self.others = frozenset(others)
         self._counts: dict[int, _Counts] = {}
         self.ops: list[OpGroups] = []
-        self._top: dict[int, Group] = {}         # kept position -> its group (of any op)
+        self._top: dict[int, list[Group]] = {}   # kept position -> its shown groups (one an op)
+        self._missing = 0
         self._members: dict[tuple, list] = {}    # (op index, kept position) -> heap of (-pos, n, item)
         self._seq = 0
 
@@ -126,7 +128,11 @@ class DuplicateGroups:
                 op.unwritten = max(row["dropped"] - op.removed, 0)
             self.ops.append(op)
         self._counts = {}
-        self._top = {g.kept_pos: g for op in self.ops for g in op.top}
+        self._top = {}
+        for op in self.ops:
+            for g in op.top:
+                self._top.setdefault(g.kept_pos, []).append(g)
+        self._missing = sum(len(op.top) for op in self.ops)  # shown groups whose kept sample is not met yet
         self._members = {(op.op_index, g.kept_pos): [] for op in self.ops for g in op.top}
 
     def wanted(self) -> bool:
@@ -137,11 +143,11 @@ class DuplicateGroups:
         """One record read again ("kept", "dropped" or "rejected"): the kept sample of a shown group,
         or one of its duplicates. `item_of(record, kind)` makes what the report shows of it."""
         pos = rec.get(POSITION_KEY)
-        group = self._top.get(pos) if type(pos) is int else None
-        if group is not None and group.kept is None:
-            group.kept, group.kept_as = item_of(rec, kind), kind
-            sample = rec.get("record") if kind == "rejected" and isinstance(rec.get("record"), dict) else rec
-            group.kept_id = sample.get("id")
+        for group in self._top.get(pos, ()) if type(pos) is int else ():
+            if group.kept is None:
+                sample = rec.get("record") if kind == "rejected" and isinstance(rec.get("record"), dict) else rec
+                group.kept, group.kept_as, group.kept_id = item_of(rec, kind), kind, sample.get("id")
+                self._missing -= 1
         found = _duplicate_of(rec) if kind == "dropped" else None
         heap = self._members.get((found[0], found[2])) if found else None
         if heap is None:
@@ -165,7 +171,8 @@ class DuplicateGroups:
         return bool(self.names)
 
     def kept_missing(self) -> bool:
-        return any(g.kept is None for g in self._top.values())
+        """Whether the second pass has yet to meet the kept sample of a shown group."""
+        return self._missing > 0
 
 
 def read_members(groups: DuplicateGroups, paths, item_of, step=lambda: None) -> None:

@@ -102,3 +102,24 @@ def test_duplicates_the_summary_counts_but_the_outputs_lack_are_said():
     (op,) = groups.ops
     assert (op.groups, op.removed, op.unwritten) == (1, 1, 4)
     assert "4 duplicates removed are not in the dropped output" in format_groups(groups.ops)
+
+
+def test_two_deduplicators_groups_kept_for_the_same_sample_each_show_it():
+    groups = DuplicateGroups({0: "image_deduplicator", 1: "document_deduplicator"})
+    recs = [dropped(2, 0, op_index=0, op="image_deduplicator"), dropped(5, 0, op_index=1),
+            dropped(6, 0, op_index=1)]
+    for rec in recs:
+        groups.add(rec)
+    groups.finish()
+    second_pass(groups, [{"__dj__pos__": 0, "id": "a"}, {"__dj__pos__": 1}], recs)
+    image, text = groups.ops
+    assert [(g.kept_pos, g.size, g.kept_id, [d["pos"] for d in g.duplicates]) for g in image.top + text.top] == \
+        [(0, 2, "a", [2]), (0, 3, "a", [5, 6])]
+    assert not groups.kept_missing()
+
+
+def test_a_position_no_int64_holds_is_no_duplicate():
+    groups = DuplicateGroups({0: "document_deduplicator"})
+    groups.add(dropped(3, 10 ** 30))
+    groups.finish()
+    assert groups.ops[0].groups == 0
