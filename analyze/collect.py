@@ -201,7 +201,7 @@ class Collector:
             return self.item(rec, stats, drop, None)
         sample = rec.get("record") if isinstance(rec.get("record"), dict) else {}
         item = self.item({**sample, POSITION_KEY: rec.get(POSITION_KEY)}, {}, None, None)
-        return {**item, "reason": f"rejected: {rec.get('reason', '')}", "dropped_by": rec.get("op") or ""}
+        return {**item, "reason": str(rec.get("reason", "")), "dropped_by": rec.get("op") or "an op"}
 
     def item(self, rec: dict, stats: dict, drop, value: float) -> dict:
         if self.to_sample is not None:

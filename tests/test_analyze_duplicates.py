@@ -105,7 +105,7 @@ def test_image_and_text_duplicate_groups_are_counted_and_shown_kept_first_with_t
             (thumb,) = m["thumbs"]
             with Image.open(folder / thumb) as im:  # a thumbnail written beside the page, not the original
                 assert im.format == "JPEG" and max(im.size) <= 128
-    assert "later text_length_filter" in on_page["image_deduplicator"]  # the kept #1 itself was dropped later
+    assert "dropped later by text_length_filter: text_len=1" in on_page["image_deduplicator"]  # kept #1 itself
     (text_group,) = groups_on_page(on_page["document_deduplicator"])
     assert [m["pos"] for m in text_group["members"]] == [3, 6, 7] and text_group["more"] == 0
     assert {m["text"] for m in text_group["members"]} == {"same words"}
@@ -175,3 +175,16 @@ def test_duplicates_not_written_are_not_taken_for_no_duplicates(tmp_path, write_
     assert "no duplicates" not in printed
     part = ops_on_page(html)["document_deduplicator"]
     assert "dup-unwritten" in part and "No duplicates found." not in part
+
+
+def test_a_group_whose_kept_sample_a_later_op_rejected_shows_it_first_saying_so(tmp_path, write_recipe, djx_cli):
+    images = tmp_path / "images"
+    (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a JPEG")
+    rows = [{"id": "first", "text": "same caption", "images": [str(tmp_path / "broken.jpg")]}] + \
+        [{"id": i, "text": "same caption", "images": [noise_image(images, f"{i}.png", i)]} for i in (1, 2)]
+    printed, html, _ = run_and_analyze(tmp_path, rows, [{"document_deduplicator": {}}, {"image_shape_filter": {}}],
+                                       write_recipe, djx_cli)
+    assert "3 samples, kept #0 (id 'first'), itself rejected by a later op" in printed
+    (group,) = groups_on_page(ops_on_page(html)["document_deduplicator"])
+    assert [(m["pos"], m["role"]) for m in group["members"]] == [(0, "kept"), (1, "duplicate"), (2, "duplicate")]
+    assert "rejected later by image_shape_filter" in ops_on_page(html)["document_deduplicator"]
