@@ -151,6 +151,11 @@ def test_text_only_groups_render_texts_the_largest_first_and_say_what_is_not_sho
     assert [m["text"] for m in groups[1]["members"]] == ["pair 0", "pair 0"]
     assert "and 3 smaller groups" in part
 
+    from djx.analyze import analyze  # the same, in Python
+    (op,) = analyze(str(tmp_path / "out" / "kept.jsonl"), log=lambda *_: None).duplicates
+    assert (op.op, op.groups, op.removed, op.sizes) == ("document_deduplicator", 13, 18, [(7, 1), (2, 12)])
+    assert [d["pos"] for d in op.top[0].duplicates] == [1, 2, 3, 4] and op.top[0].more == 2
+
 
 def test_a_run_without_deduplicators_shows_no_duplicate_groups(tmp_path, write_recipe, djx_cli):
     rows = [{"id": i, "text": t} for i, t in enumerate(["same text", "same text", "x", "other text"])]
