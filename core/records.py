@@ -141,6 +141,9 @@ class BatchResult:
     # per sample that reached the ops: (position, index of the last op it reached, has images);
     # None where an engine does not say (the early check then counts per batch)
     reach: list[tuple[int, int, bool]] | None = None
+    # the wall-clock time the engine began this batch's first op (the Ray engine: its rows come back
+    # as one block, so the driver cannot see when processing began); None: the engine does not say
+    began_at: float | None = None
 
     @classmethod
     def empty(cls, n_ops: int) -> "BatchResult":
@@ -156,7 +159,8 @@ class BatchResult:
                            self.rejected + other.rejected, counts, add_counters(self.counters, other.counters),
                            other.read_at if other.read_at is not None else self.read_at,
                            None if self.reach is None and other.reach is None
-                           else sorted((self.reach or []) + (other.reach or [])))
+                           else sorted((self.reach or []) + (other.reach or [])),
+                           min((t for t in (self.began_at, other.began_at) if t is not None), default=None))
 
 
 @dataclass

@@ -132,9 +132,10 @@ def test_a_trial_on_ray_estimates_the_whole_run_from_its_steady_rate_as_the_loca
         summary = json.loads((tmp_path / executor / "o.summary.json").read_text())
         assert summary["partial"] and summary["input"] == 64 and summary["estimate"]["samples"] == n
         est[executor] = summary["estimate"]["seconds"]
-        # the rate is over the samples measured after the start of processing
+        # the rate is over the samples measured after the start of processing: on both engines every
+        # sample (Ray's stage actors say when they began their batches: none is left untimed)
         t = summary["timing"]
-        assert t["steady_samples_per_second"] <= 64 / t["processing_seconds"] * 1.01  # both rounded
+        assert 64 / t["processing_seconds"] * 0.99 <= t["steady_samples_per_second"] <= 64 / t["processing_seconds"] * 1.01
     assert est["local"] / 3 <= est["ray"] <= est["local"] * 3, est
 
 

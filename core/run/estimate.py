@@ -46,10 +46,15 @@ class RunClock:
         if self.processing_at is None:
             self.processing_at = time.monotonic()
 
-    def batch_done(self, samples: int = 0) -> None:
-        """A batch of `samples` came in (engines that do not say when reading starts: the first one
-        ends start-up, and its samples are untimed)."""
-        if self.processing_at is None:
+    def batch_done(self, samples: int = 0, began_at: float | None = None) -> None:
+        """A batch of `samples` came in. An engine that does not mark when reading starts says when
+        it began the batch (`began_at`, wall clock: the Ray engine's first stage): the first one
+        marks the start of processing; without it the first batch ends start-up and its samples
+        are untimed."""
+        if self.processing_at is None and began_at is not None:
+            now = time.monotonic()
+            self.processing_at = min(max(now - (time.time() - began_at), self.t0), now)
+        elif self.processing_at is None:
             self.untimed = samples
         self.processing()
         self.last_result_at = time.monotonic()

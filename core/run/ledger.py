@@ -99,7 +99,7 @@ class RunLedger:
             self.batches += 1
             self.done = (self.batches, self.read_at, self.counts.to_dict(), self.writer.position())
         if self.clock is not None:
-            self.clock.batch_done(res.samples)
+            self.clock.batch_done(res.samples, res.began_at)
         if self.batches % self.recipe.checkpoint_every == 0:
             try:
                 self.writer.checkpoint(self._checkpoint(self.read_at))

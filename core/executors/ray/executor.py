@@ -278,6 +278,7 @@ class RayExecutor:
         for k, n in meta.reused.items():
             res.op_counts[k].reused += n
         res.counters = add_counters(res.counters, meta.counters)
+        res.began_at = min((t for t in (res.began_at, meta.began) if t is not None), default=None)
         self.reports[meta.worker] = meta.report
 
     def _count_deaths(self, res: BatchResult) -> None:

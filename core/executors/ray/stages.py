@@ -53,6 +53,7 @@ class StageMeta:
     worker: str
     report: WorkerReport
     reused: dict[int, int]
+    began: float | None = None  # wall clock: the actor began the batch (the run's start of processing)
 
 
 # -- the op stages (Ray actors) ---------------------------------------------------------------
@@ -90,6 +91,7 @@ class ChainStage:
         os._exit(3)
 
     def __call__(self, table: pa.Table) -> pa.Table:
+        began = time.time()
         kind, data, orig = (table.column(c).to_pylist() for c in (KIND, DATA, ORIG))
         live = [i for i, k in enumerate(kind) if k == RowKind.LIVE.value]
         items = [Item(j, record=pickle.loads(data[i])) for j, i in enumerate(live)]
@@ -126,13 +128,13 @@ class ChainStage:
             if rej.op_index is not None:
                 rej.op_index += self.first
             kind[i], data[i] = RowKind.REJECTED.value, pickle.dumps(rej, _PICKLE)
-        return self._table(table, kind, data, orig, res)
+        return self._table(table, kind, data, orig, res, began)
 
-    def _table(self, table: pa.Table, kind: list, data: list, orig: list, res: BatchResult) -> pa.Table:
+    def _table(self, table: pa.Table, kind: list, data: list, orig: list, res: BatchResult, began: float) -> pa.Table:
         meta = StageMeta({self.first + k: c.seconds for k, c in enumerate(res.op_counts)},
                          {self.first + k: c.with_images for k, c in enumerate(res.op_counts)}, res.counters,
                          self.worker, self.pool.report(self.peak),
-                         {self.first + k: c.reused for k, c in enumerate(res.op_counts)})
+                         {self.first + k: c.reused for k, c in enumerate(res.op_counts)}, began)
         n = len(kind)
         out = {KIND: pa.array(kind, pa.string()), DATA: pa.array(data, pa.binary()),
                ORIG: pa.array([b""] * n if self.final else orig, pa.binary()),
