@@ -37,7 +37,7 @@ from djx.core.executors.ray.cluster import (connect, explain, let_fetches_end, n
 from djx.core.executors.ray.node_watch import NodeLost, local_raylet, silence_ray_logs, watched
 from djx.core.executors.ray.poison import PoisonTracker
 from djx.core.executors.ray.ray_log import log_path, logged
-from djx.core.executors.ray.scorers import RayScorers
+from djx.core.executors.ray.scorers import LANES, RayScorers, lane_args
 from djx.core.executors.ray.read import BLOCK_LINES, JsonLines, advance, file_index, parse_lines, parse_rows
 from djx.core.executors.ray.stages import DATA, FILE, KIND, NBYTES, ChainStage, RowKind, meta_column, stage_groups
 from djx.core.plan.planner import Plan
@@ -168,7 +168,8 @@ class RayExecutor:
                           default=0)
                 for s in range(len(self.groups)):
                     ds = ds.map_batches(ChainStage, batch_size=self.recipe.batch_size, batch_format="pyarrow",
-                                        compute=ActorPoolStrategy(size=self.plan.workers), num_cpus=actor_cpus,
+                                        compute=ActorPoolStrategy(size=self.plan.workers, **lane_args(
+                                            self._client is not None and s in self._scorers.stages)), num_cpus=actor_cpus,
                                         max_task_retries=2 * (BLOCK_LINES + self.recipe.batch_size) + EXTRA_RETRIES,
                                         **self._stage_args(s, mem))
                 return ds
@@ -208,7 +209,7 @@ class RayExecutor:
                                          tuple(self.recipe.custom_ops), self.recipe.base_dir,
                                          share=self._share if specs and not scored else None,
                                          scoring="device" if scored else "workers",
-                                         scorer=self._client if scored else None),
+                                         scorer=self._client if scored else None, lanes=LANES if scored else 1),
                     "first": first, "stage": s, "final": s == len(self.groups) - 1,
                     "sys_path": [p for p in sys.path if p], "poison": self._poison,
                     "sample_timeout": self.recipe.sample_timeout, "max_batch_bytes": self.recipe.max_batch_bytes}}

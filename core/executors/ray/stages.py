@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import itertools
 import os
 import pickle
 import sys
@@ -79,6 +80,16 @@ class ChainStage:
         self.peak = PeakUss()
         self.max_batch_bytes = max_batch_bytes
         self.watchdog = _Watchdog(sample_timeout, self._stop)
+        # a stage that only prepares takes several batches at once (scorers.lane_args): like a local
+        # worker's lanes, one computes while the others wait for the scoring actor
+        from types import SimpleNamespace
+
+        from djx.core.executors.local.lanes import Lanes
+        self.lanes = Lanes(setup.lanes, SimpleNamespace())
+        self.pool.waiting = self.lanes.waiting
+        if self.pool.scorer() is not None:  # the scoring actors' client, made before the lanes
+            self.pool.scorer().waiting = self.lanes.waiting
+        self._calls = itertools.count()
 
     def _stop(self, key) -> None:
         """The watchdog's way out of an op call that makes no progress: tell the poison tracker
@@ -91,6 +102,10 @@ class ChainStage:
         os._exit(3)
 
     def __call__(self, table: pa.Table) -> pa.Table:
+        with self.lanes.working(next(self._calls)):
+            return self._call(table)
+
+    def _call(self, table: pa.Table) -> pa.Table:
         began = time.time()
         kind, data, orig = (table.column(c).to_pylist() for c in (KIND, DATA, ORIG))
         live = [i for i, k in enumerate(kind) if k == RowKind.LIVE.value]
@@ -206,22 +221,34 @@ class ChainStage:
 
 class _Watchdog:
     """Stops its actor when one op call makes no progress for `limit` seconds (sample_timeout):
-    a thread that looks at the time of the last op start of the batch in work."""
+    a thread that looks at the time of the last op start of the batches in work (several at once
+    on a stage that only prepares: the one computing ticks; the key is that of the last to tick)."""
 
     def __init__(self, limit: float, stop):
         self.limit, self._stop = limit, stop
         self._since: float | None = None
         self._key = None
+        self._active: dict = {}  # thread -> the key of the batch it works on
+        self._lock = threading.Lock()
         threading.Thread(target=self._watch, name="djx-watchdog", daemon=True).start()
 
     def begin(self, key) -> None:
-        self._key, self._since = key, time.monotonic()
+        with self._lock:
+            self._active[threading.get_ident()] = key
+            self._key, self._since = key, time.monotonic()
 
     def tick(self, _op_index: int = 0) -> None:
-        self._since = time.monotonic()
+        with self._lock:
+            self._key = self._active.get(threading.get_ident(), self._key)
+            self._since = time.monotonic()
 
     def end(self) -> None:
-        self._since = None
+        with self._lock:
+            self._active.pop(threading.get_ident(), None)
+            if self._active:  # another batch is in work: its clock goes on from now
+                self._key, self._since = next(iter(self._active.values())), time.monotonic()
+            else:
+                self._since = None
 
     def _watch(self) -> None:
         while True:

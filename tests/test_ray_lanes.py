@@ -1,0 +1,46 @@
+"""scoring: device on Ray keeps the scoring actor fed: a stage actor that only prepares works on
+several batches at once (lanes, as a local worker's), so it prepares its next batches while its
+last one is at the scoring actor. Steered by state (a held scorer, a log of prepared batches)."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import yaml
+
+from helpers import GUARD_S, djx
+from test_scoring_lanes import CLIP, LOGGED, dataset, prepared
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.models]
+
+
+def test_a_ray_stage_actor_prepares_its_next_batches_while_the_scoring_actor_holds_its_last(
+        ray_address, tmp_path):
+    from djx.core.executors.ray.scorers import LANES, lane_args
+    if not lane_args(True):
+        pytest.fail("this Ray runs one call at a time on an actor: the lanes need Ray's enable_true_multi_threading")
+    plugin = tmp_path / "logged.py"
+    plugin.write_text(LOGGED)
+    dataset(tmp_path, 64)
+    hold, log = tmp_path / "hold", tmp_path / "prepared.log"
+    hold.write_text("")
+    op = {"logged_clip_filter": {"hf_clip": CLIP, "min_score": 0.0, "hold": str(hold), "log": str(log)}}
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(
+        {"dataset_path": "data.jsonl", "export_path": "out/o.jsonl", "np": 1, "batch_size": 8, "scoring": "device",
+         "executor": "ray", "ray_address": ray_address, "custom_ops": [str(plugin)], "process": [op]}))
+    proc = djx("process", str(tmp_path / "recipe.yaml"), "--quiet")
+    deadline = time.monotonic() + GUARD_S
+    while len(prepared(log)) < LANES:  # the scoring actor holds the first batch all this time
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"only {len(prepared(log))} batch(es) prepared while the scorer held"
+        time.sleep(0.01)
+    assert LANES >= 2 and len({pid for pid, _ in prepared(log)}) == 1  # one stage actor, several batches
+    hold.unlink()
+    out, err = proc.communicate(timeout=GUARD_S)
+    assert proc.returncode == 0, err
+    summary = json.loads((tmp_path / "out" / "o.summary.json").read_text())
+    assert summary["input"] == 64 and summary["kept"] + summary["dropped"] == 64 and summary["check"]["ok"]
+    assert sorted(first for _, first in prepared(log)) == list(range(0, 64, 8))  # each batch prepared once
+    ids = [json.loads(line)["id"] for line in (tmp_path / "out" / "o.jsonl").read_text().splitlines()]
+    assert ids == sorted(ids)  # written in input order although batches finished side by side
