@@ -38,3 +38,4 @@ import djx.ops.deduplicator.image_deduplicator  # noqa: F401
 import djx.ops.deduplicator.document_minhash_deduplicator  # noqa: F401
 import djx.ops.deduplicator.ray_deduplicators  # noqa: F401
 import djx.ops.deduplicator.document_simhash_deduplicator  # noqa: F401
+import djx.ops.deduplicator.image_semantic_deduplicator  # noqa: F401

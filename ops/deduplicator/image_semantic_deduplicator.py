@@ -1,0 +1,142 @@
+"""djx's semantic image deduplicator (Data-Juicer has none; NeMo Curator's SemDeDup is the model):
+CLIP image embeddings as stats, then k-means clusters and, within each, near-duplicates by cosine."""
+from __future__ import annotations
+
+import base64
+from typing import Iterable, Literal
+
+import numpy as np
+
+from djx import Batch, Deduplicator, RecipeError, SampleError, register_op
+from djx.core.dedup.embeddings import EmbeddingIndex
+from djx.core.dedup.first_positions import IndexSpace
+from djx.core.models.oom import forward_with_backoff
+from djx.core.run.breakdown import timed
+from djx.ops.common.model_op import OneModelOp, check_forward_batch
+from djx.ops.filter.image_model_filter import OOM_IMAGE_REASON
+from djx.ops.filter.image_text_model_filter import default_forward_batch
+
+EMBEDDING_KEY = "image_embedding"
+SWEEP_THRESHOLDS = (0.85, 0.88, 0.9, 0.92, 0.94, 0.95, 0.96, 0.97, 0.98, 0.99)
+
+
+def encode_embedding(vector: np.ndarray) -> str:
+    """The stat's text: base64 of the vector as little-endian float16 ('' for a sample without images)."""
+    return base64.b64encode(np.asarray(vector, dtype="<f2").tobytes()).decode("ascii")
+
+
+def decode_embedding(text: str) -> np.ndarray | None:
+    """The vector a stat holds (None for '': no images); float16 keeps a cosine to ~1e-3."""
+    if not text:
+        return None
+    return np.frombuffer(base64.b64decode(text), dtype="<f2").astype(np.float32)
+
+
+def sample_embedding(vectors: list[np.ndarray]) -> np.ndarray:
+    """A sample's embedding: the mean of its images' unit embeddings, scaled to unit length again."""
+    mean = np.mean(vectors, axis=0)
+    norm = float(np.linalg.norm(mean))
+    return mean / norm if norm > 0 else mean
+
+
+@register_op("image_semantic_deduplicator")
+class ImageSemanticDeduplicator(OneModelOp, Deduplicator):
+    """Drop samples whose images look the same to CLIP as an earlier sample's (re-encoded, resized,
+    lightly edited copies), keeping the first in input order.
+
+    Stat `image_embedding`: the CLIP image embedding (unit length, base64 of float16) of the sample;
+    for several images, the mean of their embeddings (each distinct path once, order ignored) scaled
+    to unit length; '' for a sample without images, which is never a duplicate. An image that cannot
+    be decoded rejects its sample.
+
+    The dedup phase cuts the embedded samples into `n_clusters` with k-means (unset: one per ~1,000
+    samples; 1: compare every pair), and within a cluster a sample whose most similar earlier sample
+    has a cosine >= `threshold` duplicates it; the first sample of such a chain is kept and named in
+    the reason. `djx analyze` with the recipe shows how many samples each threshold would remove.
+    `threshold` and `n_clusters` choose the verdict only: a run with new ones reuses the embeddings.
+    """
+
+    uses_images = True
+    uses_text = False
+    stats_keys = (EMBEDDING_KEY,)
+    stat_shapes = {EMBEDDING_KEY: "digest"}
+    verdict_params = ("threshold", "n_clusters")
+    model_kind = "hf_clip"
+    path_params = ("hf_clip",)
+
+    def __init__(self, hf_clip: str = "openai/clip-vit-base-patch32", threshold: float = 0.95,
+                 n_clusters: int | None = None, trust_remote_code: bool = False,
+                 dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32",
+                 forward_batch_size: int | None = None, **common):
+        super().__init__(**common)
+        if not 0.0 < threshold <= 1.0:
+            raise RecipeError(f"{self.name}.threshold: a cosine in (0, 1], got {threshold} "
+                              f"(0.95 drops re-encoded and resized copies; lower drops looser look-alikes)")
+        if n_clusters is not None and n_clusters < 1:
+            raise RecipeError(f"{self.name}.n_clusters: must be >= 1 (or unset: one per ~1,000 samples)")
+        check_forward_batch(self.name, forward_batch_size)
+        self.hf_clip, self.threshold, self.n_clusters = hf_clip, threshold, n_clusters
+        self.trust_remote_code, self.dtype, self.forward_batch_size = trust_remote_code, dtype, forward_batch_size
+
+    @property
+    def model_name(self) -> str:
+        return self.hf_clip
+
+    def compute_stats(self, batch: Batch) -> None:
+        images, ids, plan = [], {}, []
+        for i, sample in enumerate(batch.samples):
+            refs = list(dict.fromkeys(batch.image_refs(sample)))
+            try:
+                for ref in refs:
+                    if ref not in ids:  # decoded first: an image that fails is never given an index
+                        with timed(batch.counters, "decode"):
+                            image = batch.images.rgb(ref)
+                        ids[ref] = len(images)
+                        images.append(image)
+            except SampleError as e:
+                batch.reject(i, str(e), e.code)
+                plan.append(None)
+                continue
+            plan.append([ids[ref] for ref in refs])
+        vectors = self._embed(batch, images) if images else []
+        for i, idx in enumerate(plan):
+            if idx is None:
+                continue
+            got = [vectors[j] for j in idx]
+            if any(v is None for v in got):
+                batch.reject(i, OOM_IMAGE_REASON, "oom")
+            else:
+                batch.stats(batch.samples[i])[EMBEDDING_KEY] = encode_embedding(sample_embedding(got)) if got else ""
+
+    def _embed(self, batch: Batch, images: list) -> list:
+        """Each image's unit CLIP embedding (None where even one image ran out of device memory)."""
+        import torch
+        loaded, counters = batch.pool.get(self.spec), batch.counters
+
+        def run(chunk):
+            with timed(counters, "preprocess"):
+                pixels = loaded.processor(images=chunk, return_tensors="pt")["pixel_values"]
+            with timed(counters, "forward"):
+                out = loaded.model.vision_model(pixel_values=pixels.to(loaded.device, loaded.dtype))
+                feats = loaded.model.visual_projection(out.pooler_output).float()
+                return list(torch.nn.functional.normalize(feats, dim=-1).cpu().numpy())
+
+        size = self.forward_batch_size or default_forward_batch(loaded.device)
+        with torch.inference_mode():
+            return forward_with_backoff(run, images, size, loaded.device, batch.ctx.fault, counters)
+
+    def index(self, space: IndexSpace) -> EmbeddingIndex:
+        return EmbeddingIndex(lambda stats: decode_embedding(stats[EMBEDDING_KEY]), self.threshold,
+                              self.n_clusters, space)
+
+    def threshold_sweep(self, samples: Iterable[tuple[int, dict]], thresholds: Iterable[float] = SWEEP_THRESHOLDS,
+                        space: IndexSpace = IndexSpace()) -> dict[float, int]:
+        """How many of `samples` ((position, stats) of those that reached this op) each threshold
+        would remove, with this op's clusters."""
+        index = self.index(space)
+        try:
+            for pos, stats in samples:
+                index.add(pos, stats)
+            return index.removed_at(thresholds)
+        finally:
+            index.close()
