@@ -10,6 +10,7 @@ from djx.core.errors import DjxError
 from djx.core.io.dataset import dataset_root
 
 from djx.analyze.collect import Collector
+from djx.analyze.dedup_sweep import threshold_sweeps
 from djx.analyze.duplicates import DuplicateGroups, deduplicator_indexes, format_groups, read_members
 from djx.analyze.plots import FileNames, curve_png, ensure_dir, histogram_png
 from djx.analyze.outputs import iter_records, output_paths, read_summary
@@ -70,7 +71,9 @@ def analyze(export: str, out_dir: str | None = None, ops=None, recipe=None, log=
     col.finish(summary)
     read_members(col.duplicates, paths, col.item_of, step)
     try:
-        return _write(col, filters, summary, paths, recipe, ops is not None, ensure_dir(out_dir), log, step)
+        analysis = _write(col, filters, summary, paths, recipe, ops is not None, ensure_dir(out_dir), log, step)
+        threshold_sweeps(ops, paths, analysis.out_dir, _printable(log))  # a semantic deduplicator's thresholds
+        return analysis
     except OSError as e:
         raise DjxError(f"cannot write the analysis into {out_dir}: {e.strerror or e}"
                        + (f" ({e.filename})" if e.filename else "")) from None

@@ -129,14 +129,14 @@ class ImageSemanticDeduplicator(OneModelOp, Deduplicator):
         return EmbeddingIndex(lambda stats: decode_embedding(stats[EMBEDDING_KEY]), self.threshold,
                               self.n_clusters, space)
 
-    def threshold_sweep(self, samples: Iterable[tuple[int, dict]], thresholds: Iterable[float] = SWEEP_THRESHOLDS,
+    def threshold_sweep(self, samples: Iterable[tuple[int, dict]], thresholds: Iterable[float] | None = None,
                         space: IndexSpace = IndexSpace()) -> dict[float, int]:
         """How many of `samples` ((position, stats) of those that reached this op) each threshold
-        would remove, with this op's clusters."""
+        would remove, with this op's clusters (default: SWEEP_THRESHOLDS and the op's own)."""
         index = self.index(space)
         try:
             for pos, stats in samples:
                 index.add(pos, stats)
-            return index.removed_at(thresholds)
+            return index.removed_at(sorted({*(thresholds or SWEEP_THRESHOLDS), self.threshold}))
         finally:
             index.close()
