@@ -170,7 +170,9 @@ class NeighbourSearch:
                 got = np.argmax(x @ centres.T, axis=1)
                 changed |= bool((got != labels[idx]).any())
                 labels[idx] = got
-                np.add.at(sums, got, x)
+                by = np.argsort(got, kind="stable")  # each cluster's rows together, summed at once
+                present, starts = np.unique(got[by], return_index=True)
+                sums[present] += np.add.reduceat(x[by], starts, axis=0)
             if not changed:
                 break
             filled = np.linalg.norm(sums, axis=1) > 0  # an emptied cluster keeps its centre
