@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from djx import Pipeline, RecipeError, build_op
+from djx.ops.deduplicator.image_semantic_deduplicator import decode_embedding
 from helpers import read_jsonl_file
 from test_dedup_runs import DROP, POS, STATS, Stop, image_rows, write_recipe
 
@@ -31,7 +33,7 @@ GROUPS = {1: 0, 2: 0,      # p0 as a JPEG at quality 60 and as a PNG
 def run(tmp_path: Path, folder: str, rows: list[dict], process=(OP,), **keys) -> dict:
     data = tmp_path / f"{folder}.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    keys = {"np": 1, "batch_size": 4, "start_method": "fork", **keys}
+    keys = {k: v for k, v in {"np": 1, "batch_size": 4, "start_method": "fork", **keys}.items() if v is not None}
     return Pipeline(dataset_path=str(data), process=list(process), **keys).run(
         export_path=str(tmp_path / folder / "kept.jsonl"), progress=False, log=lambda *a: None)
 
@@ -139,3 +141,32 @@ def test_djx_ops_lists_it_as_a_deduplicator(djx_cli):
     assert "image_semantic_deduplicator  (deduplicator)" in djx_cli("ops").out
     one = djx_cli("ops", "image_semantic_deduplicator")
     assert "threshold: float = 0.95" in one.out and "stats: image_embedding" in one.out
+
+
+def test_beside_the_similarity_filter_on_the_same_clip_one_model_is_loaded(tmp_path):
+    """The two ops name the same model (hf_clip, dtype): the pool holds one copy, which both use."""
+    rows = [{**r, "text": "<__dj__image> " * len(r["images"]) + r["text"]} for r in image_rows(tmp_path)[:-1]]
+    summary = run(tmp_path, "both", rows, process=[
+        {"image_text_similarity_filter": {"hf_clip": CLIP, "min_score": -1.0}}, OP])
+    assert summary["check"]["ok"] and summary["dropped"] == len(GROUPS)
+    assert summary["max_model_loads_per_process"] == 1
+    assert all(sum(loads.values()) == 1 for loads in summary["model_loads"].values())
+
+
+def test_the_ray_executor_groups_as_the_local_one(tmp_path, ray_address):
+    """The dedup phase runs after either engine's streaming pass: Ray keeps and drops what local does."""
+    from helpers import assert_same_run, outputs_by_position
+    rows = image_rows(tmp_path)
+    both = {}
+    for executor in ("local", "ray"):
+        keys = {"ray_address": ray_address, "start_method": None} if executor == "ray" else {}
+        summary = run(tmp_path, executor, rows, executor=executor, np=2, **keys)
+        both[executor] = (summary, outputs_by_position(tmp_path / executor))
+    for kind, records in both["ray"][1].items():  # a forward of another batch size: float16's last bit may differ
+        for pos, record in records.items():
+            ours, theirs = (r.get(STATS, {}).get("image_embedding") for r in (record, both["local"][1][kind][pos]))
+            if ours:
+                assert np.abs(decode_embedding(ours) - decode_embedding(theirs)).max() < 2e-3
+                record[STATS]["image_embedding"] = theirs
+    ray_summary = assert_same_run(both)
+    assert ray_summary["dropped"] == len(GROUPS) and ray_summary["rejected"] == 1
