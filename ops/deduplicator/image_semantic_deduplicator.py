@@ -3,11 +3,12 @@ CLIP image embeddings as stats, then k-means clusters and, within each, near-dup
 from __future__ import annotations
 
 import base64
+import binascii
 from typing import Iterable, Literal
 
 import numpy as np
 
-from djx import Batch, Deduplicator, RecipeError, SampleError, register_op
+from djx import Batch, Deduplicator, DjxError, RecipeError, SampleError, register_op
 from djx.core.dedup.embeddings import EmbeddingIndex
 from djx.core.dedup.first_positions import IndexSpace
 from djx.core.models.oom import forward_with_backoff
@@ -29,7 +30,14 @@ def decode_embedding(text: str) -> np.ndarray | None:
     """The vector a stat holds (None for '': no images); float16 keeps a cosine to ~1e-3."""
     if not text:
         return None
-    return np.frombuffer(base64.b64decode(text), dtype="<f2").astype(np.float32)
+    try:
+        vector = np.frombuffer(base64.b64decode(text, validate=True), dtype="<f2").astype(np.float32)
+    except (binascii.Error, ValueError):
+        vector = None
+    if vector is None or not len(vector) or not np.isfinite(vector).all():
+        raise DjxError(f"{EMBEDDING_KEY} {text[:40]!r}... is not an embedding djx wrote (base64 of float16): "
+                       f"run again with recompute_stats: true")
+    return vector
 
 
 def sample_embedding(vectors: list[np.ndarray]) -> np.ndarray:

@@ -112,3 +112,19 @@ def test_a_chain_is_kept_through_its_first_sample():
     c = unit(np.array([1.0, 0.62]))
     assert a @ b > 0.95 and b @ c > 0.95 and a @ c < 0.95
     assert answers([a, b, c], 0.95, n_clusters=1) == [0, 0, 0]
+
+
+def test_the_embedding_stat_round_trips_through_json_and_anything_else_is_refused():
+    import json
+
+    from djx import DjxError
+    from djx.ops.deduplicator.image_semantic_deduplicator import decode_embedding, encode_embedding, sample_embedding
+    a, b = unit(np.array([1.0, 0.0, 0.0])), unit(np.array([0.0, 1.0, 0.0]))
+    both = sample_embedding([a, b])  # several images: the direction of their mean
+    assert np.allclose(both, unit(np.array([1.0, 1.0, 0.0])))
+    text = json.loads(json.dumps(encode_embedding(both)))
+    assert np.abs(decode_embedding(text) - both).max() < 1e-3
+    assert decode_embedding("") is None  # a sample without images
+    for bad in ("not base64!", encode_embedding(np.array([np.nan, 1.0]))):
+        with pytest.raises(DjxError, match="recompute_stats"):
+            decode_embedding(bad)
