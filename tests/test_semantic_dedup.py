@@ -154,12 +154,13 @@ def test_beside_the_similarity_filter_on_the_same_clip_one_model_is_loaded(tmp_p
 
 
 def test_the_ray_executor_groups_as_the_local_one(tmp_path, ray_address):
-    """The dedup phase runs after either engine's streaming pass: Ray keeps and drops what local does."""
+    """The dedup phase runs after either engine's streaming pass: Ray (its stage actors preparing, a
+    scoring actor embedding: scoring: device) keeps and drops what local does."""
     from helpers import assert_same_run, outputs_by_position
     rows = image_rows(tmp_path)
     both = {}
     for executor in ("local", "ray"):
-        keys = {"ray_address": ray_address, "start_method": None} if executor == "ray" else {}
+        keys = {"ray_address": ray_address, "start_method": None, "scoring": "device"} if executor == "ray" else {}
         summary = run(tmp_path, executor, rows, executor=executor, np=2, **keys)
         both[executor] = (summary, outputs_by_position(tmp_path / executor))
     for kind, records in both["ray"][1].items():  # a forward of another batch size: float16's last bit may differ
@@ -170,3 +171,22 @@ def test_the_ray_executor_groups_as_the_local_one(tmp_path, ray_address):
                 record[STATS]["image_embedding"] = theirs
     ray_summary = assert_same_run(both)
     assert ray_summary["dropped"] == len(GROUPS) and ray_summary["rejected"] == 1
+
+
+def test_with_scoring_device_the_scorer_embeds_and_the_outputs_are_the_workers(tmp_path):
+    """scoring: device: the workers decode and run the processor, the device's scorer holds the CLIP
+    and embeds the images of batches from both workers in shared forwards."""
+    rows = image_rows(tmp_path)
+    both = {}
+    for scoring in ("workers", "device"):
+        summary = run(tmp_path, scoring, rows, np=2, scoring=scoring)
+        assert summary["check"]["ok"] and summary["dropped"] == len(GROUPS) and summary["rejected"] == 1
+        both[scoring] = summary
+        kept = read_jsonl_file(tmp_path / scoring / "kept.jsonl")
+        assert [s["id"] for s in kept] == [i for i in range(len(rows) - 1) if i not in GROUPS]
+        vectors = [decode_embedding(s[STATS]["image_embedding"]) for s in kept if s["images"]]
+        both[scoring + " vectors"] = np.stack(vectors)
+    assert np.abs(both["device vectors"] - both["workers vectors"]).max() < 2e-3
+    for loads in both["device"]["model_loads"].values():  # the workers only prepared
+        assert not any("clip" in label for label in loads), loads
+    assert both["device"]["events"]["forwards"] > 0

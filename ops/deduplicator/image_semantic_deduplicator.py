@@ -12,10 +12,13 @@ from djx import Batch, Deduplicator, DjxError, RecipeError, SampleError, registe
 from djx.core.dedup.embeddings import EmbeddingIndex
 from djx.core.dedup.first_positions import IndexSpace
 from djx.core.models.oom import forward_with_backoff
-from djx.core.run.breakdown import timed
+from djx.core.run.breakdown import forward_timed, timed
 from djx.ops.common.model_op import OneModelOp, check_forward_batch
+from djx.ops.common.pixels import processor_pixels
+from djx.ops.common.prepared import PreparedPairs, join, split
 from djx.ops.filter.image_model_filter import OOM_IMAGE_REASON
-from djx.ops.filter.image_text_model_filter import default_forward_batch
+from djx.ops.filter.image_text_model_filter import ImageTextModelFilter, default_forward_batch
+from djx.ops.models import load_host_side
 
 EMBEDDING_KEY = "image_embedding"
 SWEEP_THRESHOLDS = (0.85, 0.88, 0.9, 0.92, 0.94, 0.95, 0.96, 0.97, 0.98, 0.99)
@@ -90,13 +93,21 @@ class ImageSemanticDeduplicator(OneModelOp, Deduplicator):
     def model_name(self) -> str:
         return self.hf_clip
 
-    def compute_stats(self, batch: Batch) -> None:
+    # -- prepare (host: decode, the processor), score (where the model is), finish (the stats) ------
+    def host_side(self, pool) -> tuple:
+        """(processor, text length) of the CLIP, without its weights: what preparing needs."""
+        return pool.host(("prepare", self.spec), lambda: load_host_side(self.spec))
+
+    def prepare(self, batch: Batch, processor) -> tuple[PreparedPairs, list]:
+        """Decode each distinct image of the batch once and run the processor (uint8 pixels where it
+        allows). Returns the prepared images (one `pair` each) and, per sample, its image rows
+        (None: rejected)."""
         images, ids, plan = [], {}, []
         for i, sample in enumerate(batch.samples):
             refs = list(dict.fromkeys(batch.image_refs(sample)))
             try:
                 for ref in refs:
-                    if ref not in ids:  # decoded first: an image that fails is never given an index
+                    if ref not in ids:  # decoded first: an image that fails is never given a row
                         with timed(batch.counters, "decode"):
                             image = batch.images.rgb(ref)
                         ids[ref] = len(images)
@@ -106,32 +117,52 @@ class ImageSemanticDeduplicator(OneModelOp, Deduplicator):
                 plan.append(None)
                 continue
             plan.append([ids[ref] for ref in refs])
-        vectors = self._embed(batch, images) if images else []
-        for i, idx in enumerate(plan):
-            if idx is None:
+        with timed(batch.counters, "preprocess"):
+            pixels, table = processor_pixels(processor.image_processor, images) if images else (None, None)
+        return PreparedPairs(pixels, [], [(0, j) for j in range(len(images))], table), plan
+
+    def score_parts(self, loaded, parts: list[PreparedPairs], fault=(), counters: dict | None = None) -> list:
+        """Each part's image embeddings (unit length; None where even one image ran out of memory),
+        the parts' images in shared forwards of `forward_batch_size`."""
+        import torch
+        joined = getattr(parts, "assembled", None) or join(parts)
+
+        def encode(rows):
+            pixels = ImageTextModelFilter.pixel_rows(loaded, joined, rows, counters)
+            feats = loaded.model.visual_projection(loaded.model.vision_model(pixel_values=pixels).pooler_output)
+            return list(torch.nn.functional.normalize(feats.float(), dim=-1).cpu().numpy())
+
+        size = self.forward_batch_size or default_forward_batch(loaded.device)
+        vectors = forward_with_backoff(encode, list(range(joined.n_images)), size, loaded.device, fault, counters)
+        return split(vectors, parts)
+
+    def assemble_parts(self, parts: list[PreparedPairs]) -> PreparedPairs:
+        return join(parts)
+
+    def compute_stats(self, batch: Batch) -> None:
+        scorer = batch.pool.scorer() if hasattr(batch.pool, "scorer") else None
+        if scorer is None:  # the model is here
+            loaded = batch.pool.get(self.spec)
+            prepared, plan = self.prepare(batch, loaded.processor)
+        else:  # scoring: device: prepared here, embedded by the device's scorer
+            prepared, plan = self.prepare(batch, self.host_side(batch.pool)[0])
+        vectors = []
+        if prepared.pairs and scorer is not None:
+            with timed(batch.counters, "wait"):
+                vectors = scorer.score(self, prepared, batch.ctx.fault, batch.counters)
+        elif prepared.pairs:
+            import torch
+            with torch.inference_mode():
+                vectors = forward_timed(lambda: self.score_parts(loaded, [prepared], batch.ctx.fault,
+                                                                 batch.counters)[0], batch.counters)
+        for i, rows in enumerate(plan):
+            if rows is None:
                 continue
-            got = [vectors[j] for j in idx]
+            got = [vectors[j] for j in rows]
             if any(v is None for v in got):
                 batch.reject(i, OOM_IMAGE_REASON, "oom")
             else:
                 batch.stats(batch.samples[i])[EMBEDDING_KEY] = encode_embedding(sample_embedding(got)) if got else ""
-
-    def _embed(self, batch: Batch, images: list) -> list:
-        """Each image's unit CLIP embedding (None where even one image ran out of device memory)."""
-        import torch
-        loaded, counters = batch.pool.get(self.spec), batch.counters
-
-        def run(chunk):
-            with timed(counters, "preprocess"):
-                pixels = loaded.processor(images=chunk, return_tensors="pt")["pixel_values"]
-            with timed(counters, "forward"):
-                out = loaded.model.vision_model(pixel_values=pixels.to(loaded.device, loaded.dtype))
-                feats = loaded.model.visual_projection(out.pooler_output).float()
-                return list(torch.nn.functional.normalize(feats, dim=-1).cpu().numpy())
-
-        size = self.forward_batch_size or default_forward_batch(loaded.device)
-        with torch.inference_mode():
-            return forward_with_backoff(run, images, size, loaded.device, batch.ctx.fault, counters)
 
     def index(self, space: IndexSpace) -> EmbeddingIndex:
         return EmbeddingIndex(lambda stats: decode_embedding(stats[EMBEDDING_KEY]), self.threshold,
