@@ -58,6 +58,9 @@ class Pipeline:
         self.recipe = recipe
         self.ops = list(ops) if ops is not None else recipe.build_ops()
         _refuse_non_ops(self.ops)
+        for k, op in enumerate(self.ops):  # an op that takes work from an earlier one (one forward for both)
+            if hasattr(op, "link_earlier"):
+                op.link_earlier(self.ops[:k])
         for op in self.ops:  # ops made in Python: their files are read (and refused) here, not mid-run
             op.load_resources()
         self._inventory = None  # visible GPUs, read once per pipeline

@@ -143,14 +143,35 @@ def test_djx_ops_lists_it_as_a_deduplicator(djx_cli):
     assert "threshold: float = 0.95" in one.out and "stats: image_embedding" in one.out
 
 
-def test_beside_the_similarity_filter_on_the_same_clip_one_model_is_loaded(tmp_path):
-    """The two ops name the same model (hf_clip, dtype): the pool holds one copy, which both use."""
+def test_beside_the_similarity_filter_on_the_same_clip_one_model_and_one_forward_serve_both(tmp_path):
+    """The two ops name the same model (hf_clip, dtype): the pool holds one copy, and the filter
+    writes the embeddings as it scores, so the deduplicator runs no forward of its own (the run's
+    forwards are the filter's alone) and groups as it does alone. Where the filter sees other
+    pixels (flipped), the deduplicator embeds for itself."""
+    from helpers import outputs_by_position
     rows = [{**r, "text": "<__dj__image> " * len(r["images"]) + r["text"]} for r in image_rows(tmp_path)[:-1]]
-    summary = run(tmp_path, "both", rows, process=[
-        {"image_text_similarity_filter": {"hf_clip": CLIP, "min_score": -1.0}}, OP])
+    sim = {"image_text_similarity_filter": {"hf_clip": CLIP, "min_score": -1.0}}
+    flipped = {"image_text_similarity_filter": {"hf_clip": CLIP, "min_score": -1.0, "horizontal_flip": True}}
+    got = {name: run(tmp_path, name, rows, process=ops) for name, ops in
+           (("both", [sim, OP]), ("filter", [sim]), ("alone", [OP]), ("flipped", [flipped, OP]))}
+    summary = got["both"]
     assert summary["check"]["ok"] and summary["dropped"] == len(GROUPS)
     assert summary["max_model_loads_per_process"] == 1
     assert all(sum(loads.values()) == 1 for loads in summary["model_loads"].values())
+    assert summary["events"]["forwards"] == got["filter"]["events"]["forwards"]  # no forward of its own
+    assert got["flipped"]["events"]["forwards"] > got["filter"]["events"]["forwards"]  # embeds for itself
+    both, alone = outputs_by_position(tmp_path / "both"), outputs_by_position(tmp_path / "alone")
+    for kind in ("kept", "dropped"):
+        assert both[kind].keys() == alone[kind].keys()
+        for pos, record in both[kind].items():  # the filter's embeddings are the deduplicator's own
+            ours, theirs = (decode_embedding(r[STATS]["image_embedding"]) for r in (record, alone[kind][pos]))
+            assert (ours is None) == (theirs is None) and (ours is None or np.abs(ours - theirs).max() < 2e-3)
+            assert kind == "kept" or record[DROP]["reason"] == alone[kind][pos][DROP]["reason"]
+    # with scoring: device the embeddings come back from the scorer with the pair scores
+    device = run(tmp_path, "device", rows, process=[sim, OP], scoring="device")
+    assert device["check"]["ok"] and device["dropped"] == len(GROUPS)
+    assert device["events"]["scorer_pairs"] == sum(len(r["images"]) for r in rows)  # the filter's pairs only
+    assert outputs_by_position(tmp_path / "device")["dropped"].keys() == both["dropped"].keys()
 
 
 def test_the_ray_executor_groups_as_the_local_one(tmp_path, ray_address):

@@ -120,10 +120,22 @@ def join(parts: list[PreparedPairs]) -> PreparedPairs:
     return out
 
 
+class PairScores(list):
+    """Pair scores with, where an op asked for them, per image row outputs (`images`: e.g. the
+    image embeddings the similarity filter computed on its way, for a semantic deduplicator)."""
+    images: list | None = None
+
+
 def split(scores: list, parts: list[PreparedPairs]) -> list[list]:
-    """The scores of a joined PreparedPairs, handed back part by part."""
-    out, at = [], 0
+    """The scores of a joined PreparedPairs, handed back part by part (with their images' outputs)."""
+    out, at, row = [], 0, 0
+    images = getattr(scores, "images", None)
     for p in parts:
-        out.append(scores[at:at + len(p.pairs)])
+        piece = scores[at:at + len(p.pairs)]
+        if images is not None:
+            piece = PairScores(piece)
+            piece.images = images[row:row + p.n_images]
+        out.append(piece)
         at += len(p.pairs)
+        row += p.n_images
     return out

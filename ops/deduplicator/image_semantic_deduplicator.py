@@ -72,6 +72,7 @@ class ImageSemanticDeduplicator(OneModelOp, Deduplicator):
     stats_keys = (EMBEDDING_KEY,)
     stat_shapes = {EMBEDDING_KEY: "digest"}
     verdict_params = ("threshold", "n_clusters")
+    embeddings_from: str | None = None  # an earlier similarity filter writes the embeddings (link_earlier)
     model_kind = "hf_clip"
     path_params = ("hf_clip",)
 
@@ -93,17 +94,35 @@ class ImageSemanticDeduplicator(OneModelOp, Deduplicator):
     def model_name(self) -> str:
         return self.hf_clip
 
+    def link_earlier(self, earlier: list) -> None:
+        """One forward for both: where the nearest earlier image_text_similarity_filter of the recipe
+        runs the same CLIP on the same pixels with no mapper between them, it writes this op's
+        embeddings as it scores, and this op embeds only the samples that come without one."""
+        from djx import Mapper
+        from djx.ops.filter.image_text_similarity_filter import ImageTextSimilarityFilter
+        for op in reversed(earlier):
+            if isinstance(op, Mapper):
+                return
+            if (isinstance(op, ImageTextSimilarityFilter) and op.spec == self.spec and op.embeds_as_host_does()
+                    and op.image_key == self.image_key):
+                op.write_embeddings(EMBEDDING_KEY)
+                self.embeddings_from = op.name
+                return
+
     # -- prepare (host: decode, the processor), score (where the model is), finish (the stats) ------
     def host_side(self, pool) -> tuple:
         """(processor, text length) of the CLIP, without its weights: what preparing needs."""
         return pool.host(("prepare", self.spec), lambda: load_host_side(self.spec))
 
-    def prepare(self, batch: Batch, processor) -> tuple[PreparedPairs, list]:
+    def prepare(self, batch: Batch, processor, todo=None) -> tuple[PreparedPairs, list]:
         """Decode each distinct image of the batch once and run the processor (uint8 pixels where it
         allows). Returns the prepared images (one `pair` each) and, per sample, its image rows
-        (None: rejected)."""
+        (None: rejected, or not in `todo`, the samples to embed when not all)."""
         images, ids, plan = [], {}, []
         for i, sample in enumerate(batch.samples):
+            if todo is not None and i not in todo:
+                plan.append(None)
+                continue
             refs = list(dict.fromkeys(batch.image_refs(sample)))
             try:
                 for ref in refs:
@@ -140,12 +159,17 @@ class ImageSemanticDeduplicator(OneModelOp, Deduplicator):
         return join(parts)
 
     def compute_stats(self, batch: Batch) -> None:
+        todo = None
+        if self.embeddings_from:  # the similarity filter before wrote the embeddings of the samples it scored
+            todo = {i for i, s in enumerate(batch.samples) if EMBEDDING_KEY not in batch.stats(s)}
+            if not todo:
+                return
         scorer = batch.pool.scorer() if hasattr(batch.pool, "scorer") else None
         if scorer is None:  # the model is here
             loaded = batch.pool.get(self.spec)
-            prepared, plan = self.prepare(batch, loaded.processor)
+            prepared, plan = self.prepare(batch, loaded.processor, todo)
         else:  # scoring: device: prepared here, embedded by the device's scorer
-            prepared, plan = self.prepare(batch, self.host_side(batch.pool)[0])
+            prepared, plan = self.prepare(batch, self.host_side(batch.pool)[0], todo)
         vectors = []
         if prepared.pairs and scorer is not None:
             with timed(batch.counters, "wait"):

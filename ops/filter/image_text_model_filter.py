@@ -165,7 +165,8 @@ class ImageTextModelFilter(OneModelOp, Filter):
                 batch.reject(i, str(e), e.code)
                 plan.append(None)
                 continue
-            sample_chunks = []
+            sample_chunks = SampleChunks()
+            sample_chunks.images = [image_ids[ref] for ref in dict.fromkeys(refs)]  # its distinct image rows
             for text, first, count in chunks:
                 t = text_ids.setdefault(text, len(texts))
                 if t == len(texts):
@@ -246,6 +247,11 @@ class ImageTextModelFilter(OneModelOp, Filter):
         if self.vertical_flip:
             image = ImageOps.flip(image)
         return image
+
+
+class SampleChunks(list):
+    """One sample's chunks (each the indices of its pairs) and `images`, its distinct image rows."""
+    images: list = []
 
 
 def _reduce(values: list[float], mode: str) -> float:

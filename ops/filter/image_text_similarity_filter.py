@@ -1,4 +1,5 @@
-from djx import register_op
+from djx import Batch, register_op
+from djx.ops.common.prepared import PairScores
 from djx.ops.filter.image_text_model_filter import ImageTextModelFilter
 
 
@@ -23,10 +24,27 @@ class ImageTextSimilarityFilter(ImageTextModelFilter):
     model_kind = "hf_clip"
     path_params = ("hf_clip",)
 
+    embedding_key: str | None = None  # also written: each sample's image embedding (write_embeddings)
+
     def __init__(self, hf_clip: str = "openai/clip-vit-base-patch32", min_score: float = 0.1,
                  max_score: float = 1.0, **kw):
         super().__init__(min_score=min_score, max_score=max_score, **kw)
         self.hf_clip = hf_clip
+
+    def embeds_as_host_does(self) -> bool:
+        """Whether its image features are those of the host's Pillow pixels, unflipped, at full
+        size: what image_semantic_deduplicator embeds (so one forward can serve both)."""
+        return not (self.horizontal_flip or self.vertical_flip or self.draft_decode) and self.image_decode == "cpu"
+
+    def write_embeddings(self, key: str) -> None:
+        """Also write each scored sample's image embedding (image_semantic_deduplicator's stat, which
+        that op then takes instead of running the image tower again)."""
+        self.embedding_key = key
+        self.stats_keys = (type(self).stats_keys[0], key)
+
+    @property
+    def stat_shapes(self) -> dict[str, str]:
+        return {**super().stat_shapes, **({self.embedding_key: "digest"} if self.embedding_key else {})}
 
     @property
     def model_name(self) -> str:
@@ -49,5 +67,20 @@ class ImageTextSimilarityFilter(ImageTextModelFilter):
         txt = self.forward(encode_texts, list(range(len(prepared.tokens))), loaded, fault, counters)
         scale = float(model.logit_scale.exp()) / 100.0
         # per-pair dot products on the host: no device sync per pair
-        return [None if img[i] is None or txt[t] is None else float(txt[t] @ img[i]) * scale
-                for t, i in prepared.pairs]
+        out = PairScores(None if img[i] is None or txt[t] is None else float(txt[t] @ img[i]) * scale
+                         for t, i in prepared.pairs)
+        if self.embedding_key:  # the image embeddings go back too, for image_semantic_deduplicator
+            out.images = [None if v is None else v.numpy() for v in img]
+        return out
+
+    def finish(self, batch: Batch, plan: list, scores: list) -> None:
+        super().finish(batch, plan, scores)
+        images = getattr(scores, "images", None)
+        if not self.embedding_key or images is None:
+            return
+        from djx.ops.deduplicator.image_semantic_deduplicator import encode_embedding, sample_embedding
+        for i, sample_chunks in enumerate(plan):
+            stats = batch.stats(batch.samples[i]) if sample_chunks is not None else {}
+            vectors = [images[r] for r in getattr(sample_chunks, "images", ())]
+            if self.stat in stats and all(v is not None for v in vectors):  # scored, not rejected
+                stats[self.embedding_key] = encode_embedding(sample_embedding(vectors)) if vectors else ""
