@@ -74,16 +74,26 @@ class BatchImages:
         (faster, but no longer Data-Juicer's pixels: the ops' `draft_decode` opt-in)."""
         key = (ref, target)
         if key not in self._decoded:
-            w, h = self.size(ref)
-            cost = w * h * _DECODE_BYTES_PER_PIXEL
-            if self.decoded_bytes + cost > self.max_decoded_bytes:
-                raise SampleError(
-                    f"image {ref!r}: {w}x{h} needs ~{cost >> 20} MB decoded and this batch already holds "
-                    f"{self.decoded_bytes >> 20} MB of the worker's max_decoded_bytes {self.max_decoded_bytes >> 20} MB "
-                    f"(lower batch_size, or raise max_decoded_bytes where the memory is there)", code=DECODE_BUDGET)
+            if ref in self._sizes:
+                self._charge(ref, *self._sizes[ref])
+            # else the file is opened once for its header (the size, charged before any pixel is
+            # decoded) and its pixels: a hash of many small images paid ~10% for a second open
             self._decoded[key] = self._attempt(ref, "cannot decode", lambda: self._decode(ref, target))
-            self.decoded_bytes += cost
+            self.decoded_bytes += self._cost(*self._sizes[ref])
         return self._decoded[key]
+
+    @staticmethod
+    def _cost(w: int, h: int) -> int:
+        return w * h * _DECODE_BYTES_PER_PIXEL
+
+    def _charge(self, ref: str, w: int, h: int) -> None:
+        """Refuse a decode that would take the batch past max_decoded_bytes."""
+        cost = self._cost(w, h)
+        if self.decoded_bytes + cost > self.max_decoded_bytes:
+            raise SampleError(
+                f"image {ref!r}: {w}x{h} needs ~{cost >> 20} MB decoded and this batch already holds "
+                f"{self.decoded_bytes >> 20} MB of the worker's max_decoded_bytes {self.max_decoded_bytes >> 20} MB "
+                f"(lower batch_size, or raise max_decoded_bytes where the memory is there)", code=DECODE_BUDGET)
 
     def close(self) -> None:
         for img in self._decoded.values():
@@ -95,17 +105,14 @@ class BatchImages:
     # -- reading one file ---------------------------------------------------------------------
     def _header_size(self, ref: str) -> tuple[int, int]:
         with self._opened(ref) as img:
-            w, h = img.size
-            if isinstance(img, TiffImageFile):  # newer Pillow reports a TIFF's upright size (10.0 did not)
-                w, h = img.tag_v2[IMAGEWIDTH], img.tag_v2[IMAGELENGTH]
-            # the base reader looks only at what the header holds; PNG's own would decode the
-            # pixels to look for an eXIf chunk after the image data
-            orientation = Image.Image.getexif(img).get(_ORIENTATION)
-        return (h, w) if orientation in _SIDEWAYS else (w, h)
+            return _upright_size(img)
 
     def _decode(self, ref: str, target: int) -> Image.Image:
         """HF `datasets`' Image.decode_example, then convert("RGB"): Data-Juicer's pixels."""
         with self._opened(ref) as img:
+            if ref not in self._sizes:  # its header first: the size, and the batch's budget for it
+                self._sizes[ref] = _upright_size(img)
+                self._charge(ref, *self._sizes[ref])
             if target and isinstance(img, JpegImageFile):  # JPEG and MPO
                 img.draft("RGB", (target, target))
             img.load()  # a multi-frame file (GIF, WebP, TIFF, MPO) gives its first frame
@@ -178,6 +185,17 @@ class BatchImages:
                               f"{self.max_pixels} (decompression-bomb guard; raise max_image_pixels "
                               f"in the recipe if this image is legitimate)", code=BAD_IMAGE)
         return img
+
+
+def _upright_size(img: Image.Image) -> tuple[int, int]:
+    """(width, height) of the upright image, from what its header holds."""
+    w, h = img.size
+    if isinstance(img, TiffImageFile):  # newer Pillow reports a TIFF's upright size (10.0 did not)
+        w, h = img.tag_v2[IMAGEWIDTH], img.tag_v2[IMAGELENGTH]
+    # the base reader looks only at what the header holds; PNG's own would decode the pixels to
+    # look for an eXIf chunk after the image data
+    orientation = Image.Image.getexif(img).get(_ORIENTATION)
+    return (h, w) if orientation in _SIDEWAYS else (w, h)
 
 
 def _read(read: Callable[[], T], load_truncated: bool) -> T:
