@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from djx import Pipeline, RecipeError, build_op
-from djx.ops.deduplicator.image_semantic_deduplicator import decode_embedding
+from djx.ops.common.embeddings import decode_embedding
 from helpers import read_jsonl_file
 from test_dedup_runs import DROP, POS, STATS, Stop, image_rows, write_recipe
 

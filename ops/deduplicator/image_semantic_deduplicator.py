@@ -2,17 +2,14 @@
 CLIP image embeddings as stats, then k-means clusters and, within each, near-duplicates by cosine."""
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Iterable, Literal
 
-import numpy as np
-
-from djx import Batch, Deduplicator, DjxError, RecipeError, SampleError, register_op
+from djx import Batch, Deduplicator, RecipeError, SampleError, register_op
 from djx.core.dedup.embeddings import EmbeddingIndex
 from djx.core.dedup.first_positions import IndexSpace
 from djx.core.models.oom import forward_with_backoff
 from djx.core.run.breakdown import forward_timed, timed
+from djx.ops.common.embeddings import EMBEDDING_KEY, decode_embedding, encode_embedding, sample_embedding
 from djx.ops.common.model_op import OneModelOp, check_forward_batch
 from djx.ops.common.pixels import processor_pixels
 from djx.ops.common.prepared import PreparedPairs, join, split
@@ -20,34 +17,7 @@ from djx.ops.filter.image_model_filter import OOM_IMAGE_REASON
 from djx.ops.filter.image_text_model_filter import ImageTextModelFilter, default_forward_batch
 from djx.ops.models import load_host_side
 
-EMBEDDING_KEY = "image_embedding"
 SWEEP_THRESHOLDS = (0.85, 0.88, 0.9, 0.92, 0.94, 0.95, 0.96, 0.97, 0.98, 0.99)
-
-
-def encode_embedding(vector: np.ndarray) -> str:
-    """The stat's text: base64 of the vector as little-endian float16 ('' for a sample without images)."""
-    return base64.b64encode(np.asarray(vector, dtype="<f2").tobytes()).decode("ascii")
-
-
-def decode_embedding(text: str) -> np.ndarray | None:
-    """The vector a stat holds (None for '': no images); float16 keeps a cosine to ~1e-3."""
-    if not text:
-        return None
-    try:
-        vector = np.frombuffer(base64.b64decode(text, validate=True), dtype="<f2").astype(np.float32)
-    except (binascii.Error, ValueError):
-        vector = None
-    if vector is None or not len(vector) or not np.isfinite(vector).all():
-        raise DjxError(f"{EMBEDDING_KEY} {text[:40]!r}... is not an embedding djx wrote (base64 of float16): "
-                       f"run again with recompute_stats: true")
-    return vector
-
-
-def sample_embedding(vectors: list[np.ndarray]) -> np.ndarray:
-    """A sample's embedding: the mean of its images' unit embeddings, scaled to unit length again."""
-    mean = np.mean(vectors, axis=0)
-    norm = float(np.linalg.norm(mean))
-    return mean / norm if norm > 0 else mean
 
 
 @register_op("image_semantic_deduplicator")

@@ -78,7 +78,7 @@ class ImageTextSimilarityFilter(ImageTextModelFilter):
         images = getattr(scores, "images", None)
         if not self.embedding_key or images is None:
             return
-        from djx.ops.deduplicator.image_semantic_deduplicator import encode_embedding, sample_embedding
+        from djx.ops.common.embeddings import encode_embedding, sample_embedding
         for i, sample_chunks in enumerate(plan):
             stats = batch.stats(batch.samples[i]) if sample_chunks is not None else {}
             vectors = [images[r] for r in getattr(sample_chunks, "images", ())]

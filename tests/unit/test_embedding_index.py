@@ -118,7 +118,7 @@ def test_the_embedding_stat_round_trips_through_json_and_anything_else_is_refuse
     import json
 
     from djx import DjxError
-    from djx.ops.deduplicator.image_semantic_deduplicator import decode_embedding, encode_embedding, sample_embedding
+    from djx.ops.common.embeddings import decode_embedding, encode_embedding, sample_embedding
     a, b = unit(np.array([1.0, 0.0, 0.0])), unit(np.array([0.0, 1.0, 0.0]))
     both = sample_embedding([a, b])  # several images: the direction of their mean
     assert np.allclose(both, unit(np.array([1.0, 1.0, 0.0])))
