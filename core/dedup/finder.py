@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
-from djx.core.dedup.first_positions import IndexSpace
+from djx.core.dedup.key_rows import IndexSpace
 from djx.core.op.deduplicator import Deduplicator
 from djx.core.recipe.context import STATS_KEY
 

@@ -1,109 +1,149 @@
-"""Indexes that deduplicators build on. Both keep the smallest position of a group, whatever the
-order samples are added in, so the kept sample is the first in input order (Data-Juicer's rule).
+"""Indexes that deduplicators build on. Each keeps the smallest position of a group, whatever the order
+samples are added in, so the kept sample is the first in input order (Data-Juicer's rule).
 
-Exact keys and band values live in FirstPositions tables (memory up to a budget, then an SQLite file
-in the run's state folder); the union-find holds a parent per sample that joined a group, and
-PairIndex its candidate buckets, in memory."""
+All three write (key, position) rows to a KeyRows table (memory up to the run's budget, then partition
+files in its state folder), and on the first `kept_for` read them back a partition at a time, joining
+the samples of equal keys (or near signatures) in a Components array of 8 bytes per position."""
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Callable, Hashable, Iterable
 
-from djx.core.dedup.first_positions import IndexSpace
+import numpy as np
+
+from djx.core.dedup.components import Components
+from djx.core.dedup.key_rows import IndexSpace, KeyRows, firsts, runs
 from djx.core.op.deduplicator import DuplicateIndex
 
 
-class ExactIndex(DuplicateIndex):
-    """Samples with equal keys are duplicates; `key(stats)` None: never a duplicate (e.g. no image)."""
+class GroupedIndex(DuplicateIndex):
+    """The part the three share: rows in, groups out; `kept_for` is a sample's group's root."""
+
+    def __init__(self, rows: KeyRows):
+        self.rows, self.groups, self.done = rows, Components(), False
+
+    def kept_for(self, pos: int, stats: dict) -> int:
+        if not self.done:
+            self.finish()
+        return self.groups.root(pos)
+
+    def finish(self) -> None:
+        """Every sample is in: join the groups (once)."""
+        for rows in self.rows.groups():
+            self._join(rows)
+        self.rows.close()
+        self.groups.settle()
+        self.done = True
+
+    def _join(self, rows: np.ndarray) -> None:
+        """Join the rows of equal keys (rows sorted by key, then position)."""
+        new = runs(rows)
+        self.groups.join(rows["pos"][~new], firsts(rows, new)[~new])
+
+    def close(self) -> None:
+        self.rows.close()
+
+
+class ExactIndex(GroupedIndex):
+    """Samples with equal keys are duplicates; `key(stats)` None: never a duplicate (e.g. no image).
+    A key is compared by a 128-bit BLAKE2 digest of its text."""
 
     def __init__(self, key: Callable[[dict], Hashable | None], space: IndexSpace = IndexSpace()):
+        super().__init__(space.rows())
         self.key = key
-        self.first = space.table()
 
     def add(self, pos: int, stats: dict) -> None:
         k = self.key(stats)
         if k is not None:
-            self.first.offer(k, pos)
-
-    def kept_for(self, pos: int, stats: dict) -> int:
-        k = self.key(stats)
-        return pos if k is None else self.first.get(k, pos)
-
-    def close(self) -> None:
-        self.first.close()
+            digest = hashlib.blake2b(_text(k).encode("utf-8"), digest_size=16).digest()
+            self.rows.add_one(int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little"), pos)
 
 
-class UnionFind:
-    """Disjoint sets of positions whose root is always the smallest member (as Data-Juicer's)."""
-
-    def __init__(self):
-        self.parent: dict[int, int] = {}
-
-    def find(self, x: int) -> int:
-        root = x
-        while self.parent.get(root, root) != root:
-            root = self.parent[root]
-        while x != root:  # path compression, iteratively (a long chain must not hit the recursion limit)
-            self.parent[x], x = root, self.parent[x]
-        return root
-
-    def union(self, x: int, y: int) -> None:
-        rx, ry = self.find(x), self.find(y)
-        if rx != ry:
-            low, high = min(rx, ry), max(rx, ry)
-            self.parent[high] = low
-            self.parent.setdefault(low, low)
-
-
-class BandIndex(DuplicateIndex):
+class BandIndex(GroupedIndex):
     """Locality-sensitive bands: two samples that share any band value are joined, and groups are the
-    connected components (MinHash LSH with union-find). `bands(stats)` gives a sample's band values."""
+    connected components (MinHash LSH). `bands(stats)` gives a sample's band values: a band of 16
+    hex digits (MinHash's 64-bit digest) is compared as that number, any other by a 128-bit digest."""
 
     def __init__(self, bands: Callable[[dict], Iterable[Hashable]], space: IndexSpace = IndexSpace()):
-        self.bands, self.space = bands, space
-        self.tables: list = []
-        self.groups = UnionFind()
+        super().__init__(space.rows())
+        self.bands = bands
+        self.band_numbers = np.arange(0, dtype=np.uint64)
 
     def add(self, pos: int, stats: dict) -> None:
-        for b, value in enumerate(self.bands(stats)):
-            if b == len(self.tables):
-                self.tables.append(self.space.table())
-                for table in self.tables:  # the space's budget is the index's, shared by its bands
-                    table.budget = max(1, self.space.budget // len(self.tables))
-            other = self.tables[b].offer(value, pos)
-            if other is not None and other != pos:
-                self.groups.union(pos, other)
+        values = list(self.bands(stats))
+        if len(values) > len(self.band_numbers):
+            self.band_numbers = np.arange(len(values), dtype=np.uint64)
+        raw = _digests(values)
+        if raw is not None:
+            self.rows.add(np.frombuffer(raw, dtype=">u8").astype(np.uint64), self.band_numbers[:len(values)], pos)
+            return
+        for b, value in enumerate(values):  # (k1, k2) = the digest of "band:value": never a band number
+            digest = hashlib.blake2b(f"{b}:{_text(value)}".encode("utf-8"), digest_size=16).digest()
+            self.rows.add_one(int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little"), pos)
 
-    def kept_for(self, pos: int, stats: dict) -> int:
-        return self.groups.find(pos)
+
+class PairIndex(GroupedIndex):
+    """Groups are the connected components of `near(a, b)` over samples that share a candidate key:
+    `signature(stats)` is a sample's 64-bit unsigned signature, `candidates(sigs)` gives, for an array
+    of signatures, one array of uint64 keys per family (every near pair must share a key of one
+    family: e.g. SimHash's blocks), and `near(a, b)` answers for two arrays of signatures at once.
+    Equal signatures join at once; each family's candidate pairs are compared a partition at a time."""
+
+    def __init__(self, signature: Callable[[dict], int], candidates: Callable[[np.ndarray], list[np.ndarray]],
+                 near: Callable[[np.ndarray, np.ndarray], np.ndarray], space: IndexSpace = IndexSpace()):
+        super().__init__(space.rows())
+        self.signature, self.candidates, self.near, self.space = signature, candidates, near, space
+
+    def add(self, pos: int, stats: dict) -> None:
+        self.rows.add_one(self.signature(stats), 0, pos)
+
+    def finish(self) -> None:
+        n_families = len(self.candidates(np.zeros(0, dtype=np.uint64)))
+        families = [self.space.rows(share=n_families) for _ in range(n_families)]
+        for rows in self.rows.groups():  # equal signatures, then one row per distinct signature
+            new = runs(rows)
+            self.groups.join(rows["pos"][~new], firsts(rows, new)[~new])
+            sigs, firsts_pos = rows["k1"][new], rows["pos"][new]
+            for family, keys in zip(families, self.candidates(sigs)):
+                family.add(np.asarray(keys, dtype=np.uint64), sigs, firsts_pos)
+        self.rows.close()
+        try:
+            for family in families:
+                for rows in family.groups():
+                    self._join_near(rows)
+                family.close()  # its files go before the next family's are read
+        finally:
+            for family in families:
+                family.close()
+        self.groups.settle()
+        self.done = True
+
+    def _join_near(self, rows: np.ndarray) -> None:
+        """Rows sorted by candidate key (k1): compare each with the next 1, 2, ... rows of its key."""
+        key, sig, pos = rows["k1"], rows["k2"], rows["pos"]
+        for d in range(1, len(rows)):
+            same = np.flatnonzero(key[d:] == key[:-d])
+            if not len(same):
+                return
+            near = np.asarray(self.near(sig[same], sig[same + d]), dtype=bool)
+            self.groups.join(pos[same[near]], pos[same[near] + d])
 
     def close(self) -> None:
-        for table in self.tables:
-            table.close()
+        self.rows.close()
 
 
-class PairIndex(DuplicateIndex):
-    """Groups are the connected components of `near(a, b)` over samples that share a `candidates`
-    key (a sample's keys must include one that every near sample shares: e.g. SimHash blocks)."""
+def _text(key) -> str:
+    return key if isinstance(key, str) else json.dumps(key)
 
-    def __init__(self, signature: Callable[[dict], int], candidates: Callable[[int], Iterable[Hashable]],
-                 near: Callable[[int, int], bool]):
-        self.signature, self.candidates, self.near = signature, candidates, near
-        self.buckets: dict = {}
-        self.seen: dict[int, int] = {}  # signature -> a sample with it: equal signatures join at once
-        self.groups = UnionFind()
 
-    def add(self, pos: int, stats: dict) -> None:
-        sig = self.signature(stats)
-        if sig in self.seen:
-            self.groups.union(pos, self.seen[sig])
-            return
-        self.seen[sig] = pos
-        for key in self.candidates(sig):
-            bucket = self.buckets.setdefault(key, [])
-            for other_pos, other_sig in bucket:
-                if self.near(sig, other_sig):
-                    self.groups.union(pos, other_pos)
-            bucket.append((pos, sig))
-
-    def kept_for(self, pos: int, stats: dict) -> int:
-        return self.groups.find(pos)
+def _digests(values: list) -> bytes | None:
+    """The bytes of band values that are all 16 lower-case hex digits (MinHash's), else None."""
+    if not all(isinstance(v, str) and len(v) == 16 for v in values):
+        return None
+    joined = "".join(values)
+    try:
+        raw = bytes.fromhex(joined)
+    except ValueError:
+        return None
+    return raw if len(raw) == 8 * len(values) and joined == joined.lower() else None

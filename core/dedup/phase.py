@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from djx.core.dedup.finder import DuplicateFinder, Seen
-from djx.core.dedup.first_positions import DEFAULT_BUDGET, IndexSpace
+from djx.core.dedup.key_rows import DEFAULT_BUDGET, IndexSpace
 from djx.core.io.writers import encode_line
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
 from djx.core.run.resume import RunCounts

@@ -35,7 +35,7 @@ class Deduplicator(Filter):
         return True  # the dedup phase decides, once every sample's hash is known
 
     def index(self, space) -> DuplicateIndex:
-        """A fresh, empty index for one run; `space` (core.dedup.first_positions.IndexSpace) gives it
+        """A fresh, empty index for one run; `space` (core.dedup.key_rows.IndexSpace) gives it
         tables that spill to disk past the run's memory budget."""
         raise NotImplementedError(f"{self.name or type(self).__name__} defines no index(): a Deduplicator "
                                   f"returns the DuplicateIndex that picks its duplicates")

@@ -57,8 +57,9 @@ class DocumentSimhashDeduplicator(Deduplicator):
     def index(self, space) -> PairIndex:
         edges = [int(e) for e in np.linspace(0, 64, self.num_blocks + 1)]
         masks = [((1 << (hi - lo)) - 1) << lo for lo, hi in zip(edges[:-1], edges[1:])]
-        groups = list(combinations(range(self.num_blocks), self.num_blocks - self.hamming_distance))
+        families = [np.uint64(sum(masks[b] for b in g))  # near texts agree on all blocks of some family
+                    for g in combinations(range(self.num_blocks), self.num_blocks - self.hamming_distance)]
         limit = self.hamming_distance
         return PairIndex(signature=lambda stats: int(stats[SIMHASH_KEY]),
-                         candidates=lambda sig: [(g, tuple(sig & masks[b] for b in g)) for g in groups],
-                         near=lambda a, b: (a ^ b).bit_count() <= limit)
+                         candidates=lambda sigs: [sigs & mask for mask in families],
+                         near=lambda a, b: np.bitwise_count(a ^ b) <= limit, space=space)

@@ -1,16 +1,22 @@
 """The duplicate indexes keep the smallest position of each group whatever the order samples come in,
-and give the same answers when their tables spill to disk."""
+and give the same answers when their rows spill to disk (a budget of one row cuts the partitions
+down to their deepest level)."""
 from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
-from djx.core.dedup.first_positions import IndexSpace
-from djx.core.dedup.indexes import BandIndex, ExactIndex, UnionFind
+from djx.core.dedup.components import Components
+from djx.core.dedup.indexes import BandIndex, ExactIndex, PairIndex
+from djx.core.dedup.key_rows import IndexSpace
 
 KEYS = [f"k{random.Random(i).randrange(40)}" for i in range(300)]
 BANDS = [[f"a{random.Random(i).randrange(200)}", f"b{random.Random(-i).randrange(200)}"] for i in range(300)]
+HEX_BANDS = [[f"{random.Random(i).randrange(150) + (b << 60):016x}" for b in range(3)] for i in range(300)]
+SIGS = [random.Random(i).getrandbits(64) for i in range(60)]
+SIGS = [SIGS[i % 60] ^ (1 << random.Random(-i).randrange(64)) * (i % 3 == 0) for i in range(300)]
 
 
 def answers(index, stats: list[dict], order: list[int]) -> list[int]:
@@ -21,35 +27,68 @@ def answers(index, stats: list[dict], order: list[int]) -> list[int]:
     return out
 
 
+def simhash_index(space: IndexSpace = IndexSpace(), limit: int = 3) -> PairIndex:
+    blocks = [np.uint64(0xFFFF << (16 * b)) for b in range(4)]  # 3 bits apart: one block at least is equal
+    return PairIndex(lambda s: s["sig"], lambda sigs: [sigs & m for m in blocks],
+                     lambda a, b: np.bitwise_count(a ^ b) <= limit, space)
+
+
+def simhash_by_hand(limit: int = 3) -> list[int]:
+    """Connected components of all pairs within `limit` bits, each named by its smallest position."""
+    root = list(range(len(SIGS)))
+    for i in range(len(SIGS)):
+        for j in range(i):
+            if bin(SIGS[i] ^ SIGS[j]).count("1") <= limit:
+                ri, rj = root[i], root[j]
+                root = [min(ri, rj) if r in (ri, rj) else r for r in root]
+    return root
+
+
 @pytest.mark.parametrize("budget", [1, 7, 10**6])
-def test_exact_and_banded_indexes_answer_alike_in_memory_and_spilled(tmp_path, budget):
+def test_every_index_answers_alike_in_memory_and_spilled(tmp_path, budget):
     space = IndexSpace(str(tmp_path), budget)
-    exact = [{"h": k} for k in KEYS]
-    banded = [{"b": b} for b in BANDS]
     shuffled = random.Random(3).sample(range(300), 300)
-    in_memory = answers(ExactIndex(lambda s: s["h"]), exact, list(range(300)))
-    assert answers(ExactIndex(lambda s: s["h"], space), exact, shuffled) == in_memory
-    assert in_memory == [KEYS.index(k) for k in KEYS]  # the first in input order
-    expected = answers(BandIndex(lambda s: s["b"]), banded, list(range(300)))
-    assert answers(BandIndex(lambda s: s["b"], space), banded, shuffled) == expected
-    assert not list(tmp_path.iterdir())  # close() removed the spilled tables
+    cases = [(lambda sp: ExactIndex(lambda s: s["h"], sp), [{"h": k} for k in KEYS]),
+             (lambda sp: BandIndex(lambda s: s["b"], sp), [{"b": b} for b in BANDS]),
+             (lambda sp: BandIndex(lambda s: s["b"], sp), [{"b": b} for b in HEX_BANDS]),
+             (simhash_index, [{"sig": s} for s in SIGS])]
+    for make, stats in cases:
+        in_memory = answers(make(IndexSpace()), stats, list(range(300)))
+        assert answers(make(space), stats, shuffled) == in_memory
+        assert not list(tmp_path.iterdir())  # close() removed the spilled rows
+    assert answers(ExactIndex(lambda s: s["h"], space), [{"h": k} for k in KEYS], shuffled) == \
+        [KEYS.index(k) for k in KEYS]  # the first in input order
+    assert answers(simhash_index(space), [{"sig": s} for s in SIGS], shuffled) == simhash_by_hand()
 
 
-def test_union_find_roots_are_the_smallest_member_and_long_chains_do_not_recurse():
-    groups = UnionFind()
-    for x in range(100_000, 0, -1):
-        groups.union(x, x - 1)
-    assert groups.find(100_000) == 0 and groups.find(5) == 0
+def test_hex_bands_compare_as_numbers_and_other_bands_by_digest_alike():
+    as_numbers = answers(BandIndex(lambda s: s["b"]), [{"b": b} for b in HEX_BANDS], list(range(300)))
+    as_text = answers(BandIndex(lambda s: [b.upper() for b in s["b"]]), [{"b": b} for b in HEX_BANDS],
+                      list(range(300)))
+    assert as_numbers == as_text and len(set(as_numbers)) < 300
 
 
-def test_a_banded_index_keeps_its_budget_for_all_its_bands_together(tmp_path):
-    """MinHash's default makes 25 band tables: the memory budget is the index's, not each table's
-    (25 tables of 2M keys each would hold 5.5 GB before any spilled)."""
+def test_components_roots_are_the_smallest_member_and_long_chains_settle():
+    groups = Components()
+    x = np.arange(100_000, 0, -1)
+    groups.join(x, x - 1)
+    groups.settle()
+    assert groups.root(100_000) == 0 and groups.root(5) == 0 and groups.root(10**7) == 10**7
+    groups = Components()
+    for start in range(0, 1000, 10):  # one batch at a time, the chain's far end first
+        x = np.arange(999 - start, 989 - start, -1)
+        groups.join(x, x - 1)
+    assert groups.root(999) == 0
+
+
+def test_an_index_holds_at_most_its_budget_in_memory(tmp_path):
+    """MinHash's default has 25 bands: the memory budget is the index's, all its bands together."""
     budget, n_bands = 100, 25
     index = BandIndex(lambda stats: stats["bands"], IndexSpace(str(tmp_path), budget))
     for pos in range(400):
         index.add(pos, {"bands": [f"{b}:{pos}" for b in range(n_bands)]})  # every value new: nothing joins
-        assert sum(len(t.memory) for t in index.tables) <= budget + n_bands
-    assert all(t.db is not None for t in index.tables)  # each band spilled, and still answers
+        assert index.rows.held + index.rows.n_pending <= budget + n_bands  # one sample's rows past it at most
+    assert index.rows.top and list(tmp_path.iterdir())  # it spilled, and still answers
     assert [index.kept_for(pos, {}) for pos in (0, 399)] == [0, 399]
     index.close()
+    assert not list(tmp_path.iterdir())

@@ -1,0 +1,170 @@
+"""KeyRows: the (key, position) rows under every duplicate index, bounded in memory. Up to `budget`
+rows stay in memory (24 bytes each); past that they are cut into partitions by key and appended to
+files in the run's state folder, and `groups()` gives them back one partition at a time, sorted by
+key, so memory stays bounded whatever the dataset's size. A key is two 64-bit words."""
+from __future__ import annotations
+
+import glob
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+DEFAULT_BUDGET = 2_000_000  # rows in memory per index (24 bytes each; sorting a partition doubles it)
+ROW = np.dtype([("k1", "<u8"), ("k2", "<u8"), ("pos", "<i8")])
+_PREFIX = "dedup-table-"
+_FANOUT_BITS = 4            # 16 partitions a level
+_MAX_DEPTH = 4              # 16^4 partitions before a partition is sorted whatever its size (one huge key)
+_SETTLE = 65_536            # rows gathered in lists before they become one array
+_MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: masked keys (SimHash blocks) spread too
+
+
+@dataclass(frozen=True)
+class IndexSpace:
+    """Where a deduplicator's index keeps its rows: memory up to `budget` rows for the whole index,
+    then files in `folder` (None: memory only, as in Pipeline.process)."""
+    folder: str | None = None
+    budget: int = DEFAULT_BUDGET
+
+    def rows(self, share: int = 1) -> "KeyRows":
+        """A table with 1/`share` of the budget (an index that keeps several tables at once)."""
+        return KeyRows(self.folder, max(1, self.budget // share))
+
+    def clear(self) -> None:
+        """Remove the files an interrupted dedup phase left behind."""
+        for path in glob.glob(os.path.join(self.folder, _PREFIX + "*")) if self.folder else ():
+            os.remove(path)
+
+
+class KeyRows:
+    def __init__(self, folder: str | None = None, budget: int = DEFAULT_BUDGET):
+        self.folder, self.budget = folder, max(1, budget)
+        self.pending: list[tuple] = []  # (k1 array, k2, pos) not yet in `chunks`
+        self.one: tuple[list, list, list] = ([], [], [])  # single rows not yet in `chunks`
+        self.n_pending = 0
+        self.chunks: list[np.ndarray] = []
+        self.held = 0                   # rows in `chunks`
+        self.top: list[str] = []        # the first level's partition files, once spilled
+        self.files: set[str] = set()    # every file not yet removed
+        self.disk = self.peak_disk = 0  # bytes in files now, and at most
+
+    def add(self, k1: np.ndarray, k2, pos) -> None:
+        """Rows for equal-length uint64 arrays k1 and k2 (or one k2 for all), at `pos` (an int or an array)."""
+        self.pending.append((k1, k2, pos))
+        self.n_pending += len(k1)
+        if self.n_pending >= self._room():
+            self._settle()
+
+    def add_one(self, k1: int, k2: int, pos: int) -> None:
+        for column, value in zip(self.one, (k1, k2, pos)):
+            column.append(value)
+        self.n_pending += 1
+        if self.n_pending >= self._room():
+            self._settle()
+
+    def _room(self) -> int:
+        return _SETTLE if self.folder is None else min(_SETTLE, max(1, self.budget - self.held))
+
+    def groups(self) -> Iterator[np.ndarray]:
+        """Every row, sorted by (k1, k2, pos), in arrays that never split a k1 between them."""
+        self._settle()
+        if not self.top:
+            rows = np.concatenate(self.chunks) if self.chunks else np.zeros(0, ROW)
+            self.chunks, self.held = [], 0
+            yield _sorted(rows)
+            return
+        self._spill()
+        for path in self.top:
+            yield from self._partition(path, 1)
+
+    def close(self) -> None:
+        for path in list(self.files):
+            self._drop(path)
+        self.chunks, self.pending, self.one, self.n_pending = [], [], ([], [], []), 0
+
+    def _settle(self) -> None:
+        if not self.n_pending:
+            return
+        rows = np.empty(self.n_pending, ROW)
+        k1 = [a for a, _, _ in self.pending] + [np.array(self.one[0], dtype=np.uint64)]
+        rows["k1"] = np.concatenate(k1)
+        for field, j in (("k2", 1), ("pos", 2)):
+            dtype = ROW[field]
+            rows[field] = np.concatenate([np.broadcast_to(np.asarray(e[j], dtype=dtype), (len(e[0]),))
+                                          for e in self.pending] + [np.array(self.one[j], dtype=dtype)])
+        self.pending, self.one, self.n_pending = [], ([], [], []), 0
+        self.chunks.append(rows)
+        self.held += len(rows)
+        if self.held >= self.budget and self.folder is not None:
+            self._spill()
+
+    def _spill(self) -> None:
+        if not self.top:
+            self.top = [self._new_file() for _ in range(1 << _FANOUT_BITS)]
+        for rows in self.chunks:
+            self._split(rows, self.top, 1)
+        self.chunks, self.held = [], 0
+
+    def _split(self, rows: np.ndarray, paths: list[str], depth: int) -> None:
+        part = _partition_of(rows["k1"], depth)
+        order = np.argsort(part, kind="stable")
+        bounds = np.searchsorted(part[order], np.arange(len(paths) + 1))
+        for p, path in enumerate(paths):
+            if bounds[p + 1] > bounds[p]:
+                with open(path, "ab") as f:
+                    rows[order[bounds[p]:bounds[p + 1]]].tofile(f)
+        self.disk += rows.nbytes
+        self.peak_disk = max(self.peak_disk, self.disk)
+
+    def _partition(self, path: str, depth: int) -> Iterator[np.ndarray]:
+        n = os.path.getsize(path) // ROW.itemsize
+        if n > self.budget and depth < _MAX_DEPTH:  # too big for memory: cut it by the next bits of the key
+            subs = [self._new_file() for _ in range(1 << _FANOUT_BITS)]
+            stored = np.memmap(path, dtype=ROW, mode="r")
+            for start in range(0, n, self.budget):
+                self._split(np.array(stored[start:start + self.budget]), subs, depth + 1)
+            del stored
+            self._drop(path)
+            for sub in subs:
+                yield from self._partition(sub, depth + 1)
+            return
+        rows = np.fromfile(path, dtype=ROW) if n else np.zeros(0, ROW)
+        self._drop(path)
+        yield _sorted(rows)
+
+    def _new_file(self) -> str:
+        fd, path = tempfile.mkstemp(prefix=_PREFIX, suffix=".rows", dir=self.folder)
+        os.close(fd)
+        self.files.add(path)
+        return path
+
+    def _drop(self, path: str) -> None:
+        if os.path.exists(path):
+            self.disk -= os.path.getsize(path)
+            os.remove(path)
+        self.files.discard(path)
+
+
+def _partition_of(k1: np.ndarray, depth: int) -> np.ndarray:
+    mixed = k1 * _MIX  # wraps modulo 2^64, as meant
+    return ((mixed >> np.uint64(64 - _FANOUT_BITS * depth)) & np.uint64((1 << _FANOUT_BITS) - 1)).astype(np.intp)
+
+
+def _sorted(rows: np.ndarray) -> np.ndarray:
+    return rows[np.lexsort((rows["pos"], rows["k2"], rows["k1"]))]
+
+
+def runs(rows: np.ndarray, by_k2: bool = True) -> np.ndarray:
+    """For sorted rows: True where a row starts a new key ((k1, k2), or k1 alone)."""
+    new = np.ones(len(rows), bool)
+    new[1:] = rows["k1"][1:] != rows["k1"][:-1]
+    if by_k2:
+        new[1:] |= rows["k2"][1:] != rows["k2"][:-1]
+    return new
+
+
+def firsts(rows: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """For sorted rows and their run starts: each row's run's first (smallest) position."""
+    return rows["pos"][np.flatnonzero(new)][np.cumsum(new) - 1]
