@@ -1,0 +1,190 @@
+"""The dedup phase's whole-dataset part at scale: synthetic signatures fed straight to each deduplicator's
+index, through the API the phase's DuplicateFinder calls (`add` for every sample, then `kept_for`).
+
+    python tools/bench_dedup_scale.py [--n 1000000,10000000] [--kinds exact,minhash,simhash]
+                                      [--budgets default,200000] [--work DIR]
+
+Each case (kind, n, budget) runs in its own process, so each peak is its own. The index is the op's
+own (`document_deduplicator`, `document_minhash_deduplicator`, `document_simhash_deduplicator`, default
+parameters: 25 bands of 10 rows; 6 blocks, distance 4), in an IndexSpace with a state folder under
+--work and the given budget (rows in memory; `default` is the recipe's dedup_memory_entries).
+Data, generated a chunk at a time (never held whole), 10% planted duplicates, each of an earlier
+original drawn at random:
+  exact    md5 hex digests of a sample id; a duplicate repeats an original's id.
+  minhash  25 band digests (16 hex digits each), random for an original; a near duplicate shares 1
+           to 5 of its original's bands (the rest random).
+  simhash  a random 64-bit signature; a near duplicate flips 1 to 4 of its original's bits.
+Reported per case: wall seconds (generating the stats, adding, joining the groups, asking every
+sample), peak USS and PSS of the process (sampled every 0.2 s by core.plan.resources.PeakUss) and
+its USS before the first add, peak disk of the spill files (the state folder sampled, and at the end
+of the adds), and the duplicates found against the planted count. Random originals may also meet
+by chance (simhash: two of 10 million random signatures within 4 bits, about 2 expected).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+CHUNK = 20_000
+SHARE = 10  # every 10th sample (from the 20th on) is a planted duplicate
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64: a deterministic random 64-bit number for each input."""
+    x = (x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15))
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _plan(pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(is a planted duplicate, the original it copies: an earlier position that is not one)."""
+    dup = (pos % SHARE == SHARE - 1) & (pos >= 2 * SHARE)
+    blocks = np.maximum(pos // SHARE, 1).astype(np.uint64)
+    source = (_mix(pos * 3 + 1) % blocks).astype(np.int64) * SHARE + (_mix(pos * 3 + 2) % np.uint64(SHARE - 1)).astype(np.int64)
+    return dup, np.where(dup, source, pos)
+
+
+def planted(n: int) -> int:
+    return int(_plan(np.arange(n))[0].sum())
+
+
+def exact_chunk(pos: np.ndarray) -> list[dict]:
+    _, origin = _plan(pos)
+    return [{"__dj__hash": hashlib.md5(b"%d" % o).hexdigest()} for o in origin.tolist()]
+
+
+def minhash_chunk(pos: np.ndarray, bands: int = 25) -> list[dict]:
+    dup, origin = _plan(pos)
+    grid = np.arange(bands, dtype=np.uint64)
+    own = _mix(pos.astype(np.uint64)[:, None] * np.uint64(bands) + grid + np.uint64(1 << 40))
+    copied = _mix(origin.astype(np.uint64)[:, None] * np.uint64(bands) + grid + np.uint64(1 << 40))
+    shared = 1 + (_mix(pos * 7 + 5) % np.uint64(5)).astype(np.int64)  # bands copied: the first 1 to 5
+    take = dup[:, None] & (np.arange(bands)[None, :] < shared[:, None])
+    text = np.where(take, copied, own).astype(">u8").tobytes().hex()
+    width = 16 * bands
+    return [{"__dj__minhash": text[i * width:(i + 1) * width]} for i in range(len(pos))]
+
+
+def simhash_chunk(pos: np.ndarray) -> list[dict]:
+    dup, origin = _plan(pos)
+    sig = _mix(origin.astype(np.uint64) + np.uint64(1 << 50))
+    flips = np.zeros(len(pos), dtype=np.uint64)
+    for k in range(4):  # 1 to 4 distinct-or-repeated bit flips (a repeat undoes nothing: XOR of masks)
+        bit = np.uint64(1) << (_mix(pos * 11 + k) % np.uint64(64))
+        flips |= np.where(dup & ((k == 0) | (_mix(pos * 13 + k) % np.uint64(2) == 1)), bit, np.uint64(0))
+    return [{"__dj__simhash": str(s)} for s in (sig ^ flips).tolist()]
+
+
+KINDS = {"exact": ("document_deduplicator", exact_chunk),
+         "minhash": ("document_minhash_deduplicator", minhash_chunk),
+         "simhash": ("document_simhash_deduplicator", simhash_chunk)}
+
+
+def _folder_bytes(folder: str) -> int:
+    try:
+        return sum(e.stat().st_size for e in os.scandir(folder) if e.is_file())
+    except OSError:
+        return 0
+
+
+def run_case(kind: str, n: int, budget: int, work: str) -> dict:
+    from djx.core.dedup.key_rows import IndexSpace
+    from djx.core.op.registry import build_op
+    from djx.core.plan.resources import PeakUss
+
+    name, chunk = KINDS[kind]
+    folder = tempfile.mkdtemp(prefix=f"state-{kind}-", dir=work)
+    op = build_op(name, {})
+    peak_disk = [0]
+    stop = threading.Event()
+
+    def watch_disk():
+        while not stop.wait(0.5):
+            peak_disk[0] = max(peak_disk[0], _folder_bytes(folder))
+    threading.Thread(target=watch_disk, daemon=True).start()
+    memory = PeakUss(every_s=0.2)
+    start_uss = memory.now().uss
+    space = IndexSpace(folder, budget)
+    index = op.index(space)
+    t0 = time.perf_counter()
+    spent = {"generate": 0.0, "add": 0.0, "join": 0.0, "ask": 0.0}
+    for lo in range(0, n, CHUNK):
+        a = time.perf_counter()
+        stats = chunk(np.arange(lo, min(n, lo + CHUNK)))
+        b = time.perf_counter()
+        for i, s in enumerate(stats):
+            index.add(lo + i, s)
+        spent["generate"] += b - a
+        spent["add"] += time.perf_counter() - b
+    peak_disk[0] = max(peak_disk[0], _folder_bytes(folder))
+    a = time.perf_counter()
+    index.kept_for(0, {})  # the first answer joins the groups
+    spent["join"] = time.perf_counter() - a
+    found = 0
+    a = time.perf_counter()
+    for pos in range(n):
+        found += index.kept_for(pos, {}) != pos
+    spent["ask"] = time.perf_counter() - a
+    wall = time.perf_counter() - t0
+    index.close()
+    stop.set()
+    left = os.listdir(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+    m = memory.now()
+    return {"kind": kind, "n": n, "budget": budget, "wall_s": round(wall, 1),
+            **{f"{k}_s": round(v, 1) for k, v in spent.items()},
+            "start_uss_mb": round(start_uss / 2**20), "peak_uss_mb": round(m.peak / 2**20),
+            "peak_pss_mb": round(m.peak_pss / 2**20), "peak_disk_mb": round(peak_disk[0] / 2**20),
+            "duplicates": found, "planted": planted(n), "files_left": len(left)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", default="1000000")
+    parser.add_argument("--kinds", default="exact,minhash,simhash")
+    parser.add_argument("--budgets", default="default,200000")
+    parser.add_argument("--work", default=None, help="where the state folders go (default: a temporary folder)")
+    parser.add_argument("--case", help=argparse.SUPPRESS)  # kind:n:budget, run in this process
+    args = parser.parse_args()
+    work = args.work or tempfile.mkdtemp(prefix="djx-bench-dedup-scale-")
+    os.makedirs(work, exist_ok=True)
+    if args.case:
+        kind, n, budget = args.case.split(":")
+        print(json.dumps(run_case(kind, int(n), int(budget), work)))
+        return
+    from djx.core.dedup.key_rows import DEFAULT_BUDGET
+    budgets = [DEFAULT_BUDGET if b == "default" else int(b) for b in args.budgets.split(",")]
+    print(f"{'kind':8} {'n':>10} {'budget':>9} {'wall s':>7} {'gen':>6} {'add':>6} {'join':>6} {'ask':>6} "
+          f"{'USS0 MB':>8} {'peak USS':>9} {'peak PSS':>9} {'disk MB':>8} {'found':>9} {'planted':>9}", flush=True)
+    for n in (int(x) for x in args.n.split(",")):
+        for kind in args.kinds.split(","):
+            for budget in budgets:
+                out = subprocess.run([sys.executable, __file__, "--case", f"{kind}:{n}:{budget}", "--work", work],
+                                     capture_output=True, text=True)
+                if out.returncode:
+                    print(f"{kind} {n} {budget}: failed\n{out.stderr[-2000:]}", flush=True)
+                    continue
+                r = json.loads(out.stdout.strip().splitlines()[-1])
+                print(f"{kind:8} {n:>10,} {budget:>9,} {r['wall_s']:>7} {r['generate_s']:>6} {r['add_s']:>6} "
+                      f"{r['join_s']:>6} {r['ask_s']:>6} {r['start_uss_mb']:>8} {r['peak_uss_mb']:>9} "
+                      f"{r['peak_pss_mb']:>9} {r['peak_disk_mb']:>8} {r['duplicates']:>9,} {r['planted']:>9,}"
+                      + (f"  {r['files_left']} files left!" if r["files_left"] else ""), flush=True)
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
