@@ -72,3 +72,23 @@ def test_the_fixture_covers_what_it_claims():
                 if c["op"] == "document_minhash_deduplicator"}) >= 5
     assert any(len(r["images"]) > 1 for r in IMAGE_ROWS) and any(not r["images"] for r in IMAGE_ROWS)
     assert "" in {t["text"] for t in TEXTS} and FIXTURE["data_juicer"] == "1.6.1"
+
+
+@pytest.mark.parametrize("case", [c for c in FIXTURE["cases"] if c["op"] != "image_deduplicator"], ids=case_id)
+def test_an_index_spilled_to_its_deepest_partitions_keeps_what_data_juicer_keeps(tmp_path, case):
+    """A budget of one row: every index (exact, MinHash's bands, SimHash's candidates) writes its rows
+    to partition files in the state folder, cut down to their deepest level, samples added last
+    first, and the samples kept are still Data-Juicer's."""
+    if case["params"].get("tokenization") == "sentencepiece":
+        pytest.importorskip("sentencepiece", reason="SentencePiece tokenization needs the text extra")
+    from djx.core.dedup.key_rows import IndexSpace
+    params = {k: PLACES.get(v, v) if isinstance(v, str) else v for k, v in case["params"].items()}
+    op = build_op(case["op"], params)
+    rows = rows_for(case["op"])
+    stats = [next(iter(Pipeline(ops=[op]).process([row])))[STATS_KEY] for row in rows]  # alone: kept, hashed
+    index = op.index(IndexSpace(str(tmp_path), 1))
+    for pos in reversed(range(len(rows))):
+        index.add(pos, stats[pos])
+    assert [row["id"] for pos, row in enumerate(rows) if index.kept_for(pos, stats[pos]) == pos] == case["kept"]
+    index.close()
+    assert not list(tmp_path.iterdir())
