@@ -105,11 +105,15 @@ class PairIndex(GroupedIndex):
             new = runs(rows)
             self.groups.join(rows["pos"][~new], firsts(rows, new)[~new])
             sigs, firsts_pos = rows["k1"][new], rows["pos"][new]
-            for family, keys in zip(families, self.candidates(sigs)):
-                family.add(np.asarray(keys, dtype=np.uint64), sigs, firsts_pos)
+            step = max(1, self.space.budget // max(1, n_families))  # all families' keys: one budget
+            for lo in range(0, len(sigs), step):
+                part = slice(lo, lo + step)
+                for family, keys in zip(families, self.candidates(sigs[part])):
+                    family.add(np.asarray(keys, dtype=np.uint64), sigs[part], firsts_pos[part])
         self.rows.close()
         try:
             for family in families:
+                family.budget = self.space.budget  # read back one family at a time: the whole budget
                 for rows in family.groups():
                     self._join_near(rows)
                 family.close()  # its files go before the next family's are read

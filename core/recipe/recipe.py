@@ -52,7 +52,7 @@ class Recipe:
     max_decoded_bytes: int = RunContext.max_decoded_bytes  # decoded pixels a batch may hold in a worker
     max_in_flight: int | None = None          # batches read ahead; None: 4 x the batches workers hold
     checkpoint_every: int = 10                # batches between resume checkpoints
-    dedup_memory_entries: int = 2_000_000     # keys a deduplicator's table holds in memory, then on disk
+    dedup_memory_entries: int = 2_000_000     # rows a deduplicator's index holds in memory, then on disk
     max_rejected_fraction: float | None = None  # a finished run rejecting more exits non-zero
     stop_on_systematic_failure: bool = True   # stop when an op fails alike for the first samples
     report: bool = False                      # write the analysis (djx analyze) next to the export

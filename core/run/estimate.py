@@ -117,7 +117,7 @@ class RunClock:
             "peak_memory_bytes": int(peak),
             "peak_memory_how": ("the trial's peaks: main process USS + the sum of every worker's peak USS; "
                                 "read-ahead is bounded, so memory does not grow with the dataset"
-                                + ("; a deduplicator's tables do, up to dedup_memory_entries keys each"
+                                + ("; a deduplicator's index does, up to dedup_memory_entries rows (24 bytes each) and 8 bytes a sample"
                                    if dedups else "")),
             "keep_rate": round(kept, 4),
             "keep_rate_ops": {o["name"]: round(o["kept"] / o["in"], 4) if o["in"] else None
