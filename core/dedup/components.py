@@ -20,13 +20,22 @@ class Components:
         label = _smallest_connected(len(nodes), inverse[:len(a)], inverse[len(a):])
         self.parent[nodes] = nodes[label]  # nodes are sorted: the smallest index is the smallest position
 
-    def settle(self) -> None:
-        """Point every position at its root, so that `root` is one lookup."""
-        while True:
-            grand = self.parent[self.parent]
-            if np.array_equal(grand, self.parent):
-                return
-            self.parent = grand
+    def reserve(self, size: int) -> None:
+        """Room for positions below `size` at once (growing later copies the array)."""
+        self._grow(size, slack=False)
+
+    def settle(self, step: int = 1 << 20) -> None:
+        """Point every position at its root, so that `root` is one lookup: pointer jumping in place,
+        a slice at a time (a pointer only ever moves up its tree, so any order is right)."""
+        changed = True
+        while changed:
+            changed = False
+            for lo in range(0, len(self.parent), step):
+                up = self.parent[lo:lo + step]
+                jumped = self.parent[up]
+                if not np.array_equal(jumped, up):
+                    self.parent[lo:lo + step] = jumped
+                    changed = True
 
     def root(self, pos: int) -> int:
         if pos >= len(self.parent):
@@ -35,9 +44,9 @@ class Components:
             pos = up
         return pos
 
-    def _grow(self, size: int) -> None:
+    def _grow(self, size: int, slack: bool = True) -> None:
         if size > len(self.parent):
-            grown = np.arange(max(size, len(self.parent) * 3 // 2), dtype=np.int64)
+            grown = np.arange(max(size, len(self.parent) * 3 // 2 if slack else 0), dtype=np.int64)
             grown[:len(self.parent)] = self.parent
             self.parent = grown
 

@@ -30,6 +30,7 @@ class GroupedIndex(DuplicateIndex):
 
     def finish(self) -> None:
         """Every sample is in: join the groups (once)."""
+        self.groups.reserve(self.rows.top_pos + 1)
         for rows in self.rows.groups():
             self._join(rows)
         self.rows.close()
@@ -101,6 +102,7 @@ class PairIndex(GroupedIndex):
     def finish(self) -> None:
         n_families = len(self.candidates(np.zeros(0, dtype=np.uint64)))
         families = [self.space.rows(share=n_families) for _ in range(n_families)]
+        self.groups.reserve(self.rows.top_pos + 1)
         for rows in self.rows.groups():  # equal signatures, then one row per distinct signature
             new = runs(rows)
             self.groups.join(rows["pos"][~new], firsts(rows, new)[~new])

@@ -49,11 +49,13 @@ class KeyRows:
         self.top: list[str] = []        # the first level's partition files, once spilled
         self.files: set[str] = set()    # every file not yet removed
         self.disk = self.peak_disk = 0  # bytes in files now, and at most
+        self.top_pos = -1               # the largest position added
 
     def add(self, k1: np.ndarray, k2, pos) -> None:
         """Rows for equal-length uint64 arrays k1 and k2 (or one k2 for all), at `pos` (an int or an array)."""
         self.pending.append((k1, k2, pos))
         self.n_pending += len(k1)
+        self.top_pos = max(self.top_pos, pos if isinstance(pos, int) else int(np.max(pos, initial=-1)))
         if self.n_pending >= self._room():
             self._settle()
 
@@ -61,6 +63,8 @@ class KeyRows:
         for column, value in zip(self.one, (k1, k2, pos)):
             column.append(value)
         self.n_pending += 1
+        if pos > self.top_pos:
+            self.top_pos = pos
         if self.n_pending >= self._room():
             self._settle()
 
@@ -122,10 +126,9 @@ class KeyRows:
         n = os.path.getsize(path) // ROW.itemsize
         if n > self.budget and depth < _MAX_DEPTH:  # too big for memory: cut it by the next bits of the key
             subs = [self._new_file() for _ in range(1 << _FANOUT_BITS)]
-            stored = np.memmap(path, dtype=ROW, mode="r")
-            for start in range(0, n, self.budget):
-                self._split(np.array(stored[start:start + self.budget]), subs, depth + 1)
-            del stored
+            for start in range(0, n, self.budget):  # read, not mapped: a mapped file's pages count as ours
+                self._split(np.fromfile(path, dtype=ROW, count=self.budget, offset=start * ROW.itemsize),
+                            subs, depth + 1)
             self._drop(path)
             for sub in subs:
                 yield from self._partition(sub, depth + 1)
