@@ -17,7 +17,8 @@ original drawn at random:
 Reported per case: wall seconds of the index (adding, joining the groups, asking every sample) and
 of each step, the stats' generation apart (done twice: for the adds and for the asks), peak USS and PSS of the process (sampled every 0.2 s by core.plan.resources.PeakUss) and
 its USS before the first add, peak disk of the spill files (the state folder sampled, and at the end
-of the adds), and the duplicates found against the planted count. Random originals may also meet
+of the adds), and the duplicates found against the planted count (planted ones missed, and the
+first ten found that were not planted, with how alike they are). Random originals may also meet
 by chance (simhash: two of 10 million random signatures within 4 bits, about 2 expected).
 """
 from __future__ import annotations
@@ -135,13 +136,18 @@ def run_case(kind: str, n: int, budget: int, work: str) -> dict:
     a = time.perf_counter()
     index.kept_for(0, chunk(np.arange(1))[0])  # the first answer joins the groups
     spent["join"] = time.perf_counter() - a
-    found = 0
+    found, unplanted, missed = 0, [], 0
     for lo in range(0, n, CHUNK):
         stats = chunk(np.arange(lo, min(n, lo + CHUNK)))
         a = time.perf_counter()
-        for i, s in enumerate(stats):
-            found += index.kept_for(lo + i, s) != lo + i
+        kept = [index.kept_for(lo + i, s) for i, s in enumerate(stats)]
         spent["ask"] += time.perf_counter() - a
+        dup = _plan(np.arange(lo, lo + len(kept)))[0]
+        for i, k in enumerate(kept):
+            found += k != lo + i
+            missed += bool(dup[i]) and k == lo + i
+            if k != lo + i and not dup[i] and len(unplanted) < 10:
+                unplanted.append((lo + i, k, _distance(kind, chunk, lo + i, k)))
     wall = spent["add"] + spent["join"] + spent["ask"]  # the index's own time, generation apart
     index.close()
     stop.set()
@@ -152,7 +158,18 @@ def run_case(kind: str, n: int, budget: int, work: str) -> dict:
             **{f"{k}_s": round(v, 1) for k, v in spent.items()},
             "start_uss_mb": round(start_uss / 2**20), "peak_uss_mb": round(m.peak / 2**20),
             "peak_pss_mb": round(m.peak_pss / 2**20), "peak_disk_mb": round(peak_disk[0] / 2**20),
-            "duplicates": found, "planted": planted(n), "files_left": len(left)}
+            "duplicates": found, "planted": planted(n), "missed": missed, "unplanted": unplanted,
+            "files_left": len(left)}
+
+
+def _distance(kind: str, chunk, a: int, b: int):
+    """How alike two samples found duplicates by chance are: bits apart (simhash), bands shared (minhash)."""
+    sa, sb = (next(iter(chunk(np.array([p]))[0].values())) for p in (a, b))
+    if kind == "simhash":
+        return f"{(int(sa) ^ int(sb)).bit_count()} bits apart"
+    if kind == "minhash":
+        return f"{sum(sa[i:i + 16] == sb[i:i + 16] for i in range(0, len(sa), 16))} bands shared"
+    return "equal" if sa == sb else "different"
 
 
 def main() -> None:
@@ -190,7 +207,9 @@ def main() -> None:
                 print(f"{kind:8} {n:>10,} {budget:>9,} {r['wall_s']:>7} {r['generate_s']:>6} {r['add_s']:>6} "
                       f"{r['join_s']:>6} {r['ask_s']:>6} {r['start_uss_mb']:>8} {r['peak_uss_mb']:>9} "
                       f"{r['peak_pss_mb']:>9} {r['peak_disk_mb']:>8} {r['duplicates']:>9,} {r['planted']:>9,}"
-                      + (f"  {r['files_left']} files left!" if r["files_left"] else ""), flush=True)
+                      + (f"  {r['files_left']} files left!" if r["files_left"] else "")
+                      + (f"  missed {r['missed']}" if r["missed"] else "")
+                      + "".join(f"  not planted: {p} ~ {k} ({how})" for p, k, how in r["unplanted"]), flush=True)
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
 
