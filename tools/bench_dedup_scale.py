@@ -187,7 +187,8 @@ def main() -> None:
         kind, n, budget = args.case.split(":")
         print(json.dumps(run_case(kind, int(n), int(budget), work)))
         return
-    from djx.core.dedup.key_rows import DEFAULT_BUDGET
+    from djx.core.recipe.recipe import Recipe
+    DEFAULT_BUDGET = Recipe.__dataclass_fields__["dedup_memory_entries"].default
     budgets = [DEFAULT_BUDGET if b == "default" else int(b) for b in args.budgets.split(",")]
     print(f"{'kind':8} {'n':>10} {'budget':>9} {'wall s':>7} {'gen':>6} {'add':>6} {'join':>6} {'ask':>6} "
           f"{'USS0 MB':>8} {'peak USS':>9} {'peak PSS':>9} {'disk MB':>8} {'found':>9} {'planted':>9}", flush=True)
