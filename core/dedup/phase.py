@@ -33,8 +33,8 @@ def deduplicate(ops: list, kept_part: str, dropped_part: str, rejected: str, new
     """Write `new_kept` (the kept part less its duplicates) and `new_dropped` (the dropped part, its
     duplicates dropped by the deduplicator, then the kept part's); move them in `counts`. A sample a
     later op rejected (`rejected`, with its hashes) is grouped too, and stays rejected. None when the
-    chain has no deduplicator. The indexes keep up to `budget` keys a table in memory, the rest in
-    files beside the parts."""
+    chain has no deduplicator. Each index keeps up to `budget` rows in memory, the rest in
+    partition files beside the parts."""
     space = IndexSpace(os.path.dirname(kept_part), budget)
     space.clear()
     finder = DuplicateFinder(ops, space)

@@ -36,7 +36,7 @@ class Deduplicator(Filter):
 
     def index(self, space) -> DuplicateIndex:
         """A fresh, empty index for one run; `space` (core.dedup.key_rows.IndexSpace) gives it
-        tables that spill to disk past the run's memory budget."""
+        rows that spill to disk past the run's memory budget."""
         raise NotImplementedError(f"{self.name or type(self).__name__} defines no index(): a Deduplicator "
                                   f"returns the DuplicateIndex that picks its duplicates")
 
