@@ -145,11 +145,9 @@ def _text(key) -> str:
 
 def _digests(values: list) -> bytes | None:
     """The bytes of band values that are all 16 lower-case hex digits (MinHash's), else None."""
-    if not all(isinstance(v, str) and len(v) == 16 for v in values):
-        return None
-    joined = "".join(values)
     try:
-        raw = bytes.fromhex(joined)
-    except ValueError:
+        joined = "".join(values)
+        raw = bytes.fromhex(joined) if set(map(len, values)) == {16} else b""
+    except (TypeError, ValueError):
         return None
     return raw if len(raw) == 8 * len(values) and joined == joined.lower() else None

@@ -52,7 +52,7 @@ class KeyRows:
         self.top_pos = -1               # the largest position added
 
     def add(self, k1: np.ndarray, k2, pos) -> None:
-        """Rows for equal-length uint64 arrays k1 and k2 (or one k2 for all), at `pos` (an int or an array)."""
+        """Rows for equal-length uint64 arrays k1 and k2, at `pos` (an int for all, or an array)."""
         self.pending.append((k1, k2, pos))
         self.n_pending += len(k1)
         self.top_pos = max(self.top_pos, pos if isinstance(pos, int) else int(np.max(pos, initial=-1)))
@@ -92,12 +92,14 @@ class KeyRows:
         if not self.n_pending:
             return
         rows = np.empty(self.n_pending, ROW)
-        k1 = [a for a, _, _ in self.pending] + [np.array(self.one[0], dtype=np.uint64)]
-        rows["k1"] = np.concatenate(k1)
-        for field, j in (("k2", 1), ("pos", 2)):
-            dtype = ROW[field]
-            rows[field] = np.concatenate([np.broadcast_to(np.asarray(e[j], dtype=dtype), (len(e[0]),))
-                                          for e in self.pending] + [np.array(self.one[j], dtype=dtype)])
+        for field, j in (("k1", 0), ("k2", 1)):
+            rows[field] = np.concatenate([e[j] for e in self.pending] + [np.array(self.one[j], dtype=np.uint64)])
+        if all(isinstance(e[2], int) for e in self.pending):  # one position per add: repeat it
+            lengths = np.fromiter((len(e[0]) for e in self.pending), dtype=np.int64, count=len(self.pending))
+            pos = np.repeat(np.fromiter((e[2] for e in self.pending), dtype=np.int64, count=len(self.pending)), lengths)
+        else:
+            pos = np.concatenate([np.broadcast_to(np.asarray(e[2], dtype=np.int64), (len(e[0]),)) for e in self.pending])
+        rows["pos"] = np.concatenate([pos, np.array(self.one[2], dtype=np.int64)])
         self.pending, self.one, self.n_pending = [], ([], [], []), 0
         self.chunks.append(rows)
         self.held += len(rows)
