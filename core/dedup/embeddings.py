@@ -9,7 +9,7 @@ the search scale, as in SemDeDup; with one cluster the search is exact.
 
 Each sample's best earlier cosine is computed once, so how many samples any threshold would remove
 is one count (`removed_at`). The embeddings stay in memory up to the IndexSpace's budget (an
-embedding counts as `KEYS_PER_VECTOR` table keys), the rest go to a file in the run's state folder
+embedding counts as `ROWS_PER_VECTOR` of the other indexes' 24-byte rows), the rest go to a file in the run's state folder
 that the search reads back in blocks."""
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from djx.core.dedup.first_positions import _PREFIX, IndexSpace
+from djx.core.dedup.key_rows import _PREFIX, IndexSpace
 from djx.core.errors import DjxError
 from djx.core.op.deduplicator import DuplicateIndex
 
-KEYS_PER_VECTOR = 10      # a 512-d float16 embedding (1 KB) weighs about ten table keys (~111 bytes each)
+ROWS_PER_VECTOR = 40      # a 512-d float16 embedding (1 KB) weighs about forty 24-byte rows (key_rows.py)
 SAMPLES_PER_CLUSTER = 1000  # n_clusters unset: one cluster per this many samples (pairs ~ n x 500)
 KMEANS_ITERATIONS = 10
 KMEANS_SEED = 0
@@ -87,7 +87,7 @@ class EmbeddingIndex(DuplicateIndex):
     def __init__(self, vector: Callable[[dict], np.ndarray | None], threshold: float,
                  n_clusters: int | None = None, space: IndexSpace = IndexSpace()):
         self.vector, self.threshold, self.n_clusters = vector, threshold, n_clusters
-        self.store = VectorStore(space.folder, space.budget // KEYS_PER_VECTOR)
+        self.store = VectorStore(space.folder, space.budget // ROWS_PER_VECTOR)
         self.search: NeighbourSearch | None = None
         self.root: np.ndarray | None = None
 

@@ -6,7 +6,7 @@ from typing import Iterable, Literal
 
 from djx import Batch, Deduplicator, RecipeError, SampleError, register_op
 from djx.core.dedup.embeddings import EmbeddingIndex
-from djx.core.dedup.first_positions import IndexSpace
+from djx.core.dedup.key_rows import IndexSpace
 from djx.core.models.oom import forward_with_backoff
 from djx.core.run.breakdown import forward_timed, timed
 from djx.ops.common.embeddings import EMBEDDING_KEY, decode_embedding, encode_embedding, sample_embedding

@@ -10,7 +10,7 @@ import pytest
 
 import djx.core.dedup.embeddings as embeddings
 from djx.core.dedup.embeddings import EmbeddingIndex
-from djx.core.dedup.first_positions import IndexSpace
+from djx.core.dedup.key_rows import IndexSpace
 
 
 def unit(x: np.ndarray) -> np.ndarray:
