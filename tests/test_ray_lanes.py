@@ -7,10 +7,9 @@ import json
 import time
 
 import pytest
-import yaml
 
-from helpers import GUARD_S, djx
-from test_scoring_lanes import CLIP, LOGGED, dataset, prepared
+from helpers import GUARD_S
+from test_scoring_lanes import prepared, start_held_run
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.models]
 
@@ -20,16 +19,7 @@ def test_a_ray_stage_actor_prepares_its_next_batches_while_the_scoring_actor_hol
     from djx.core.executors.ray.scorers import LANES, lane_args
     if not lane_args(True):
         pytest.fail("this Ray runs one call at a time on an actor: the lanes need Ray's enable_true_multi_threading")
-    plugin = tmp_path / "logged.py"
-    plugin.write_text(LOGGED)
-    dataset(tmp_path, 64)
-    hold, log = tmp_path / "hold", tmp_path / "prepared.log"
-    hold.write_text("")
-    op = {"logged_clip_filter": {"hf_clip": CLIP, "min_score": 0.0, "hold": str(hold), "log": str(log)}}
-    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(
-        {"dataset_path": "data.jsonl", "export_path": "out/o.jsonl", "np": 1, "batch_size": 8, "scoring": "device",
-         "executor": "ray", "ray_address": ray_address, "custom_ops": [str(plugin)], "process": [op]}))
-    proc = djx("process", str(tmp_path / "recipe.yaml"), "--quiet")
+    proc, hold, log = start_held_run(tmp_path, executor="ray", ray_address=ray_address)
     deadline = time.monotonic() + GUARD_S
     while len(prepared(log)) < LANES:  # the scoring actor holds the first batch all this time
         assert proc.poll() is None, proc.communicate()

@@ -63,10 +63,9 @@ def prepared(log: Path) -> list[tuple[int, int]]:
         return []
 
 
-def test_a_worker_prepares_its_next_batches_while_the_scorer_holds_its_last(tmp_path):
-    """One preparing worker, a scorer that holds: the worker does not sit idle waiting for its
-    scores but prepares up to its lanes' batches (three), then the run completes."""
-    from djx.core.executors.local.executor import LANES
+def start_held_run(tmp_path: Path, **keys):
+    """A run of 64 samples in batches of 8 through one preparing worker (`keys`: more recipe keys)
+    whose scorer holds every batch while the file `hold` exists: (process, hold, log)."""
     plugin = tmp_path / "logged.py"
     plugin.write_text(LOGGED)
     dataset(tmp_path, 64)
@@ -75,8 +74,15 @@ def test_a_worker_prepares_its_next_batches_while_the_scorer_holds_its_last(tmp_
     op = {"logged_clip_filter": {"hf_clip": CLIP, "min_score": 0.0, "hold": str(hold), "log": str(log)}}
     (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(
         {"dataset_path": "data.jsonl", "export_path": "out/o.jsonl", "np": 1, "batch_size": 8, "scoring": "device",
-         "custom_ops": [str(plugin)], "process": [op]}))
-    proc = djx("process", str(tmp_path / "recipe.yaml"), "--quiet")
+         "custom_ops": [str(plugin)], "process": [op], **keys}))
+    return djx("process", str(tmp_path / "recipe.yaml"), "--quiet"), hold, log
+
+
+def test_a_worker_prepares_its_next_batches_while_the_scorer_holds_its_last(tmp_path):
+    """One preparing worker, a scorer that holds: the worker does not sit idle waiting for its
+    scores but prepares up to its lanes' batches (three), then the run completes."""
+    from djx.core.executors.local.executor import LANES
+    proc, hold, log = start_held_run(tmp_path)
     deadline = time.monotonic() + GUARD_S
     while len(prepared(log)) < LANES:  # the scorer holds the first batch all this time
         assert proc.poll() is None, proc.communicate()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable, Literal
 
-from djx import Batch, Deduplicator, RecipeError, SampleError, register_op
+from djx import Batch, Deduplicator, RecipeError, register_op
 from djx.core.dedup.embeddings import EmbeddingIndex
 from djx.core.dedup.key_rows import IndexSpace
 from djx.core.models.oom import forward_with_backoff
@@ -14,6 +14,7 @@ from djx.ops.common.model_op import OneModelOp, check_forward_batch
 from djx.ops.common.pixels import processor_pixels
 from djx.ops.common.prepared import PreparedPairs, join, split
 from djx.ops.filter.image_model_filter import OOM_IMAGE_REASON
+from djx.ops.filter.per_image import decode_each_once
 from djx.ops.filter.image_text_model_filter import ImageTextModelFilter, default_forward_batch
 from djx.ops.models import load_host_side
 
@@ -88,24 +89,7 @@ class ImageSemanticDeduplicator(OneModelOp, Deduplicator):
         """Decode each distinct image of the batch once and run the processor (uint8 pixels where it
         allows). Returns the prepared images (one `pair` each) and, per sample, its image rows
         (None: rejected, or not in `todo`, the samples to embed when not all)."""
-        images, ids, plan = [], {}, []
-        for i, sample in enumerate(batch.samples):
-            if todo is not None and i not in todo:
-                plan.append(None)
-                continue
-            refs = list(dict.fromkeys(batch.image_refs(sample)))
-            try:
-                for ref in refs:
-                    if ref not in ids:  # decoded first: an image that fails is never given a row
-                        with timed(batch.counters, "decode"):
-                            image = batch.images.rgb(ref)
-                        ids[ref] = len(images)
-                        images.append(image)
-            except SampleError as e:
-                batch.reject(i, str(e), e.code)
-                plan.append(None)
-                continue
-            plan.append([ids[ref] for ref in refs])
+        images, plan = decode_each_once(batch, distinct=True, only=todo)
         with timed(batch.counters, "preprocess"):
             pixels, table = processor_pixels(processor.image_processor, images) if images else (None, None)
         return PreparedPairs(pixels, [], [(0, j) for j in range(len(images))], table), plan

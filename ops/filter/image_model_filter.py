@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from djx import Batch, DjxError, Filter, SampleError, range_reason
+from djx import Batch, DjxError, Filter, range_reason
 from djx.core.models.oom import forward_with_backoff
 from djx.ops.filter.image_text_model_filter import default_forward_batch
 from djx.ops.common.model_op import OneModelOp, check_forward_batch
-from djx.ops.filter.per_image import keep_images
+from djx.ops.filter.per_image import decode_each_once, keep_images
 
 OOM_IMAGE_REASON = "CUDA out of memory even for a single image (batch halved down to 1)"
 
@@ -46,20 +46,7 @@ class ImageModelFilter(OneModelOp, Filter):
 
     # -- the filter -------------------------------------------------------------------------
     def compute_stats(self, batch: Batch) -> None:
-        images, ids, plan = [], {}, []
-        for i, sample in enumerate(batch.samples):
-            refs = batch.image_refs(sample)
-            try:
-                for ref in refs:
-                    if ref not in ids:
-                        image = batch.images.rgb(ref)
-                        ids[ref] = len(images)
-                        images.append(image)
-            except SampleError as e:
-                batch.reject(i, str(e), e.code)
-                plan.append(None)
-                continue
-            plan.append([ids[ref] for ref in refs])
+        images, plan = decode_each_once(batch)
         scores = self._score_all(batch, images) if images else []
         for i, idx in enumerate(plan):
             if idx is None:
