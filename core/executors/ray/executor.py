@@ -99,8 +99,7 @@ class RayExecutor:
             # one copy of each model per node, in the object store; none when the stats are there (re-filter)
             if self.recipe.share_models and not self.chain.lazy_models:
                 refs = share_for_ray(ray, self._scorers.actor_specs(self.groups) if self._client else
-                                     self.chain.model_specs(), self.plan.on_gpu, (tuple(self.recipe.custom_ops),
-                                     self.recipe.base_dir, [p for p in sys.path if p]))
+                                     self.chain.model_specs(), self.plan.on_gpu)
                 self._share = None if refs is None else WeightShare(refs=refs)
             yield from self._collect(self._dataset(ray, files, parquet, state), state, not parquet, source.limit, stop)
         except ray.exceptions.RayError as e:

@@ -1,13 +1,11 @@
-"""Ray: each model's weights go into the object store once per run, and each CPU actor reads them
-zero-copy from the node's shared memory. A Ray task loads them (not the driver), so the actors
-start, and import torch, while the weights load: the driver imported torch and loaded every model
-before the first actor could start, seconds of a run's start-up."""
+"""Ray: the driver puts each model's weights in the object store once per run, and each CPU actor
+reads them zero-copy from the node's shared memory."""
 from __future__ import annotations
 
 import pickle
 import warnings
 
-from djx.core.models.share.split import join, spec_key, split
+from djx.core.models.share.split import join, return_freed_memory, spec_key, split
 
 
 def ray_payload(loader, spec, device: str) -> dict:
@@ -23,35 +21,23 @@ def ray_payload(loader, spec, device: str) -> dict:
     return {"skeleton": skel, "arrays": arrays, "bf16": bf16}
 
 
-def share_for_ray(ray, specs, on_gpu: bool, plugins: tuple = ()) -> dict | None:
-    """Each model's weights put in the object store once, by a Ray task of their own, for CPU actors
-    to read zero-copy: the refs of a WeightShare (of the tasks' results: an actor waits for the one
-    it needs); None where there is nothing to share (no models, GPU actors: each of those loads its
-    own copy). `plugins`: (custom_ops, base_dir, sys_path), for loaders that plug-ins register."""
+def share_for_ray(ray, specs, on_gpu: bool) -> dict | None:
+    """Put each model's weights in the object store once (loaded here, in the driver), for CPU
+    actors to read zero-copy: the refs of a WeightShare; None where there is nothing to share (no
+    models, GPU actors: each of those loads its own copy)."""
     if on_gpu or not specs:
         return None
-    task = ray.remote(num_cpus=0, max_retries=0)(_payload)  # no CPU of the actors' is taken from them
-    return {spec_key(spec, "cpu"): task.remote(spec, plugins) for spec in dict.fromkeys(specs)}
-
-
-def _payload(spec, plugins: tuple) -> dict | None:
-    """(In a Ray worker) the model's payload; None where the loader's result does not pickle (each
-    actor then loads its own copy)."""
-    import os
-    import sys
-    custom_ops, base_dir, sys_path = plugins or ((), ".", [])
-    sys.path += [p for p in sys_path if p not in sys.path and os.path.isdir(p)]
     from djx.core.models.pool import loader_for
-    from djx.core.op.registry import load_builtin_ops, load_custom_ops, load_entry_point_ops
-    load_builtin_ops()
-    load_custom_ops(custom_ops, base_dir)
-    load_entry_point_ops()
-    try:
-        payload = ray_payload(loader_for(spec), spec, "cpu")
-        pickle.dumps(payload["skeleton"])
-    except (pickle.PicklingError, TypeError, AttributeError):
-        return None
-    return payload
+    refs = {}
+    for spec in dict.fromkeys(specs):
+        try:
+            payload = ray_payload(loader_for(spec), spec, "cpu")
+        except pickle.PicklingError:  # a loader's result that does not pickle: each actor loads its own
+            continue
+        refs[spec_key(spec, "cpu")] = ray.put(payload)
+        del payload
+        return_freed_memory()
+    return refs
 
 
 def from_payload(payload: dict):

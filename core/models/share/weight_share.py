@@ -30,12 +30,7 @@ class WeightShare:
         if key in self.refs:
             import ray
             from djx.core.models.share.ray_store import from_payload
-            try:
-                payload = ray.get(self.refs[key])
-            except ray.exceptions.RayTaskError:  # the loader failed there: here it fails again, saying why
-                payload = None
-            if payload is not None:  # None: the model does not pickle, so this worker loads its own
-                return from_payload(payload)
+            return from_payload(ray.get(self.refs[key]))
         if self.folder:
             from djx.core.models.share.folder import load_from_folder
             return load_from_folder(self.folder, key, loader, spec, device, self.secret)
