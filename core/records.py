@@ -141,8 +141,9 @@ class BatchResult:
     # per sample that reached the ops: (position, index of the last op it reached, has images);
     # None where an engine does not say (the early check then counts per batch)
     reach: list[tuple[int, int, bool]] | None = None
-    # the wall-clock time the engine began this batch's first op (the Ray engine: its rows come back
-    # as one block, so the driver cannot see when processing began); None: the engine does not say
+    # the wall-clock time the engine began this batch (the Ray engine: when it entered its last stage,
+    # every model stage ready by then; its rows come back as one block, so the driver cannot see when
+    # processing began); None: the engine does not say
     began_at: float | None = None
 
     @classmethod

@@ -48,7 +48,7 @@ class RunClock:
 
     def batch_done(self, samples: int = 0, began_at: float | None = None) -> None:
         """A batch of `samples` came in. An engine that does not mark when reading starts says when
-        it began the batch (`began_at`, wall clock: the Ray engine's first stage): the first one
+        it began the batch (`began_at`, wall clock: on Ray, when it entered its last stage): the first one
         marks the start of processing; without it the first batch ends start-up and its samples
         are untimed."""
         if self.processing_at is None and began_at is not None:

@@ -279,7 +279,8 @@ class RayExecutor:
         for k, n in meta.reused.items():
             res.op_counts[k].reused += n
         res.counters = add_counters(res.counters, meta.counters)
-        res.began_at = min((t for t in (res.began_at, meta.began) if t is not None), default=None)
+        # the block entered its last stage: every model stage before had loaded its models by then
+        res.began_at = max((t for t in (res.began_at, meta.began) if t is not None), default=None)
         self.reports[meta.worker] = meta.report
 
     def _count_deaths(self, res: BatchResult) -> None:

@@ -54,7 +54,7 @@ class StageMeta:
     worker: str
     report: WorkerReport
     reused: dict[int, int]
-    began: float | None = None  # wall clock: the actor began the batch (the run's start of processing)
+    began: float | None = None  # wall clock: the actor began the batch (its last stage's: the start of processing)
 
 
 # -- the op stages (Ray actors) ---------------------------------------------------------------
