@@ -4,12 +4,10 @@ last one is at the scoring actor. Steered by state (a held scorer, a log of prep
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
-from helpers import GUARD_S
-from test_scoring_lanes import prepared, start_held_run
+from test_scoring_lanes import finish_held_run, start_held_run
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.models]
 
@@ -20,17 +18,6 @@ def test_a_ray_stage_actor_prepares_its_next_batches_while_the_scoring_actor_hol
     if not lane_args(True):
         pytest.fail("this Ray runs one call at a time on an actor: the lanes need Ray's enable_true_multi_threading")
     proc, hold, log = start_held_run(tmp_path, executor="ray", ray_address=ray_address)
-    deadline = time.monotonic() + GUARD_S
-    while len(prepared(log)) < LANES:  # the scoring actor holds the first batch all this time
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, f"only {len(prepared(log))} batch(es) prepared while the scorer held"
-        time.sleep(0.01)
-    assert LANES >= 2 and len({pid for pid, _ in prepared(log)}) == 1  # one stage actor, several batches
-    hold.unlink()
-    out, err = proc.communicate(timeout=GUARD_S)
-    assert proc.returncode == 0, err
-    summary = json.loads((tmp_path / "out" / "o.summary.json").read_text())
-    assert summary["input"] == 64 and summary["kept"] + summary["dropped"] == 64 and summary["check"]["ok"]
-    assert sorted(first for _, first in prepared(log)) == list(range(0, 64, 8))  # each batch prepared once
+    finish_held_run(tmp_path, proc, hold, log, LANES)
     ids = [json.loads(line)["id"] for line in (tmp_path / "out" / "o.jsonl").read_text().splitlines()]
     assert ids == sorted(ids)  # written in input order although batches finished side by side
