@@ -199,8 +199,9 @@ def test_shared_weights_of_a_killed_run_are_removed_by_the_next_run(tmp_path, te
 @pytest.mark.slow
 def test_ray_actors_read_one_copy_from_the_object_store_and_score_as_local(ray_address, tmp_path):
     runs = {}
-    for name, keys in {"local": {}, "ray": {"executor": "ray"},
-                       "ray_private": {"executor": "ray", "share_models": False}}.items():
+    for name, keys in {"local": {}, "ray": {"executor": "ray", "np": 2},
+                       "ray_private": {"executor": "ray", "np": 2, "share_models": False},
+                       "ray_one_actor": {"executor": "ray", "np": 1}}.items():
         pipe = Pipeline.from_recipe(str(REPO_DIR / "configs" / "demo.yaml"),
                                     {"ray_address": ray_address, "export_path": str(tmp_path / name / "kept.jsonl"),
                                      **keys})
@@ -209,11 +210,15 @@ def test_ray_actors_read_one_copy_from_the_object_store_and_score_as_local(ray_a
     # take different kernel paths (measured: 1 of the demo's ~100 scores differed, by 1.5e-8)
     assert_same_run({"local": runs["ray_private"], "ray": runs["ray"]})
     assert_same_run(runs)  # what local wrote (up to the last bits of a differently batched forward)
+    assert_same_run({"local": runs["local"], "ray": runs["ray_one_actor"]})
     assert runs["ray"][0]["kept"] > 0 and runs["ray"][0]["dropped"] > 0
-    # the actors mapped both models from the object store; with share_models: false they did not
+    # two actors a stage mapped both models from the object store; with share_models: false they did
+    # not, nor did one actor a stage (it loads its models itself: nothing to share, and the driver
+    # does not load them on start-up's path)
     shared = runs["ray"][0]["memory"]["shared_weight_bytes_per_device"]
     assert shared["cpu"] == runs["local"][0]["memory"]["shared_weight_bytes_per_device"]["cpu"] > 0
     assert runs["ray_private"][0]["memory"]["shared_weight_bytes_per_device"] == {}
+    assert runs["ray_one_actor"][0]["memory"]["shared_weight_bytes_per_device"] == {}
 
 
 class Tied(torch.nn.Module):

@@ -96,8 +96,10 @@ class RayExecutor:
                     name=f"djx-poison-tracker-{os.getpid()}-{uuid.uuid4().hex[:8]}").remote()
             if self._scorers is not None and self._scorers.stages:  # scoring: device (scorers.py)
                 self._client = self._scorers.start(ray, len(self.groups) * self.plan.workers)
-            # one copy of each model per node, in the object store; none when the stats are there (re-filter)
-            if self.recipe.share_models and not self.chain.lazy_models:
+            # one copy of each model per node, in the object store, where several actors load it; none
+            # when the stats are there (re-filter). A model one actor loads is read by that actor: the
+            # driver would import torch and load it first, on start-up's path, for no copy saved
+            if self.recipe.share_models and not self.chain.lazy_models and self.plan.workers > 1:
                 refs = share_for_ray(ray, self._scorers.actor_specs(self.groups) if self._client else
                                      self.chain.model_specs(), self.plan.on_gpu)
                 self._share = None if refs is None else WeightShare(refs=refs)
