@@ -179,13 +179,42 @@ def test_sigterm_to_a_ray_driver_s_process_group_stops_it_saves_and_the_rerun_re
     assert not [p for p in _group(proc.pid)], "Ray processes outlived the run"
 
 
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_ray_run_that_started_its_own_cluster_leaves_none_of_its_processes_behind(tmp_path):
+    """The driver stops the local Ray it started with the run (its processes block SIGTERM, so it
+    kills them once it has disconnected): the raylet's agents and workers go too."""
+    pytest.importorskip("ray")
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps({"text": f"sample number {i}"}) + "\n" for i in range(20)))
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump({
+        "dataset_path": "d.jsonl", "export_path": "out/o.jsonl", "executor": "ray", "np": 1,
+        "process": [{"text_length_filter": {"min_len": 5}}]}))
+    proc = djx("process", str(tmp_path / "r.yaml"), "--quiet", start_new_session=True)
+    out, err = proc.communicate(timeout=GUARD_S)
+    assert proc.returncode == 0, err
+    assert len(read_jsonl_file(tmp_path / "out" / "o.jsonl")) == 20
+    left = [_cmdline(p) for p in _group(proc.pid)]
+    assert not left, f"Ray processes outlived the run: {left}"
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")[:120]
+    except OSError:
+        return f"{pid} (gone)"
+
+
 def _group(pgid: int) -> list[int]:
-    """Processes still in the process group `pgid`."""
+    """Processes still alive in the process group `pgid` (a zombie has ended: its parent has not
+    reaped it yet)."""
     pids = []
     for entry in os.listdir("/proc"):
         try:
             if entry.isdigit() and os.getpgid(int(entry)) == pgid:
-                pids.append(int(entry))
+                with open(f"/proc/{entry}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                        pids.append(int(entry))
         except OSError:
             pass
     return pids

@@ -125,7 +125,7 @@ class RayExecutor:
                 self._scorers.stop(ray)
             if ours and not lost:  # disconnects from a joined cluster; stops a local one we started
                 let_fetches_end(threads)
-                ray.shutdown()
+                ours.shut_down(ray)
 
     # -- the dataset ------------------------------------------------------------------------
     def _dataset(self, ray, files: list[str], parquet: bool, state):
