@@ -55,7 +55,7 @@ def _process(args, stop=None) -> int:
         pipe = Pipeline.from_recipe(_recipe_arg(args), overrides, _plugins(args.custom_ops))
     if args.dry_run:
         from djx.core.plan.preflight import dry_run
-        return dry_run(pipe)
+        return dry_run(pipe, limit=args.limit)
     pipe.run(restart=args.restart, progress=not args.quiet, limit=args.limit, stop=stop)
     if pipe.recipe.report:  # the report's path, last: the line to open
         from djx.analyze.analysis import default_out_dir

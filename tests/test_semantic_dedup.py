@@ -130,6 +130,39 @@ def test_djx_analyze_says_how_many_samples_each_threshold_would_remove(tmp_path,
     assert removed == sorted(removed, reverse=True) and len(GROUPS) in removed
 
 
+def test_a_dry_run_over_an_export_says_what_each_threshold_would_remove_and_the_run_does_so(tmp_path, djx_cli):
+    """`--dry-run` sweeps the thresholds over the embeddings an export carries (those djx vouches
+    for: one tampered with is left out), and the run then removes what it said; over data without
+    embeddings it says how to get the table."""
+    rows = image_rows(tmp_path)[:-1]
+    n = run(tmp_path, "one", rows)["kept"]
+    export = read_jsonl_file(tmp_path / "one" / "kept.jsonl")
+
+    def recipe(name: str, data: list[dict]) -> Path:
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(json.dumps({"dataset_path": str(tmp_path / f"{name}.jsonl"), "np": 1,
+                                    "export_path": str(tmp_path / name / "kept.jsonl"),
+                                    "process": [{"image_semantic_deduplicator": {"hf_clip": CLIP, "threshold": 0.75}}]}))
+        return path
+
+    view = djx_cli("process", "--config", recipe("two", export), "--dry-run")
+    assert f"samples each threshold would remove, of the {n} of {n} input samples that carry its embeddings" in view.out
+    (line,) = [x.strip() for x in view.out.splitlines() if x.endswith("<- this recipe")]
+    assert line.startswith("threshold 0.75:")
+    said = int(line.split(":")[1].split()[0])
+    assert djx_cli("process", "--config", tmp_path / "two.yaml", "--quiet").rc == 0
+    assert said == len(read_jsonl_file(tmp_path / "two" / "kept.dropped.jsonl")) > 0
+    # an embedding copied from another sample no longer matches its signature: not counted
+    forged = [dict(r) for r in export]
+    forged[1] = {**forged[1], STATS: {**forged[1][STATS], "image_embedding": forged[0][STATS]["image_embedding"]}}
+    view = djx_cli("process", "--config", recipe("forged", forged), "--dry-run")
+    assert f"of the {n - 1} of {n} input samples" in view.out, view.out
+    view = djx_cli("process", "--config", recipe("raw", rows), "--dry-run")
+    assert f"none of the {len(rows)} input samples carries embeddings djx vouches for" in view.out, view.out
+    assert "--limit 1000 --report" in view.out
+
+
 def test_a_threshold_outside_0_1_is_refused_at_load():
     with pytest.raises(RecipeError, match="threshold"):
         build_op("image_semantic_deduplicator", {"hf_clip": CLIP, "threshold": 1.5})

@@ -238,8 +238,10 @@ def _hub_cache_state(spec) -> str:
     return "in the local Hugging Face cache" if _cached(spec) else "not in the local Hugging Face cache"
 
 
-def dry_run(pipe, out=print) -> int:
-    """Print what a run would do and every problem found without running; 1 when there are any."""
+def dry_run(pipe, out=print, limit: int | None = None) -> int:
+    """Print what a run would do and every problem found without running; 1 when there are any.
+    A deduplicator with a threshold to choose gets its table from the input's embeddings (over
+    the first `limit` samples)."""
     recipe = pipe.recipe
     plan = pipe.plan(estimate=True)
     out(pipe.describe(plan))
@@ -258,6 +260,9 @@ def dry_run(pipe, out=print) -> int:
     for i, op in enumerate(pipe.ops):
         specs = ", ".join(s.label() for s in op.model_specs())
         out(f"  op {i}: {op!r}" + (f"  [models: {specs}]" if specs else ""))
+    from djx.core.plan.threshold_view import threshold_views
+    for line in threshold_views(pipe, recipe, limit):
+        out(line)
     if problems:
         out(f"dry run: {len(problems)} problem(s) found; a run would fail or lose samples:")
         for p in problems:

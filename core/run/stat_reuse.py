@@ -79,29 +79,52 @@ def _expected_length(shape: str, op, sample: dict, ctx: RunContext) -> int | Non
 def models_unneeded(chain, files: list[str], stats_file: str | None = None) -> bool:
     """True when the dataset's first record carries every stat of every filter that needs a model:
     its workers then load models only when a sample lacks them (a re-filter loads none)."""
-    from djx.core.io.readers import ReadState, read_files
-    from djx.core.records import parse_pending
     model_ops = [op for op in chain.ops if op.model_specs()]
     if chain.ctx.recompute_stats or not model_ops or not files:
         return False
-    reader = read_files(files, ReadState(), parse=True)
+    samples = input_samples(chain, files, stats_file)
     try:
-        item = next(reader, None)
+        first = next(samples, None)
     except Exception:  # noqa: BLE001  a first record that does not read: the run says why
         return False
     finally:
-        reader.close()
-    if item is None:
+        samples.close()
+    if first is None or first[0] != 0:
         return False
-    if stats_file:
-        item = next(with_stats_rows(iter([item]), stats_file, 0))
-    parse_pending([item])
-    unwrap_rejected(item)
-    record, reason = sample_of(item, chain.ctx, reads_input=True)  # a LLaVA record as the ops will see it
-    if reason or not isinstance(record, dict) or not isinstance(record.get(STATS_KEY, {}), dict):
-        return False
-    sample = input_sample(record, 0)
+    sample = first[1]
     books = StatBooks(chain.ctx, chain.ops)
     books.take(sample)
     return all(reusable(op, sample, chain.ctx) and books.vouches(k, op, sample)
                for k, op in enumerate(chain.ops) if op.model_specs())
+
+
+def input_samples(chain, files: list[str], stats_file: str | None = None):
+    """(position, sample) of the dataset's records as the ops will see them (a LLaVA record
+    converted, an export's stats file joined), from the first; one that does not read as a sample
+    is left out (the run rejects it, saying why)."""
+    from djx.core.io.readers import ReadState, read_files
+    from djx.core.records import parse_pending
+    reader = read_files(files, ReadState(), parse=True)
+    items = with_stats_rows(reader, stats_file, 0) if stats_file else reader
+    try:
+        for item in items:
+            parse_pending([item])
+            unwrap_rejected(item)
+            record, reason = sample_of(item, chain.ctx, reads_input=True)
+            if reason or not isinstance(record, dict) or not isinstance(record.get(STATS_KEY, {}), dict):
+                continue
+            yield item.pos, input_sample(record, item.pos)
+    finally:
+        reader.close()
+
+
+def vouched_stats(chain, k: int, samples):
+    """(position, stats) of the samples whose stats of op k are valid and vouched for (as a run
+    would reuse them)."""
+    op, books = chain.ops[k], StatBooks(chain.ctx, chain.ops)
+    for n, (pos, sample) in enumerate(samples, 1):
+        if n % 512 == 0:  # the books are a batch's: a fresh one now and then keeps memory flat
+            books = StatBooks(chain.ctx, chain.ops)
+        books.take(sample)
+        if reusable(op, sample, chain.ctx) and books.vouches(k, op, sample):
+            yield pos, sample[STATS_KEY]
