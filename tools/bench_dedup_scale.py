@@ -2,7 +2,7 @@
 index, through the API the phase's DuplicateFinder calls (`add` for every sample, then `kept_for`).
 
     python tools/bench_dedup_scale.py [--n 1000000,10000000] [--kinds exact,minhash,simhash]
-                                      [--budgets default,200000] [--work DIR]
+                                      [--budgets default,200000] [--work DIR] [--engines local,ray]
 
 Each case (kind, n, budget) runs in its own process, so each peak is its own. The index is the op's
 own (`document_deduplicator`, `document_minhash_deduplicator`, `document_simhash_deduplicator`, default
@@ -20,6 +20,9 @@ its USS before the first add, peak disk of the spill files (the state folder sam
 of the adds), and the duplicates found against the planted count (planted ones missed, and the
 first ten found that were not planted, with how alike they are). Random originals may also meet
 by chance (simhash: two of 10 million random signatures within 4 bits, about 2 expected).
+--engines ray: the groups formed on Ray Data as under `executor: ray` (core/executors/ray/dedup_rows.py:
+the rows go to the object store in blocks of the budget's rows); the case's process starts a local Ray
+(`connect_s`, apart from the wall) or joins RAY_ADDRESS, and its peak USS is the driver's.
 """
 from __future__ import annotations
 
@@ -101,7 +104,23 @@ def _folder_bytes(folder: str) -> int:
         return 0
 
 
-def run_case(kind: str, n: int, budget: int, work: str) -> dict:
+def _uss_parts() -> tuple[int, int]:
+    """(USS of this process, of it the pages of Ray's object store mappings, /dev/shm/plasma*: blocks
+    this process put there that no other process has mapped yet count as its own), in bytes."""
+    total = store = 0
+    in_store = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split(None, 6)
+            if "-" in head[0] and len(head) >= 5:  # a mapping's first line
+                in_store = len(head) > 5 and "plasma" in head[5]
+            elif head[0] in ("Private_Clean:", "Private_Dirty:"):
+                total += int(head[1]) * 1024
+                store += int(head[1]) * 1024 if in_store else 0
+    return total, store
+
+
+def run_case(kind: str, n: int, budget: int, work: str, engine: str = "local") -> dict:
     try:
         from djx.core.dedup.key_rows import IndexSpace
     except ImportError:  # djx before KeyRows (a baseline run from an older checkout on PYTHONPATH)
@@ -115,13 +134,28 @@ def run_case(kind: str, n: int, budget: int, work: str) -> dict:
     peak_disk = [0]
     stop = threading.Event()
 
+    own = [0, 0]  # peak USS outside Ray's object store, and the store's pages at that peak of USS
+
     def watch_disk():
         while not stop.wait(0.5):
             peak_disk[0] = max(peak_disk[0], _folder_bytes(folder))
+            if engine == "ray":
+                total, store = _uss_parts()
+                own[0] = max(own[0], total - store)
+                own[1] = max(own[1], store)
     threading.Thread(target=watch_disk, daemon=True).start()
+    cluster, connect_s = None, 0.0
+    if engine == "ray":
+        from djx.core.executors.ray.dedup_rows import RayGroups
+        cluster = RayGroups(os.environ.get("RAY_ADDRESS"))
+        session = cluster.session()
+        session.__enter__()
+        a = time.perf_counter()
+        cluster.ray()
+        connect_s = time.perf_counter() - a
     memory = PeakUss(every_s=0.2)
     start_uss = memory.now().uss
-    space = IndexSpace(folder, budget)
+    space = IndexSpace(folder, budget, cluster)
     index = op.index(space)
     spent = {"generate": 0.0, "add": 0.0, "join": 0.0, "ask": 0.0}
     for lo in range(0, n, CHUNK):
@@ -151,10 +185,14 @@ def run_case(kind: str, n: int, budget: int, work: str) -> dict:
     wall = spent["add"] + spent["join"] + spent["ask"]  # the index's own time, generation apart
     index.close()
     stop.set()
+    m = memory.now()
+    if cluster is not None:
+        session.__exit__(None, None, None)
     left = os.listdir(folder)
     shutil.rmtree(folder, ignore_errors=True)
-    m = memory.now()
-    return {"kind": kind, "n": n, "budget": budget, "wall_s": round(wall, 1),
+    return {"kind": kind, "n": n, "budget": budget, "engine": engine, "wall_s": round(wall, 1),
+            "connect_s": round(connect_s, 1), "events": cluster.events if cluster else {},
+            "own_uss_mb": round(own[0] / 2**20), "store_uss_mb": round(own[1] / 2**20),
             **{f"{k}_s": round(v, 1) for k, v in spent.items()},
             "start_uss_mb": round(start_uss / 2**20), "peak_uss_mb": round(m.peak / 2**20),
             "peak_pss_mb": round(m.peak_pss / 2**20), "peak_disk_mb": round(peak_disk[0] / 2**20),
@@ -179,38 +217,41 @@ def main() -> None:
     parser.add_argument("--budgets", default="default,200000")
     parser.add_argument("--work", default=None, help="where the state folders go (default: a temporary folder)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds a case may take")
-    parser.add_argument("--case", help=argparse.SUPPRESS)  # kind:n:budget, run in this process
+    parser.add_argument("--engines", default="local", help="local, ray or both (local,ray)")
+    parser.add_argument("--case", help=argparse.SUPPRESS)  # kind:n:budget:engine, run in this process
     args = parser.parse_args()
     work = args.work or tempfile.mkdtemp(prefix="djx-bench-dedup-scale-")
     os.makedirs(work, exist_ok=True)
     if args.case:
-        kind, n, budget = args.case.split(":")
-        print(json.dumps(run_case(kind, int(n), int(budget), work)))
+        kind, n, budget, engine = args.case.split(":")
+        print(json.dumps(run_case(kind, int(n), int(budget), work, engine)))
         return
     from djx.core.recipe.recipe import Recipe
     DEFAULT_BUDGET = Recipe.__dataclass_fields__["dedup_memory_entries"].default
     budgets = [DEFAULT_BUDGET if b == "default" else int(b) for b in args.budgets.split(",")]
-    print(f"{'kind':8} {'n':>10} {'budget':>9} {'wall s':>7} {'gen':>6} {'add':>6} {'join':>6} {'ask':>6} "
+    print(f"{'engine':6} {'kind':8} {'n':>10} {'budget':>9} {'wall s':>7} {'gen':>6} {'add':>6} {'join':>6} {'ask':>6} "
           f"{'USS0 MB':>8} {'peak USS':>9} {'peak PSS':>9} {'disk MB':>8} {'found':>9} {'planted':>9}", flush=True)
     for n in (int(x) for x in args.n.split(",")):
         for kind in args.kinds.split(","):
-            for budget in budgets:
+            for budget, engine in ((b, e) for b in budgets for e in args.engines.split(",")):
                 try:
-                    out = subprocess.run([sys.executable, __file__, "--case", f"{kind}:{n}:{budget}", "--work", work],
+                    out = subprocess.run([sys.executable, __file__, "--case", f"{kind}:{n}:{budget}:{engine}", "--work", work],
                                          capture_output=True, text=True, timeout=args.timeout)
                 except subprocess.TimeoutExpired:
-                    print(f"{kind:8} {n:>10,} {budget:>9,} more than {args.timeout:.0f} s: stopped", flush=True)
+                    print(f"{engine:6} {kind:8} {n:>10,} {budget:>9,} more than {args.timeout:.0f} s: stopped", flush=True)
                     continue
                 if out.returncode:
-                    print(f"{kind} {n} {budget}: failed\n{out.stderr[-2000:]}", flush=True)
+                    print(f"{engine} {kind} {n} {budget}: failed\n{out.stderr[-2000:]}", flush=True)
                     continue
                 r = json.loads(out.stdout.strip().splitlines()[-1])
-                print(f"{kind:8} {n:>10,} {budget:>9,} {r['wall_s']:>7} {r['generate_s']:>6} {r['add_s']:>6} "
+                print(f"{engine:6} {kind:8} {n:>10,} {budget:>9,} {r['wall_s']:>7} {r['generate_s']:>6} {r['add_s']:>6} "
                       f"{r['join_s']:>6} {r['ask_s']:>6} {r['start_uss_mb']:>8} {r['peak_uss_mb']:>9} "
                       f"{r['peak_pss_mb']:>9} {r['peak_disk_mb']:>8} {r['duplicates']:>9,} {r['planted']:>9,}"
                       + (f"  {r['files_left']} files left!" if r["files_left"] else "")
                       + (f"  missed {r['missed']}" if r["missed"] else "")
-                      + "".join(f"  not planted: {p} ~ {k} ({how})" for p, k, how in r["unplanted"]), flush=True)
+                      + "".join(f"  not planted: {p} ~ {k} ({how})" for p, k, how in r["unplanted"])
+                      + (f"  connect {r['connect_s']} s; peak USS outside the object store {r['own_uss_mb']} MB, "
+                         f"store pages {r['store_uss_mb']} MB; {r['events']}" if engine == "ray" else ""), flush=True)
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -13,7 +13,8 @@ from typing import Callable, Hashable, Iterable
 import numpy as np
 
 from djx.core.dedup.components import Components
-from djx.core.dedup.key_rows import IndexSpace, KeyRows, firsts, runs
+from djx.core.dedup.edges import Edges, distinct, key_edges, near_edges
+from djx.core.dedup.key_rows import IndexSpace, KeyRows
 from djx.core.op.deduplicator import DuplicateIndex
 
 
@@ -30,17 +31,15 @@ class GroupedIndex(DuplicateIndex):
 
     def finish(self) -> None:
         """Every sample is in: join the groups (once)."""
+        self._join_all(self.rows.edges(key_edges))
+
+    def _join_all(self, edges: Iterable[Edges]) -> None:
         self.groups.reserve(self.rows.top_pos + 1)
-        for rows in self.rows.groups():
-            self._join(rows)
+        for e in edges:
+            self.groups.join(e.a, e.b)
         self.rows.close()
         self.groups.settle()
         self.done = True
-
-    def _join(self, rows: np.ndarray) -> None:
-        """Join the rows of equal keys (rows sorted by key, then position)."""
-        new = runs(rows)
-        self.groups.join(rows["pos"][~new], firsts(rows, new)[~new])
 
     def close(self) -> None:
         self.rows.close()
@@ -100,13 +99,20 @@ class PairIndex(GroupedIndex):
         self.rows.add_one(self.signature(stats), 0, pos)
 
     def finish(self) -> None:
+        if self.space.cluster is not None:  # on the cluster: equal signatures, then each family's keys
+            self._join_all(self.rows.pair_edges(self.candidates, self.near))
+        else:
+            self._join_all(self._pair_edges())
+
+    def _pair_edges(self) -> Iterable[Edges]:
+        """Edges of equal signatures, then of near ones: one row per distinct signature (its first
+        position) and candidate key goes to each family's table, read back a family at a time."""
         n_families = len(self.candidates(np.zeros(0, dtype=np.uint64)))
         families = [self.space.rows(share=n_families) for _ in range(n_families)]
-        self.groups.reserve(self.rows.top_pos + 1)
         for rows in self.rows.groups():  # equal signatures, then one row per distinct signature
-            new = runs(rows)
-            self.groups.join(rows["pos"][~new], firsts(rows, new)[~new])
-            sigs, firsts_pos = rows["k1"][new], rows["pos"][new]
+            yield key_edges(rows)
+            first = distinct(rows)
+            sigs, firsts_pos = first["k1"], first["pos"]
             step = max(1, self.space.budget // max(1, n_families))  # all families' keys: one budget
             for lo in range(0, len(sigs), step):
                 part = slice(lo, lo + step)
@@ -117,23 +123,11 @@ class PairIndex(GroupedIndex):
             for family in families:
                 family.budget = self.space.budget  # read back one family at a time: the whole budget
                 for rows in family.groups():
-                    self._join_near(rows)
+                    yield near_edges(rows, self.near)
                 family.close()  # its files go before the next family's are read
         finally:
             for family in families:
                 family.close()
-        self.groups.settle()
-        self.done = True
-
-    def _join_near(self, rows: np.ndarray) -> None:
-        """Rows sorted by candidate key (k1): compare each with the next 1, 2, ... rows of its key."""
-        key, sig, pos = rows["k1"], rows["k2"], rows["pos"]
-        for d in range(1, len(rows)):
-            same = np.flatnonzero(key[d:] == key[:-d])
-            if not len(same):
-                return
-            near = np.asarray(self.near(sig[same], sig[same + d]), dtype=bool)
-            self.groups.join(pos[same[near]], pos[same[near] + d])
 
     def close(self) -> None:
         self.rows.close()

@@ -8,7 +8,7 @@ import glob
 import os
 import tempfile
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -24,12 +24,17 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: masked keys (SimHash 
 @dataclass(frozen=True)
 class IndexSpace:
     """Where a deduplicator's index keeps its rows: memory up to `budget` rows for the whole index,
-    then files in `folder` (None: memory only, as in Pipeline.process)."""
+    then files in `folder` (None: memory only, as in Pipeline.process). With a `cluster` (e.g.
+    core.executors.ray.dedup_rows.RayGroups), the rows go to the cluster in blocks of `budget` rows
+    and the groups are formed there: its `rows()` gives a KeyRows whose `edges` run on the cluster."""
     folder: str | None = None
     budget: int = DEFAULT_BUDGET
+    cluster: object | None = None
 
     def rows(self, share: int = 1) -> "KeyRows":
         """A table with 1/`share` of the budget (an index that keeps several tables at once)."""
+        if self.cluster is not None:
+            return self.cluster.rows(self.budget)
         return KeyRows(self.folder, max(1, self.budget // share))
 
     def clear(self) -> None:
@@ -41,6 +46,7 @@ class IndexSpace:
 class KeyRows:
     def __init__(self, folder: str | None = None, budget: int = DEFAULT_BUDGET):
         self.folder, self.budget = folder, max(1, budget)
+        self.spills = folder is not None  # past the budget, rows leave memory (_spill)
         self.pending: list[tuple] = []  # (k1 array, k2, pos) not yet in `chunks`
         self.one: tuple[list, list, list] = ([], [], [])  # single rows not yet in `chunks`
         self.n_pending = 0
@@ -69,7 +75,7 @@ class KeyRows:
             self._settle()
 
     def _room(self) -> int:
-        return _SETTLE if self.folder is None else min(_SETTLE, max(1, self.budget - self.held))
+        return min(_SETTLE, max(1, self.budget - self.held)) if self.spills else _SETTLE
 
     def groups(self) -> Iterator[np.ndarray]:
         """Every row, sorted by (k1, k2, pos), in arrays that never split a k1 between them."""
@@ -82,6 +88,11 @@ class KeyRows:
         self._spill()
         for path in self.top:
             yield from self._partition(path, 1)
+
+    def edges(self, fn: Callable[[np.ndarray], object]) -> Iterator:
+        """`fn` (core.dedup.edges: key_edges) of each partition's rows, sorted: the groups' Edges."""
+        for rows in self.groups():
+            yield fn(rows)
 
     def close(self) -> None:
         for path in list(self.files):
@@ -103,7 +114,7 @@ class KeyRows:
         self.pending, self.one, self.n_pending = [], ([], [], []), 0
         self.chunks.append(rows)
         self.held += len(rows)
-        if self.held >= self.budget and self.folder is not None:
+        if self.held >= self.budget and self.spills:
             self._spill()
 
     def _spill(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -17,6 +18,7 @@ from djx.core.dedup.finder import DuplicateFinder, Seen
 from djx.core.dedup.key_rows import DEFAULT_BUDGET, IndexSpace
 from djx.core.io.writers import encode_line
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
+from djx.core.records import add_counters
 from djx.core.run.resume import RunCounts
 
 
@@ -29,21 +31,26 @@ class DedupResult:
 
 def deduplicate(ops: list, kept_part: str, dropped_part: str, rejected: str, new_kept: str,
                 new_dropped: str, counts: RunCounts, image_key: str,
-                budget: int = DEFAULT_BUDGET) -> DedupResult | None:
+                budget: int = DEFAULT_BUDGET, cluster=None) -> DedupResult | None:
     """Write `new_kept` (the kept part less its duplicates) and `new_dropped` (the dropped part, its
     duplicates dropped by the deduplicator, then the kept part's); move them in `counts`. A sample a
     later op rejected (`rejected`, with its hashes) is grouped too, and stays rejected. None when the
     chain has no deduplicator. Each index keeps up to `budget` rows in memory, the rest in
-    partition files beside the parts."""
-    space = IndexSpace(os.path.dirname(kept_part), budget)
+    partition files beside the parts; with a `cluster` (core.executors.ray.dedup_rows.RayGroups),
+    in blocks of `budget` rows on the cluster, which forms the groups; its events go to `counts`."""
+    space = IndexSpace(os.path.dirname(kept_part), budget, cluster)
     space.clear()
     finder = DuplicateFinder(ops, space)
     if not finder:
         return None
-    try:
-        return _rewrite(finder, ops, kept_part, dropped_part, rejected, new_kept, new_dropped, counts, image_key)
-    finally:
-        finder.close()
+    with cluster.session() if cluster is not None else nullcontext():
+        try:
+            result = _rewrite(finder, ops, kept_part, dropped_part, rejected, new_kept, new_dropped, counts, image_key)
+        finally:
+            finder.close()
+    if cluster is not None:
+        counts.events = add_counters(counts.events, cluster.events)
+    return result
 
 
 def _rewrite(finder: DuplicateFinder, ops: list, kept_part: str, dropped_part: str, rejected: str,

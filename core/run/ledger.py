@@ -153,10 +153,15 @@ class RunLedger:
             return  # an earlier session did it
         writer = self.writer
         before = writer.position()
+        cluster = None
+        if self.recipe.executor == "ray":  # the groups are formed on the cluster, with Ray Data
+            from djx.core.executors.ray.dedup_rows import RayGroups
+            from djx.core.executors.ray.ray_log import log_path
+            cluster = RayGroups(self.recipe.ray_address, log_path(self.recipe.export_path))
         result = deduplicate(self.chain.ops, writer.part("kept"), writer.part("dropped"), writer.part("rejected"),
                              writer.part("kept.dedup"),
                              writer.part("dropped.dedup"), self.counts, self.chain.ctx.image_key,
-                             self.recipe.dedup_memory_entries)
+                             self.recipe.dedup_memory_entries, cluster)
         if result is None:
             return
         self.dedup_mark = {"stage": "move", "moved": result.moved}
