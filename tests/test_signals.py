@@ -183,16 +183,20 @@ def test_sigterm_to_a_ray_driver_s_process_group_stops_it_saves_and_the_rerun_re
 @pytest.mark.slow
 def test_a_ray_run_that_started_its_own_cluster_leaves_none_of_its_processes_behind(tmp_path):
     """The driver stops the local Ray it started with the run (its processes block SIGTERM, so it
-    kills them once it has disconnected): the raylet's agents and workers go too."""
+    kills them once it has disconnected): the raylet's agents and workers go too. Its dedup phase
+    ran in the driver (a local Ray is this machine: no shuffle, no second start)."""
     pytest.importorskip("ray")
-    (tmp_path / "d.jsonl").write_text("".join(json.dumps({"text": f"sample number {i}"}) + "\n" for i in range(20)))
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps({"text": f"sample number {i % 10}"}) + "\n" for i in range(20)))
     (tmp_path / "r.yaml").write_text(yaml.safe_dump({
         "dataset_path": "d.jsonl", "export_path": "out/o.jsonl", "executor": "ray", "np": 1,
-        "process": [{"text_length_filter": {"min_len": 5}}]}))
+        "process": [{"text_length_filter": {"min_len": 5}}, {"document_deduplicator": {}}]}))
     proc = djx("process", str(tmp_path / "r.yaml"), "--quiet", start_new_session=True)
     out, err = proc.communicate(timeout=GUARD_S)
     assert proc.returncode == 0, err
-    assert len(read_jsonl_file(tmp_path / "out" / "o.jsonl")) == 20
+    assert [s["text"] for s in read_jsonl_file(tmp_path / "out" / "o.jsonl")] == [f"sample number {i}" for i in range(10)]
+    summary = json.loads((tmp_path / "out" / "o.summary.json").read_text())
+    assert summary["dropped"] == 10 and summary["check"]["ok"]
+    assert "dedup_blocks_to_ray" not in summary.get("events", {})
     left = [_cmdline(p) for p in _group(proc.pid)]
     assert not left, f"Ray processes outlived the run: {left}"
 

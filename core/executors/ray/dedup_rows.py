@@ -45,7 +45,7 @@ class RayGroups:
         self.address, self.log_path = address, log_path
         self.events: dict[str, int] = {}
         self._ray = self._log = self._level = None
-        self._ours = False
+        self._ours = None
         self._threads: set = set()
 
     def rows(self, budget: int) -> "RayRows":
@@ -83,13 +83,13 @@ class RayGroups:
         finally:
             if self._ours:
                 let_fetches_end(self._threads)
-                self._ray.shutdown()
+                self._ours.shut_down(self._ray)
             if self._log is not None:
                 self._log.__exit__(None, None, None)
             if self._level is not None:
                 logging.getLogger("ray.data").setLevel(self._level)
             self._ray = self._log = self._level = None
-            self._ours = False
+            self._ours = None
 
 
 class RayRows(KeyRows):
