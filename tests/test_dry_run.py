@@ -54,6 +54,23 @@ def test_every_problem_is_listed_and_the_dry_run_exits_1(tmp_path, write_recipe,
     assert any("model ./models/missing: no such folder" in p for p in problems)
 
 
+def test_images_without_the_token_are_a_problem_only_where_an_op_pairs_text_chunks_with_them(
+        tmp_path, write_recipe, write_jsonl, djx_cli):
+    image = tmp_path / "a.png"
+    from PIL import Image
+    Image.new("RGB", (80, 80), "red").save(image)
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": "a red square", "images": [str(image)]}] * 3)
+    said = "none of the first records with images carries image_special_token '<__dj__image>'"
+    shapes = write_recipe(tmp_path / "shape.yaml", dataset_path=str(data), export_path="out/k.jsonl", np=1,
+                          process=[{"image_shape_filter": {"min_width": 10}}])
+    res = djx_cli("process", shapes, "--dry-run")
+    assert res.rc == 0 and f"note: dataset: {said}" in res.out, res.out
+    pairs = write_recipe(tmp_path / "pairs.yaml", dataset_path=str(data), export_path="out/k.jsonl", np=1,
+                         process=[_clip(str(TINY_CLIP))])
+    res = djx_cli("process", pairs, "--dry-run")
+    assert res.rc == 1 and f"problem: dataset: {said}" in res.out, res.out
+
+
 def test_a_missing_dataset_is_a_problem_not_a_traceback(tmp_path, write_recipe, djx_cli):
     recipe = write_recipe(tmp_path / "r.yaml", dataset_path="nope.jsonl", export_path="out/k.jsonl",
                           process=[{"text_length_filter": {}}])

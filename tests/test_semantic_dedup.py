@@ -147,6 +147,7 @@ def test_a_dry_run_over_an_export_says_what_each_threshold_would_remove_and_the_
         return path
 
     view = djx_cli("process", "--config", recipe("two", export), "--dry-run")
+    assert view.rc == 0, view.out + view.err
     assert f"samples each threshold would remove, of the {n} of {n} input samples that carry its embeddings" in view.out
     (line,) = [x.strip() for x in view.out.splitlines() if x.endswith("<- this recipe")]
     assert line.startswith("threshold 0.75:")

@@ -93,9 +93,10 @@ def plan_host_memory(plan) -> str | None:
     return host_memory_problem(workers, planned, available_host_bytes(), bool(plan.model_bytes), per_worker)
 
 
-def dataset_report(recipe) -> tuple[list[str], list[str]]:
+def dataset_report(recipe, pairs_chunks: bool = True) -> tuple[list[str], list[str]]:
     """(lines, problems) about the dataset: its files and its first records, which must parse,
-    be objects and carry the image token when they have images."""
+    be objects and, when they have images and an op pairs text chunks with them (`pairs_chunks`),
+    carry the image token."""
     from djx.core.io.dataset import dataset_files
     from djx.core.io.readers import ReadState, read_files
     from djx.core.recipe.context import RunContext
@@ -147,9 +148,12 @@ def dataset_report(recipe) -> tuple[list[str], list[str]]:
     problems += _missing_images(items, recipe, lines)
     if with_images and not with_token:
         seen = ", ".join(sorted(tokens)[:5])
-        problems.append(f"dataset: none of the first records with images carries image_special_token "
-                        f"{recipe.image_special_token!r} in its text" + (f" (tokens seen: {seen})" if seen else "")
-                        + "; set image_special_token to the token your data was written with")
+        said = (f"dataset: none of the first records with images carries image_special_token "
+                f"{recipe.image_special_token!r} in its text" + (f" (tokens seen: {seen})" if seen else ""))
+        if pairs_chunks:
+            problems.append(said + "; set image_special_token to the token your data was written with")
+        else:  # no op of this recipe reads the token: the images are judged without it
+            lines.append(f"  note: {said} (no op of this recipe pairs text with images by it)")
     return lines, problems
 
 
@@ -245,7 +249,8 @@ def dry_run(pipe, out=print, limit: int | None = None) -> int:
     recipe = pipe.recipe
     plan = pipe.plan(estimate=True)
     out(pipe.describe(plan))
-    lines, problems = dataset_report(recipe)
+    pairs = any("per_chunk" in (getattr(op, "stat_shapes", None) or {}).values() for op in pipe.ops)
+    lines, problems = dataset_report(recipe, pairs)
     model_lines, model_problems = model_report(pipe.chain().model_specs())
     memory = plan_host_memory(plan) if recipe.executor != "ray" else None  # Ray: actors declare their memory
     problems += model_problems + ([f"host memory: {memory}"] if memory else [])
