@@ -19,8 +19,8 @@ Reported per case (one `djx process` run, np workers, default dedup_memory_entri
 of the command; the summary's start-up, streaming pass (processing) and end (the dedup phase, the
 check, the outputs) seconds; peak USS and PSS of the run's whole process tree (sampled every 0.2 s
 with uss_pss_bytes, the helper tools/bench.py's TreeMemory uses), and of its main process alone,
-each also before the end and for the end alone (the end: the summary's end_seconds before the
-command's exit); the state
+each also while the workers lived (the streaming pass), after the last worker left (the dedup
+phase, the check) and for the end alone (the summary's end_seconds before the command's exit); the state
 folder's and the outputs' peak disk (sampled every 0.5 s); the duplicates found (from the dropped
 output's reasons `duplicate of <position>`) against the planted ones, those missed, and found ones
 that were not planted (by variant: SimHash's `appended` copies it joins anyway).
@@ -132,7 +132,7 @@ class TreeWatch:
 
     def __init__(self, pid: int, folders: list[Path], every: float = 0.2):
         self.root, self.folders, self.every = psutil.Process(pid), folders, every
-        self.timeline: list[tuple[float, int, int, int, int]] = []  # (t, tree uss, tree pss, root uss, root pss)
+        self.timeline: list[tuple] = []  # (t, tree uss, tree pss, root uss, root pss, processes)
         self.peak_disk = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -148,7 +148,7 @@ class TreeWatch:
             sizes = [uss_pss_bytes(p.pid) for p in tree]
             if sizes[0] != (0, 0):
                 self.timeline.append((time.perf_counter(), sum(u for u, _ in sizes), sum(p for _, p in sizes),
-                                      *sizes[0]))
+                                      *sizes[0], len(tree)))
             if time.perf_counter() - self._last_disk >= 0.5:
                 self._last_disk = time.perf_counter()
                 self.peak_disk = max(self.peak_disk, sum(_bytes_under(f) for f in self.folders))
@@ -162,8 +162,12 @@ class TreeWatch:
         self._stop.set()
         self._thread.join()
 
-    def peaks(self, since: float = float("-inf"), until: float = float("inf")) -> dict:
-        rows = [r for r in self.timeline if since <= r[0] < until] or [(0, 0, 0, 0, 0)]
+    def peaks(self, since: float = float("-inf"), until: float = float("inf"), workers: bool | None = None) -> dict:
+        """Peaks between two times; `workers`: only while the root had children (True) or after the
+        last sample that saw them (False)."""
+        last = max((r[0] for r in self.timeline if r[5] > 1), default=float("inf"))
+        rows = [r for r in self.timeline if since <= r[0] < until and (workers is None or (r[5] > 1) == workers)
+                and (workers is not False or r[0] > last)] or [(0,) * 6]
         return {k: max(r[i] for r in rows) for i, k in enumerate(("tree_uss", "tree_pss", "main_uss", "main_pss"), 1)}
 
 
@@ -230,7 +234,7 @@ def run_case(work: Path, data: Path, kind: str, n: int, np_: int) -> dict:
     result = {"kind": kind, "n": n, "np": np_, "wall_s": wall, "kept": summary["kept"], "dropped": summary["dropped"],
               "rejected": summary["rejected"], **{k: timing.get(k) for k in ("startup_seconds", "processing_seconds",
                                                                              "end_seconds")},
-              "all": watch.peaks(), "stream": watch.peaks(until=end_start), "end": watch.peaks(end_start), "peak_disk": watch.peak_disk,
+              "all": watch.peaks(), "stream": watch.peaks(workers=True), "after": watch.peaks(workers=False), "end": watch.peaks(end_start), "peak_disk": watch.peak_disk,
               "state_files": len(list(out.parent.glob(".*djx-state*/*"))),
               "outputs": {p.name: p.stat().st_size for p in out.parent.iterdir() if p.is_file()},
               "planted": {v: c for v, c in planted(n, kind).items() if v in must},
@@ -250,12 +254,13 @@ def line(r: dict) -> str:
     return (f"| {r['kind']} | {r['n']:,} | {r['wall_s']:.0f} | {r['startup_seconds']:.1f} | {r['processing_seconds']:.0f} "
             f"| {r['end_seconds']:.0f} | {mb(r['all']['tree_uss'])} | {mb(r['all']['tree_pss'])} "
             f"| {mb(r['all']['main_uss'])} | {mb(r['stream']['tree_uss'])} | {mb(r['stream']['main_uss'])} "
-            f"| {mb(r['end']['tree_uss'])} | {mb(r['end']['main_uss'])} "
+            f"| {mb(r['after']['main_uss'])} | {mb(r['end']['tree_uss'])} | {mb(r['end']['main_uss'])} "
             f"| {mb(r['peak_disk'])} | {r['found']:,} / {plant:,}{note} |")
 
 
 HEAD = ("| kind | n | wall s | start-up s | streaming s | end s | peak USS MB | peak PSS MB | main USS MB "
-        "| before the end: USS MB | main | end: USS MB | main | disk MB | found / planted |\n|" + "---|" * 15)
+        "| workers alive: USS MB | main | after: main USS MB | end: USS MB | main | disk MB | found / planted |\n|"
+        + "---|" * 16)
 
 
 def main(argv: list[str] | None = None) -> None:
