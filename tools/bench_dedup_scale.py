@@ -3,6 +3,8 @@ index, through the API the phase's DuplicateFinder calls (`add` for every sample
 
     python tools/bench_dedup_scale.py [--n 1000000,10000000] [--kinds exact,minhash,simhash]
                                       [--budgets default,200000] [--work DIR] [--engines local,ray]
+    python tools/bench_dedup_scale.py --full [--n ...] [--kinds ...] [--np CORES] [--work DIR]
+        the whole phase through `djx process` on generated texts instead: tools/bench_dedup_phase.py
 
 Each case (kind, n, budget) runs in its own process, so each peak is its own. The index is the op's
 own (`document_deduplicator`, `document_minhash_deduplicator`, `document_simhash_deduplicator`, default
@@ -211,6 +213,10 @@ def _distance(kind: str, chunk, a: int, b: int):
 
 
 def main() -> None:
+    if "--full" in sys.argv[1:]:
+        sys.path.insert(0, str(REPO))
+        from tools.bench_dedup_phase import main as full
+        return full([a for a in sys.argv[1:] if a != "--full"])
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", default="1000000")
     parser.add_argument("--kinds", default="exact,minhash,simhash")
