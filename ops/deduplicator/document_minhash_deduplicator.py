@@ -57,16 +57,15 @@ def minhashes(sets: Sequence[set[bytes]], perm_a: np.ndarray, perm_b: np.ndarray
 
 def _low32_mod_p(hv: np.ndarray, a: np.ndarray, b: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """((hv * a + b) mod 2^64 mod p) mod 2^32 for p = 2^61 - 1, without a division: x = hi * 2^61 + lo
-    is hi + lo (mod p), and s = hi + lo <= p + 7; s mod p is s, or s - p = s + 1 - 2^61, whose low 32
-    bits are those of s + 1; s >= p exactly when (s + 1) >> 61 is 1."""
+    is hi + lo (mod p), and s = hi + lo <= p + 7 is x mod p, or, where s >= p (a chance of about
+    2^-58 a value), s - p = s + 1 - 2^61, whose low 32 bits are those of s + 1."""
     np.multiply(hv, a, out=x)
     np.add(x, b, out=x)
     np.right_shift(x, _61, out=y)
     np.bitwise_and(x, MERSENNE_PRIME, out=x)
     np.add(x, y, out=x)
-    np.add(x, _ONE, out=y)
-    np.right_shift(y, _61, out=y)
-    np.add(x, y, out=x)
+    if x.max() >= MERSENNE_PRIME:
+        np.add(x, x >= MERSENNE_PRIME, out=x, casting="unsafe")
     return x.astype(np.uint32)  # the low 32 bits
 
 
