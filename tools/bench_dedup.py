@@ -16,7 +16,8 @@ Cases, each op with its default parameters, each tool as its own command (`djx p
            (tools/dj_fixtures/dedup.py's photo, drawn at 128 px and scaled up), about 85% distinct,
            then copies: the same file again, re-encoded at quality 60, resized to 200 px, and
            brightened (a different picture to phash: kept by both).
-Reported per case: wall seconds, samples/s, peak PSS of each tool's process tree (tools/bench.py's
+Reported per case: wall seconds, samples/s, CPU seconds (user + system of each tool's whole tree,
+which a busy machine shifts far less than the wall), peak PSS of each tool's process tree (tools/bench.py's
 TreeMemory through tools/bench_dj.py's _timed), djx/Data-Juicer ratios, and whether both kept the
 same set of sample ids; then where each tool's time went (djx's summary, Data-Juicer's log).
 Data-Juicer runs offline with imagededup's torchvision stand-in (../shared/anchors/stubs) on its
@@ -29,6 +30,7 @@ import json
 import os
 import random
 import re
+import resource
 import shutil
 import sys
 import tempfile
@@ -148,18 +150,26 @@ def write_images(folder: Path, m: int, procs: int, seed: int = 0) -> Path:
                                for i, p in enumerate(paths)))
 
 
-def run_djx(case: Path, data: Path, op: str, np_: int) -> tuple[float, int, Path]:
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's waited-for children and theirs: a command's
+    whole tree once it has exited (each tool joins its workers), the measure a busy machine shifts least."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_djx(case: Path, data: Path, op: str, np_: int) -> tuple[float, int, Path, float]:
     from tools.bench_dj import OFFLINE, _timed
     out = case / "djx_out" / "o.jsonl"
     recipe = case / "djx.yaml"
     recipe.write_text(json.dumps({"dataset_path": str(data), "export_path": str(out), "np": np_,
                                   "process": [{op: {}}]}))
+    cpu = children_cpu()
     wall, pss = _timed([sys.executable, "-m", "djx.cli", "process", str(recipe), "--quiet"],
                        {**os.environ, **OFFLINE}, case / "djx.log")
-    return wall, pss, out
+    return wall, pss, out, children_cpu() - cpu
 
 
-def run_dj(case: Path, dj_venv: Path, data: Path, op: str, np_: int, stubs: Path) -> tuple[float, int, Path]:
+def run_dj(case: Path, dj_venv: Path, data: Path, op: str, np_: int, stubs: Path) -> tuple[float, int, Path, float]:
     from tools.bench_dj import OFFLINE, _dj_export, _timed
     dj_process = dj_venv / "bin" / "dj-process"
     if not dj_process.exists():
@@ -173,8 +183,9 @@ def run_dj(case: Path, dj_venv: Path, data: Path, op: str, np_: int, stubs: Path
         "use_cache": False, "open_monitor": False, "open_tracer": False, "keep_stats_in_res_ds": True,
         "process": [{op: {}}]}))
     env = {**os.environ, **OFFLINE, "PYTHONPATH": str(stubs)}  # imagededup's torchvision stand-in only
+    cpu = children_cpu()
     wall, pss = _timed([str(dj_process), "--config", str(recipe)], env, case / "dj.log")
-    return wall, pss, _dj_export(out)
+    return wall, pss, _dj_export(out), children_cpu() - cpu
 
 
 def kept_ids(path: Path) -> set:
@@ -203,7 +214,7 @@ def where_time_went(case: Path, results: dict) -> str:
 def table(rows: list[tuple]) -> list[str]:
     from tools.bench import mb
     head = ["case", "samples", "djx s", "DJ s", "djx samples/s", "DJ samples/s", "speed djx/DJ",
-            "djx peak PSS", "DJ peak PSS", "PSS djx/DJ", "same kept set"]
+            "djx CPU s", "DJ CPU s", "CPU DJ/djx", "djx peak PSS", "DJ peak PSS", "PSS djx/DJ", "same kept set"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, n, results in rows:
         d, j = results.get("djx"), results.get(DJ)
@@ -218,6 +229,8 @@ def table(rows: list[tuple]) -> list[str]:
             name, f"{n:,}", cell(d, lambda r: f"{r[0]:.1f}"), cell(j, lambda r: f"{r[0]:.1f}"),
             cell(d, lambda r: f"{n / r[0]:,.0f}"), cell(j, lambda r: f"{n / r[0]:,.0f}"),
             f"{j[0] / d[0]:.2f}x" if d and j else "-",
+            cell(d, lambda r: f"{r[3]:.1f}"), cell(j, lambda r: f"{r[3]:.1f}"),
+            f"{j[3] / d[3]:.2f}x" if d and j else "-",
             cell(d, lambda r: mb(r[1])), cell(j, lambda r: mb(r[1])),
             f"{d[1] / j[1]:.2f}x" if d and j else "-", same]) + " |")
     return lines
@@ -267,7 +280,7 @@ def main() -> None:
         print(f"np={args.np}, {psutil.cpu_count()} cores, load average (1/5/15 min) "
               f"{load0[0]:.2f}/{load0[1]:.2f}/{load0[2]:.2f} at the start, {load[0]:.2f}/{load[1]:.2f}/{load[2]:.2f} "
               f"at the end; each tree's PSS includes this script's own ({mb(own)} before the runs); "
-              f"speed djx/DJ = DJ wall / djx wall")
+              f"speed djx/DJ = DJ wall / djx wall; CPU: user + system seconds of each tree")
         print("\n".join(table(rows)))
         for name, _, results in rows:
             if "djx" in results and DJ in results:

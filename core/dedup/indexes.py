@@ -17,6 +17,8 @@ from djx.core.dedup.edges import Edges, distinct, key_edges, near_edges
 from djx.core.dedup.key_rows import IndexSpace, KeyRows
 from djx.core.op.deduplicator import DuplicateIndex
 
+_GATHER = 4096  # samples whose band digests BandIndex turns into rows at once
+
 
 class GroupedIndex(DuplicateIndex):
     """The part the three share: rows in, groups out; `kept_for` is a sample's group's root."""
@@ -68,19 +70,34 @@ class BandIndex(GroupedIndex):
     def __init__(self, bands: Callable[[dict], Iterable[Hashable]], space: IndexSpace = IndexSpace()):
         super().__init__(space.rows())
         self.bands = bands
-        self.band_numbers = np.arange(0, dtype=np.uint64)
+        self.hex: tuple[list[bytes], list[int], list[int]] = ([], [], [])  # raw digests, positions, counts
 
     def add(self, pos: int, stats: dict) -> None:
         values = list(self.bands(stats))
-        if len(values) > len(self.band_numbers):
-            self.band_numbers = np.arange(len(values), dtype=np.uint64)
         raw = _digests(values)
-        if raw is not None:
-            self.rows.add(np.frombuffer(raw, dtype=">u8").astype(np.uint64), self.band_numbers[:len(values)], pos)
+        if raw is not None:  # gathered, then added a few thousand samples at a time (one array each)
+            for column, value in zip(self.hex, (raw, pos, len(values))):
+                column.append(value)
+            if len(self.hex[0]) >= _GATHER:
+                self._add_hex()
             return
         for b, value in enumerate(values):  # (k1, k2) = the digest of "band:value": never a band number
             digest = hashlib.blake2b(f"{b}:{_text(value)}".encode("utf-8"), digest_size=16).digest()
             self.rows.add_one(int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little"), pos)
+
+    def finish(self) -> None:
+        self._add_hex()
+        super().finish()
+
+    def _add_hex(self) -> None:
+        raw, pos, counts = self.hex
+        if raw:
+            counts = np.array(counts, dtype=np.int64)
+            starts = np.repeat(np.cumsum(counts) - counts, counts)
+            band = (np.arange(len(starts), dtype=np.int64) - starts).astype(np.uint64)
+            k1 = np.frombuffer(b"".join(raw), dtype=">u8").astype(np.uint64)
+            self.rows.add(k1, band, np.repeat(np.array(pos, dtype=np.int64), counts))
+        self.hex = ([], [], [])
 
 
 class PairIndex(GroupedIndex):
@@ -122,7 +139,7 @@ class PairIndex(GroupedIndex):
         try:
             for family in families:
                 family.budget = self.space.budget  # read back one family at a time: the whole budget
-                for rows in family.groups():
+                for rows in family.groups(shared=True):  # a key no other row has joins nothing
                     yield near_edges(rows, self.near)
                 family.close()  # its files go before the next family's are read
         finally:

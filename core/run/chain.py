@@ -89,6 +89,7 @@ class OpChain:
                 if op.uses_images:
                     key = op.image_key or self.ctx.image_key
                     result.op_counts[k].with_images += sum(1 for s in samples if s.get(key))
+                images.later_readers = k < last_image_op
                 samples = self._run_op(k, op, samples, images, pool, result, originals, books)
                 result.op_counts[k].seconds += time.perf_counter() - t0
                 if k == last_image_op:

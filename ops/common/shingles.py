@@ -41,6 +41,12 @@ def shingles(text: str, tokenization: str, window: int, lowercase: bool, ignore=
         text = ignore.sub("", text)
     if tokenization == "character":
         return [text[i:i + window].encode() for i in range(len(text) - window + 1)]
+    if tokenization == "space":
+        try:  # UTF-8 holds no space byte inside a character: the same words, encoded once
+            words = [w for w in text.encode().split(b" ") if w]
+            return [b" ".join(words[i:i + window]) for i in range(len(words) - window + 1)]
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: below, only a shingle that holds it fails to encode
     if tokenization == "punctuation":
         tokens, join = punctuation.split(text), " "
     elif tokenization == "space":

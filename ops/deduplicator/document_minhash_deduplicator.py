@@ -1,6 +1,5 @@
 import hashlib
-import struct
-from typing import Literal
+from typing import Literal, Sequence
 
 import numpy as np
 
@@ -14,7 +13,8 @@ MINHASH_KEY = "__dj__minhash"  # Data-Juicer's HashKeys.minhash
 MERSENNE_PRIME = np.uint64((1 << 61) - 1)
 MAX_HASH = np.uint64((1 << 32) - 1)
 BAND_DIGITS = 16  # each band's values kept as a 64-bit digest (hex) in the stat
-_BLOCK_BYTES = 8 * 1024 * 1024
+_BLOCK_VALUES = 1 << 16  # shingles x permutations at once: two uint64 blocks of 512 KB
+_61, _ONE = np.uint64(61), np.uint64(1)
 
 
 def permutations(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -28,17 +28,45 @@ def permutations(n: int) -> tuple[np.ndarray, np.ndarray]:
 def minhash(tokens: set[bytes], perm_a: np.ndarray, perm_b: np.ndarray) -> np.ndarray:
     """The MinHash of a set of shingles: per permutation, min of ((sha1_32(t) * a + b) mod 2^64 mod p) & (2^32 - 1)
     (numpy's wrapping uint64 product, as Data-Juicer computes it); all 2^32 - 1 for no shingle."""
-    hv = np.fromiter((struct.unpack("<I", hashlib.sha1(t).digest()[:4])[0] for t in tokens), dtype=np.uint64,
-                     count=len(tokens))
-    if len(hv) == 0:
-        return np.full(len(perm_a), MAX_HASH, dtype=np.uint64)
-    per_block = max(1, _BLOCK_BYTES // (len(perm_a) * 8))
-    out = None
-    for start in range(0, len(hv), per_block):
-        block = hv[start:start + per_block]
-        low = np.bitwise_and((block[:, None] * perm_a + perm_b) % MERSENNE_PRIME, MAX_HASH).min(axis=0)
-        out = low if out is None else np.minimum(out, low)
-    return out
+    return minhashes([tokens], perm_a, perm_b)[0]
+
+
+def minhashes(sets: Sequence[set[bytes]], perm_a: np.ndarray, perm_b: np.ndarray) -> np.ndarray:
+    """`minhash` of each set, as one (len(sets), permutations) array: the shingles of many texts go
+    through the arithmetic together, a cache-sized block of whole texts at a time."""
+    counts = np.fromiter((len(s) for s in sets), dtype=np.int64, count=len(sets))
+    ends = np.cumsum(counts)
+    digests = b"".join(hashlib.sha1(t).digest() for s in sets for t in s)
+    hv = np.frombuffer(digests, dtype="<u4")[::5].astype(np.uint64)[:, None]  # each sha1's first 4 bytes
+    out = np.full((len(sets), len(perm_a)), MAX_HASH, dtype=np.uint32)
+    rows = max(1, _BLOCK_VALUES // len(perm_a))
+    x, y = np.empty((rows, len(perm_a)), dtype=np.uint64), np.empty((rows, len(perm_a)), dtype=np.uint64)
+    i, start = 0, 0
+    while i < len(sets):
+        j = max(i + 1, int(np.searchsorted(ends, start + rows, "right")))  # texts i..j-1: one block
+        for lo in range(start, int(ends[j - 1]), rows):  # more than one only for a text longer than a block
+            n = min(rows, int(ends[j - 1]) - lo)
+            low = _low32_mod_p(hv[lo:lo + n], perm_a, perm_b, x[:n], y[:n])
+            for k in range(i, j):
+                a, b = max(int(ends[k] - counts[k]) - lo, 0), min(int(ends[k]) - lo, n)
+                if a < b:
+                    np.minimum(out[k], low[a:b].min(axis=0), out=out[k])
+        i, start = j, int(ends[j - 1])
+    return out.astype(np.uint64)
+
+
+def _low32_mod_p(hv: np.ndarray, a: np.ndarray, b: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """((hv * a + b) mod 2^64 mod p) mod 2^32 for p = 2^61 - 1, without a division: x = hi * 2^61 + lo
+    is hi + lo (mod p), and s = hi + lo <= p + 7 is x mod p, or, where s >= p (a chance of about
+    2^-58 a value), s - p = s + 1 - 2^61, whose low 32 bits are those of s + 1."""
+    np.multiply(hv, a, out=x)
+    np.add(x, b, out=x)
+    np.right_shift(x, _61, out=y)
+    np.bitwise_and(x, MERSENNE_PRIME, out=x)
+    np.add(x, y, out=x)
+    if x.max() >= MERSENNE_PRIME:
+        np.add(x, x >= MERSENNE_PRIME, out=x, casting="unsafe")
+    return x.astype(np.uint32)  # the low 32 bits
 
 
 @register_op("document_minhash_deduplicator")
@@ -77,15 +105,18 @@ class DocumentMinhashDeduplicator(Deduplicator):
         self.num_bands, self.num_rows_per_band = num_bands, num_rows_per_band
         self.perm_a, self.perm_b = permutations(num_permutations)
 
-    def compute_sample(self, sample: dict, batch: Batch) -> None:
-        if MINHASH_KEY in batch.stats(sample):  # an earlier op of the recipe wrote it: Data-Juicer reuses it
-            return
-        tokens = set(shingles(batch.text(sample), self.tokenization, self.window_size, self.lowercase,
-                              self.ignore, self.punctuation, self.tokenizer))
-        values = minhash(tokens, self.perm_a, self.perm_b)
-        r = self.num_rows_per_band
-        bands = (bytes(values[i * r:(i + 1) * r].byteswap().data) for i in range(self.num_bands))
-        batch.stats(sample)[MINHASH_KEY] = "".join(hashlib.blake2b(band, digest_size=8).hexdigest() for band in bands)
+    def compute_stats(self, batch: Batch) -> None:
+        """The whole batch's shingles through the MinHash arithmetic at once (a sample whose stat an
+        earlier op of the recipe wrote keeps it: Data-Juicer reuses it)."""
+        todo = [s for s in batch.samples if MINHASH_KEY not in batch.stats(s)]
+        sets = [set(shingles(batch.text(s), self.tokenization, self.window_size, self.lowercase, self.ignore,
+                             self.punctuation, self.tokenizer)) for s in todo]
+        width = 8 * self.num_rows_per_band
+        for sample, values in zip(todo, minhashes(sets, self.perm_a, self.perm_b).astype(">u8")):
+            raw = values.tobytes()  # each band's values, big-endian, as Data-Juicer joins them
+            batch.stats(sample)[MINHASH_KEY] = b"".join(
+                hashlib.blake2b(raw[i * width:(i + 1) * width], digest_size=8).digest()
+                for i in range(self.num_bands)).hex()
 
     def index(self, space) -> BandIndex:
         return BandIndex(lambda stats: _bands(stats[MINHASH_KEY]), space)

@@ -1,6 +1,6 @@
 from typing import Literal
 
-from djx import Batch, Deduplicator, register_op
+from djx import Batch, Deduplicator, SampleError, register_op
 from djx.core.dedup.indexes import ExactIndex
 from djx.ops.common.image_hashes import image_hash
 from djx.ops.deduplicator.document_deduplicator import HASH_KEY, text_hasher
@@ -29,14 +29,25 @@ class ImageDeduplicator(Deduplicator):
         self.stats_keys = (IMAGE_HASH_KEY, HASH_KEY) if consider_text else (IMAGE_HASH_KEY,)
         self.uses_text = consider_text
 
-    def compute_sample(self, sample: dict, batch: Batch) -> None:
+    def compute_stats(self, batch: Batch) -> None:
+        hashes: dict[str, str] = {}  # a path the batch holds twice is decoded and hashed once
+        for i, sample in enumerate(batch.samples):
+            try:
+                self._compute(sample, batch, hashes)
+            except SampleError as e:
+                batch.reject(i, str(e), e.code)
+
+    def _compute(self, sample: dict, batch: Batch, hashes: dict[str, str]) -> None:
         stats = batch.stats(sample)
         if self.consider_text and HASH_KEY not in stats:
             stats[HASH_KEY] = text_hasher(False, False, self.name)(batch.text(sample))
         if IMAGE_HASH_KEY in stats:  # an earlier op of the recipe wrote it: Data-Juicer reuses it
             return
-        refs = dict.fromkeys(batch.image_refs(sample))  # Data-Juicer loads each distinct path once
-        stats[IMAGE_HASH_KEY] = "".join(image_hash(batch.images.rgb(ref), self.method) for ref in refs)
+        for ref in dict.fromkeys(batch.image_refs(sample)):  # Data-Juicer loads each distinct path once
+            if ref not in hashes:
+                hashes[ref] = image_hash(batch.images.rgb(ref), self.method)
+                batch.images.release(ref)
+        stats[IMAGE_HASH_KEY] = "".join(hashes[ref] for ref in dict.fromkeys(batch.image_refs(sample)))
 
     def index(self, space) -> ExactIndex:
         if self.consider_text:
