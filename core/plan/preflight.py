@@ -147,14 +147,20 @@ def dataset_report(recipe, pairs_chunks: bool = True) -> tuple[list[str], list[s
         lines += [f"  note: {b} (a run rejects such a record with its reason)" for b in bad]
     problems += _missing_images(items, recipe, lines)
     if with_images and not with_token:
-        seen = ", ".join(sorted(tokens)[:5])
-        said = (f"dataset: none of the first records with images carries image_special_token "
-                f"{recipe.image_special_token!r} in its text" + (f" (tokens seen: {seen})" if seen else ""))
-        if pairs_chunks:
-            problems.append(said + "; set image_special_token to the token your data was written with")
-        else:  # no op of this recipe reads the token: the images are judged without it
-            lines.append(f"  note: {said} (no op of this recipe pairs text with images by it)")
+        _no_token(recipe, tokens, pairs_chunks, lines, problems)
     return lines, problems
+
+
+def _no_token(recipe, tokens: set, pairs_chunks: bool, lines: list[str], problems: list[str]) -> None:
+    """Records with images, none with the image token: a problem where an op pairs text chunks with
+    images by it, else a note (the images are judged without it)."""
+    seen = ", ".join(sorted(tokens)[:5])
+    said = (f"dataset: none of the first records with images carries image_special_token "
+            f"{recipe.image_special_token!r} in its text" + (f" (tokens seen: {seen})" if seen else ""))
+    if pairs_chunks:
+        problems.append(said + "; set image_special_token to the token your data was written with")
+    else:
+        lines.append(f"  note: {said} (no op of this recipe pairs text with images by it)")
 
 
 def _missing_images(items, recipe, lines: list[str]) -> list[str]:
