@@ -71,6 +71,7 @@ class BandIndex(GroupedIndex):
         super().__init__(space.rows())
         self.bands = bands
         self.hex: tuple[list[bytes], list[int], list[int]] = ([], [], [])  # raw digests, positions, counts
+        self.gathered = 0  # their rows
 
     def add(self, pos: int, stats: dict) -> None:
         values = list(self.bands(stats))
@@ -78,7 +79,8 @@ class BandIndex(GroupedIndex):
         if raw is not None:  # gathered, then added a few thousand samples at a time (one array each)
             for column, value in zip(self.hex, (raw, pos, len(values))):
                 column.append(value)
-            if len(self.hex[0]) >= _GATHER:
+            self.gathered += len(values)
+            if len(self.hex[0]) >= _GATHER or self.gathered >= self.rows.budget:  # never past the budget
                 self._add_hex()
             return
         for b, value in enumerate(values):  # (k1, k2) = the digest of "band:value": never a band number
@@ -97,7 +99,7 @@ class BandIndex(GroupedIndex):
             band = (np.arange(len(starts), dtype=np.int64) - starts).astype(np.uint64)
             k1 = np.frombuffer(b"".join(raw), dtype=">u8").astype(np.uint64)
             self.rows.add(k1, band, np.repeat(np.array(pos, dtype=np.int64), counts))
-        self.hex = ([], [], [])
+        self.hex, self.gathered = ([], [], []), 0
 
 
 class PairIndex(GroupedIndex):
