@@ -35,7 +35,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -44,6 +43,7 @@ import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from tools.bench import Sampler  # noqa: E402
 from tools.bench_dedup_scale import _mix  # noqa: E402
 
 SHARE = 10
@@ -126,41 +126,30 @@ def planted(n: int, kind: str) -> dict[str, int]:
     return counts
 
 
-class TreeWatch:
+class TreeWatch(Sampler):
     """Every `every` s: USS and PSS of a process tree (its root alone too) and the bytes under some
     folders; keeps the peaks and a timeline of (time, tree USS, root USS)."""
 
     def __init__(self, pid: int, folders: list[Path], every: float = 0.2):
-        self.root, self.folders, self.every = psutil.Process(pid), folders, every
+        super().__init__(every)
+        self.root, self.folders = psutil.Process(pid), folders
         self.timeline: list[tuple] = []  # (t, tree uss, tree pss, root uss, root pss, processes)
         self.peak_disk = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
         self._last_disk = 0.0
 
-    def _run(self):
+    def sample(self):
         from djx.core.plan.resources import uss_pss_bytes
-        while not self._stop.is_set():
-            try:
-                tree = [self.root, *self.root.children(recursive=True)]
-            except psutil.Error:
-                break
-            sizes = [uss_pss_bytes(p.pid) for p in tree]
-            if sizes[0] != (0, 0):
-                self.timeline.append((time.perf_counter(), sum(u for u, _ in sizes), sum(p for _, p in sizes),
-                                      *sizes[0], len(tree)))
-            if time.perf_counter() - self._last_disk >= 0.5:
-                self._last_disk = time.perf_counter()
-                self.peak_disk = max(self.peak_disk, sum(_bytes_under(f) for f in self.folders))
-            self._stop.wait(self.every)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
+        try:
+            tree = [self.root, *self.root.children(recursive=True)]
+        except psutil.Error:
+            return
+        sizes = [uss_pss_bytes(p.pid) for p in tree]
+        if sizes[0] != (0, 0):
+            self.timeline.append((time.perf_counter(), sum(u for u, _ in sizes), sum(p for _, p in sizes),
+                                  *sizes[0], len(tree)))
+        if time.perf_counter() - self._last_disk >= 0.5:
+            self._last_disk = time.perf_counter()
+            self.peak_disk = max(self.peak_disk, sum(_bytes_under(f) for f in self.folders))
 
     def peaks(self, since: float = float("-inf"), until: float = float("inf"), workers: bool | None = None) -> dict:
         """Peaks between two times; `workers`: only while the root had children (True) or after the
@@ -247,7 +236,7 @@ def run_case(work: Path, data: Path, kind: str, n: int, np_: int) -> dict:
 
 def line(r: dict) -> str:
     mb = lambda b: f"{b / 2**20:,.0f}"  # noqa: E731
-    hit, plant = sum(r["hit"].values()), sum(r["planted"].values())
+    plant = sum(r["planted"].values())
     missed = {v: r["planted"][v] - r["hit"][v] for v in r["planted"] if r["planted"][v] > r["hit"][v]}
     note = (f" missed {missed}" if missed else "") + (f" not planted {r['unplanted']}" if r["unplanted"] else "") \
         + (f" {r['wrong_kept']} naming another kept sample" if r["wrong_kept"] else "")
