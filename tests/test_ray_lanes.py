@@ -18,6 +18,9 @@ def test_a_ray_stage_actor_prepares_its_next_batches_while_the_scoring_actor_hol
     if not lane_args(True):
         pytest.fail("this Ray runs one call at a time on an actor: the lanes need Ray's enable_true_multi_threading")
     proc, hold, log = start_held_run(tmp_path, executor="ray", ray_address=ray_address)
-    finish_held_run(tmp_path, proc, hold, log, LANES)
+    held, summary, every = finish_held_run(tmp_path, proc, hold, log, LANES)
+    assert LANES >= 2 and len(held) >= LANES and len({pid for pid, _ in held}) == 1  # one actor, several batches
+    assert summary["input"] == 64 and summary["kept"] + summary["dropped"] == 64 and summary["check"]["ok"]
+    assert sorted(first for _, first in every) == list(range(0, 64, 8))  # each batch prepared once
     ids = [json.loads(line)["id"] for line in (tmp_path / "out" / "o.jsonl").read_text().splitlines()]
     assert ids == sorted(ids)  # written in input order although batches finished side by side

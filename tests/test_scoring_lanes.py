@@ -78,21 +78,20 @@ def start_held_run(tmp_path: Path, **keys):
     return djx("process", str(tmp_path / "recipe.yaml"), "--quiet"), hold, log
 
 
-def finish_held_run(tmp_path: Path, proc, hold: Path, log: Path, lanes: int) -> None:
+def finish_held_run(tmp_path: Path, proc, hold: Path, log: Path, lanes: int) -> tuple[list, dict, list]:
     """Wait until one worker (or stage actor) has prepared `lanes` batches while its scorer holds
-    the first, release the scorer, and check the run: complete, each batch prepared once."""
+    the first, release the scorer, let the run end: (the batches prepared while it held, the run's
+    summary, every batch prepared), each as (pid, first sample)."""
     deadline = time.monotonic() + GUARD_S
     while len(prepared(log)) < lanes:  # the scorer holds the first batch all this time
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, f"only {len(prepared(log))} batch(es) prepared while the scorer held"
         time.sleep(0.01)
-    assert lanes >= 2 and len({pid for pid, _ in prepared(log)}) == 1  # one worker, several batches
+    held = prepared(log)
     hold.unlink()
     out, err = proc.communicate(timeout=GUARD_S)
     assert proc.returncode == 0, err
-    summary = json.loads((tmp_path / "out" / "o.summary.json").read_text())
-    assert summary["input"] == 64 and summary["kept"] + summary["dropped"] == 64 and summary["check"]["ok"]
-    assert sorted(first for _, first in prepared(log)) == list(range(0, 64, 8))  # each batch prepared once
+    return held, json.loads((tmp_path / "out" / "o.summary.json").read_text()), prepared(log)
 
 
 def test_a_worker_prepares_its_next_batches_while_the_scorer_holds_its_last(tmp_path):
@@ -100,7 +99,10 @@ def test_a_worker_prepares_its_next_batches_while_the_scorer_holds_its_last(tmp_
     scores but prepares up to its lanes' batches (three), then the run completes."""
     from djx.core.executors.local.executor import LANES
     proc, hold, log = start_held_run(tmp_path)
-    finish_held_run(tmp_path, proc, hold, log, LANES)
+    held, summary, every = finish_held_run(tmp_path, proc, hold, log, LANES)
+    assert LANES >= 2 and len(held) >= LANES and len({pid for pid, _ in held}) == 1  # one worker, several batches
+    assert summary["input"] == 64 and summary["kept"] + summary["dropped"] == 64 and summary["check"]["ok"]
+    assert sorted(first for _, first in every) == list(range(0, 64, 8))  # each batch prepared once
 
 
 def test_the_summary_says_where_the_time_went(tmp_path):
