@@ -81,3 +81,40 @@ def test_prepare_decodes_each_distinct_image_once_and_tokenizes_each_distinct_te
     prepared, plan = op.prepare(batch, loaded.processor, max_text_len(loaded.model))
     assert prepared.n_images == 1 and len(prepared.tokens) == 1
     assert prepared.pairs == [(0, 0)] * 7 and plan[-1] == [[5, 6]]
+
+
+@pytest.mark.parametrize("kind", OPS)
+def test_on_a_gpu_forwards_meet_few_shapes_and_the_padding_changes_no_score(tmp_path, kind, monkeypatch):
+    """On CUDA the scorer pads each forward's rows to a multiple of 32 and its texts to a multiple
+    of 16 (ops/common/shapes.py): here the CPU is taken for a GPU, and every tower sees only such
+    shapes while each pair's score stays what it is unpadded."""
+    from djx.ops.common import shapes
+    op, pool = OPS[kind](), ModelPool("cpu")
+    loaded = pool.get(op.spec)
+    batch = batch_of(multi_chunk_samples(tmp_path), tmp_path, pool)
+    prepared, _ = op.prepare(batch, loaded.processor, max_text_len(loaded.model))
+    with torch.inference_mode():
+        plain = op.score(loaded, prepared)
+    seen = []
+    model = loaded.model
+    towers = [model.vision_model] + ([model.text_model] if kind == "clip" else [model.text_encoder])
+
+    def shape_of(module, args, kwargs):
+        x = kwargs.get("pixel_values", kwargs.get("input_ids", args[0] if args else None))
+        seen.append(tuple(x.shape))
+    hooks = [t.register_forward_pre_hook(shape_of, with_kwargs=True) for t in towers]
+    monkeypatch.setattr(shapes, "_cuda", lambda device: True)
+    try:
+        with torch.inference_mode():
+            padded = op.score(loaded, prepared)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert len(padded) == len(plain) and [s is None for s in padded] == [s is None for s in plain]
+    assert [s for s in padded if s is not None] == pytest.approx([s for s in plain if s is not None], abs=1e-5)
+    pixel_shapes = [s for s in seen if len(s) == 4]
+    text_shapes = [s for s in seen if len(s) == 2]
+    assert pixel_shapes and all(s[0] % shapes.ROWS == 0 for s in pixel_shapes)
+    assert text_shapes and all(s[1] % shapes.TOKENS == 0 or s[1] == max_text_len(model) for s in text_shapes)
+    if kind == "clip":  # its text tower's rows too (BLIP's text rows pair with image rows: not padded)
+        assert all(s[0] % shapes.ROWS == 0 for s in text_shapes)

@@ -13,6 +13,7 @@ from djx.ops.common.embeddings import EMBEDDING_KEY, decode_embedding, encode_em
 from djx.ops.common.model_op import OneModelOp, check_forward_batch
 from djx.ops.common.pixels import processor_pixels
 from djx.ops.common.prepared import PreparedPairs, join, split
+from djx.ops.common.shapes import pad_rows
 from djx.ops.filter.image_model_filter import OOM_IMAGE_REASON
 from djx.ops.filter.per_image import decode_each_once
 from djx.ops.filter.image_text_model_filter import ImageTextModelFilter, default_forward_batch
@@ -101,8 +102,9 @@ class ImageSemanticDeduplicator(OneModelOp, Deduplicator):
         joined = getattr(parts, "assembled", None) or join(parts)
 
         def encode(rows):
-            pixels = ImageTextModelFilter.pixel_rows(loaded, joined, rows, counters)
-            feats = loaded.model.visual_projection(loaded.model.vision_model(pixel_values=pixels).pooler_output)
+            pixels = pad_rows(ImageTextModelFilter.pixel_rows(loaded, joined, rows, counters))  # shapes.py
+            pooled = loaded.model.vision_model(pixel_values=pixels).pooler_output[:len(rows)]
+            feats = loaded.model.visual_projection(pooled)
             return list(torch.nn.functional.normalize(feats.float(), dim=-1).cpu().numpy())
 
         size = self.forward_batch_size or default_forward_batch(loaded.device)

@@ -1,4 +1,5 @@
 from djx import register_op
+from djx.ops.common.shapes import pad_rows
 from djx.ops.filter.image_text_model_filter import ImageTextModelFilter
 
 
@@ -36,8 +37,9 @@ class ImageTextMatchingFilter(ImageTextModelFilter):
         import torch
         model, device = loaded.model, loaded.device
 
-        def encode_images(rows):
-            return list(model.vision_model(pixel_values=self.pixel_rows(loaded, prepared, rows, counters)).last_hidden_state)
+        def encode_images(rows):  # on a GPU in a known shape (shapes.py); the padding's outputs dropped
+            pixels = pad_rows(self.pixel_rows(loaded, prepared, rows, counters))
+            return list(model.vision_model(pixel_values=pixels).last_hidden_state[:len(rows)])
 
         vision = self.forward(encode_images, list(range(prepared.n_images)), loaded, fault, counters)
 

@@ -21,6 +21,7 @@ from djx.ops.common.model_op import OneModelOp, check_forward_batch
 from djx.ops.common import device_decode
 from djx.ops.common.pixels import processor_pixels, to_model, value_table
 from djx.ops.common.prepared import PreparedPairs, join, row_pieces, split
+from djx.ops.common.shapes import text_length
 from djx.ops.models import load_host_side
 from djx.ops.filter.per_image import keep_images
 
@@ -116,8 +117,10 @@ class ImageTextModelFilter(OneModelOp, Filter):
     @staticmethod
     def token_rows(loaded, prepared: PreparedPairs, rows: list[int], counters: dict | None = None) -> dict:
         """input_ids and attention_mask of the texts `rows`, padded as the tokenizer pads a list."""
-        with timed(counters, "transfer"):
-            padded = pad_tokens(loaded.processor.tokenizer, [prepared.tokens[t] for t in rows])
+        texts = [prepared.tokens[t] for t in rows]
+        with timed(counters, "transfer"):  # on a GPU to a length met before (shapes.py)
+            length = text_length(max(map(len, texts), default=0), lambda: max_text_len(loaded.model), loaded.device)
+            padded = pad_tokens(loaded.processor.tokenizer, texts, length)
             return {k: padded[k].to(loaded.device) for k in ("input_ids", "attention_mask")}
 
     def score(self, loaded, prepared: PreparedPairs, fault=(), counters: dict | None = None) -> list:
@@ -269,14 +272,15 @@ def _image_side(processor) -> int:
     return int(getattr(size, "shortest_edge", 0) or getattr(size, "height", 0) or 0)
 
 
-def pad_tokens(tokenizer, rows: list[list[int]]) -> dict:
-    """input_ids and attention_mask of `rows` padded to the longest, exactly as `tokenizer.pad` pads
-    a list (its pad id, on its padding side), in one tensor call per key: the tokenizer's own pad
-    costs a scorer ~0.1 ms a row in Python, every forward."""
+def pad_tokens(tokenizer, rows: list[list[int]], length: int = 0) -> dict:
+    """input_ids and attention_mask of `rows` padded to the longest (or `length` where longer),
+    exactly as `tokenizer.pad` pads a list (its pad id, on its padding side), in one tensor call per
+    key: the tokenizer's own pad costs a scorer ~0.1 ms a row in Python, every forward."""
     import torch
-    pad_id, longest = tokenizer.pad_token_id, max(map(len, rows), default=0)
+    pad_id, longest = tokenizer.pad_token_id, max(max(map(len, rows), default=0), length)
     if pad_id is None or tokenizer.padding_side not in ("left", "right"):
-        padded = tokenizer.pad({"input_ids": rows}, padding=True, return_tensors="pt")  # it says what is wrong
+        padded = tokenizer.pad({"input_ids": rows}, padding="max_length", max_length=longest,
+                               return_tensors="pt")  # it says what is wrong
         return {k: padded[k] for k in ("input_ids", "attention_mask")}
     left = tokenizer.padding_side == "left"
     ids, mask = [], []

@@ -1,5 +1,6 @@
 from djx import Batch, register_op
 from djx.ops.common.prepared import PairScores
+from djx.ops.common.shapes import pad_inputs, pad_rows
 from djx.ops.filter.image_text_model_filter import ImageTextModelFilter
 
 
@@ -53,14 +54,14 @@ class ImageTextSimilarityFilter(ImageTextModelFilter):
     def score(self, loaded, prepared, fault=(), counters=None):
         model = loaded.model
 
-        def encode_images(rows):
-            out = model.vision_model(pixel_values=self.pixel_rows(loaded, prepared, rows, counters))
-            feats = model.visual_projection(out.pooler_output).float()
+        def encode_images(rows):  # on a GPU in a known shape (shapes.py); the padding's outputs dropped
+            out = model.vision_model(pixel_values=pad_rows(self.pixel_rows(loaded, prepared, rows, counters)))
+            feats = model.visual_projection(out.pooler_output[:len(rows)]).float()
             return list((feats / feats.norm(dim=-1, keepdim=True)).cpu())  # one copy per chunk
 
         def encode_texts(rows):
-            out = model.text_model(**self.token_rows(loaded, prepared, rows, counters))
-            feats = model.text_projection(out.pooler_output).float()
+            out = model.text_model(**pad_inputs(self.token_rows(loaded, prepared, rows, counters), loaded.device))
+            feats = model.text_projection(out.pooler_output[:len(rows)]).float()
             return list((feats / feats.norm(dim=-1, keepdim=True)).cpu())  # one copy per chunk
 
         img = self.forward(encode_images, list(range(prepared.n_images)), loaded, fault, counters)
