@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -102,11 +103,12 @@ def prepare_limit(model: Path, data: Path, n: int) -> float:
 
 def djx_run(model: Path, data: Path, out: Path, np_: int | None, dtype: str = "float32",
             devices: list[str] | None = None, scoring: str | None = "workers", seconds_per_pair: float | None = None,
-            image_decode: str | None = None, timeout: float | None = None) -> dict | None:
+            image_decode: str | None = None, timeout: float | None = None, profile: Path | None = None) -> dict | None:
     """A `djx process` run in its own process (as a user runs it); its summary, or None when it did
     not finish within `timeout` seconds. `seconds_per_pair`: the simulated device
     (tools/simulated_device.py) in place of the model's forward; `scoring` None: the recipe leaves
-    it to djx (the default)."""
+    it to djx (the default); `profile`: py-spy samples the run and its processes into this file
+    (collapsed stacks, one line a stack, each rooted at its process)."""
     op = {"hf_clip": str(model), "min_score": -1e9, "dtype": dtype}
     if image_decode is not None:
         op["image_decode"] = image_decode
@@ -125,6 +127,9 @@ def djx_run(model: Path, data: Path, out: Path, np_: int | None, dtype: str = "f
     out.mkdir(parents=True, exist_ok=True)
     (out / "recipe.json").write_text(json.dumps(recipe))
     cmd = [sys.executable, "-m", "djx.cli", "process", str(out / "recipe.json"), "--quiet"]
+    if profile is not None:
+        cmd = [shutil.which("py-spy") or "py-spy", "record", "--subprocesses", "--nonblocking", "--rate", "40",
+               "--format", "raw", "--output", str(profile), "--"] + cmd
     # its own process group: a run past `timeout` is stopped with its workers and scorers (none
     # left holding cores or GPU memory for the next run)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -264,21 +269,25 @@ def gpu_section(work: Path, data: Path, n: int, cores: int, run_timeout: float,
     runs = {"default": ("default (scoring unset)", None, None), "workers": ("scoring: workers", "workers", None),
             "device": ("scoring: device", "device", None),
             "decode": ("scoring: device, image_decode: device", "device", "device")}
+    profiled = set(filter(None, os.environ.get("BENCH_PROFILE", "").split(",")))
     for name in gpu_runs:
-        gpu_run(work, data, model, *runs[name], cores * limit, run_timeout)
+        profile = Path(os.environ.get("OUT", work)) / f"profile-{name}.txt" if name in profiled else None
+        gpu_run(work, data, model, *runs[name], cores * limit, run_timeout, profile)
     breakdown(model, data, min(n, 256))
 
 
 def gpu_run(work: Path, data: Path, model: Path, label: str, scoring: str | None, decode: str | None,
-            host_limit: float, timeout: float) -> None:
+            host_limit: float, timeout: float, profile: Path | None = None) -> None:
     """djx end to end on the GPU(s), np unset, with the GPU's busy share and the processes holding
-    GPU memory sampled meanwhile (tools/gpu_check_scoring.py's watch)."""
+    GPU memory sampled meanwhile (tools/gpu_check_scoring.py's watch); `profile`: py-spy's samples
+    of the run (BENCH_PROFILE names the runs sampled)."""
     from djx.tools.gpu_check import _name as process_name
     from djx.tools.gpu_check_scoring import _Watch
     out = work / f"out-gpu-{len(list(work.glob('out-gpu-*')))}"
     watch = _Watch(cpu=False, kill=False, folder=out)
     with watch:
-        s = djx_run(model, data, out, None, "bfloat16", scoring=scoring, image_decode=decode, timeout=timeout)
+        s = djx_run(model, data, out, None, "bfloat16", scoring=scoring, image_decode=decode, timeout=timeout,
+                    profile=profile)
     holders = {pid: process_name(pid) or "gone" for pid in sorted(watch.holders)}
     if s is None:
         print(f"\n### {label}: did not finish in {timeout:.0f} s; GPU busy {watch.busy():.0f}%, processes holding "
