@@ -54,6 +54,7 @@ def score_group(op, loaded, parts: list, counters: dict):
     from djx.core.run.breakdown import forward_timed
     group = AssembledParts(dataclasses.replace(p) for p in parts)
     group.assembled = op.assemble_parts(group)
+    op.ready_parts(loaded, group.assembled, counters)  # the gathering thread's part (device decode)
     with torch.inference_mode():
         return forward_timed(lambda: op.score_parts(loaded, group, (), counters), counters)
 
@@ -65,7 +66,7 @@ def towers(loaded, batches: list, size: int, reps: int = 5) -> str:
 
     from djx.ops.common.prepared import join
     from djx.ops.common.pixels import to_model
-    from djx.ops.filter.image_text_model_filter import pad_tokens
+    from djx.ops.common.shapes import pad_tokens
     joined = join(batches[:max(1, size // BATCH)])
     model, dev = loaded.model, loaded.device
     pixels = to_model(joined.pixels.to(dev), joined.pixel_table, dev, loaded.dtype)

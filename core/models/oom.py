@@ -16,7 +16,7 @@ class _InjectedOOM(RuntimeError):
     pass
 
 
-def _is_oom(e: BaseException) -> bool:
+def is_oom(e: BaseException) -> bool:
     import torch
     return isinstance(e, (torch.OutOfMemoryError, _InjectedOOM)) or "out of memory" in str(e).lower()
 
@@ -28,7 +28,7 @@ def _inject(fault: Sequence[str], n: int) -> None:
             raise torch.OutOfMemoryError(f"CUDA out of memory (injected fault {f}, {n} items)")
 
 
-def _free(device: str) -> None:
+def free_cache(device: str) -> None:
     gc.collect()
     if device.startswith("cuda"):
         import torch
@@ -52,13 +52,13 @@ def forward_with_backoff(fn: Callable[[list], list], items: list, batch_size: in
             if stats is not None:
                 stats["forwards"] = stats.get("forwards", 0) + 1
         except Exception as e:  # noqa: BLE001  (only OOMs are handled; the rest re-raise)
-            if not _is_oom(e):
+            if not is_oom(e):
                 raise
             failed = True
         if failed:
             # outside the except block: there the exception's traceback still holds the failed
             # forward's frames and their tensors, so the cache could not be given back
-            _free(device)
+            free_cache(device)
             if stats is not None:
                 stats["oom_retries"] = stats.get("oom_retries", 0) + 1
             if size == 1:

@@ -139,6 +139,12 @@ def decode(prepared, image_processor, device) -> None:
     prepared.pixels, prepared.jpegs, prepared.jpeg_rows = out, [], []
 
 
+def settle(device) -> None:
+    """Wait for the current CUDA stream's work on `device` (the decode queued there) to finish."""
+    import torch
+    torch.cuda.current_stream(device).synchronize()
+
+
 def resize_all(images: list, geo: dict, done: frozenset | set = frozenset(), chunk_pixels: int = 1 << 24):
     """(n, 3, h, w) uint8: each (3, H, W) image flipped, resized and cropped as the processor does,
     the images of one size together (per image, the passes' few kernels cost more in launches than

@@ -42,3 +42,22 @@ def pad_rows(tensor, device=None):
 def pad_inputs(inputs: dict, device) -> dict:
     """Each tensor of `inputs` (the same rows) padded as pad_rows pads."""
     return {k: pad_rows(v, device) for k, v in inputs.items()}
+
+
+def pad_tokens(tokenizer, rows: list[list[int]], length: int = 0) -> dict:
+    """input_ids and attention_mask of `rows` padded to the longest (or `length` where longer),
+    exactly as `tokenizer.pad` pads a list (its pad id, on its padding side), in one tensor call per
+    key: the tokenizer's own pad costs a scorer ~0.1 ms a row in Python, every forward."""
+    import torch
+    pad_id, longest = tokenizer.pad_token_id, max(max(map(len, rows), default=0), length)
+    if pad_id is None or tokenizer.padding_side not in ("left", "right"):
+        padded = tokenizer.pad({"input_ids": rows}, padding="max_length", max_length=longest,
+                               return_tensors="pt")  # it says what is wrong
+        return {k: padded[k] for k in ("input_ids", "attention_mask")}
+    left = tokenizer.padding_side == "left"
+    ids, mask = [], []
+    for r in rows:
+        fill = longest - len(r)
+        ids.append([pad_id] * fill + r if left else r + [pad_id] * fill)
+        mask.append([0] * fill + [1] * len(r) if left else [1] * len(r) + [0] * fill)
+    return {"input_ids": torch.tensor(ids, dtype=torch.long), "attention_mask": torch.tensor(mask, dtype=torch.long)}

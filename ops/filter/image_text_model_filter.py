@@ -14,14 +14,14 @@ from typing import Literal
 from PIL import ImageOps
 
 from djx import Batch, Filter, RecipeError, SampleError, range_reason
-from djx.core.models.oom import OOM_REASON, forward_with_backoff
+from djx.core.models.oom import OOM_REASON, forward_with_backoff, free_cache, is_oom
 from djx.core.run.breakdown import forward_timed, timed
 from djx.core.recipe.context import TOKEN_MISMATCH
 from djx.ops.common.model_op import OneModelOp, check_forward_batch
 from djx.ops.common import device_decode
 from djx.ops.common.pixels import processor_pixels, to_model, value_table
 from djx.ops.common.prepared import PreparedPairs, join, row_pieces, split
-from djx.ops.common.shapes import text_length
+from djx.ops.common.shapes import pad_tokens, text_length
 from djx.ops.models import load_host_side
 from djx.ops.filter.per_image import keep_images
 
@@ -141,6 +141,22 @@ class ImageTextModelFilter(OneModelOp, Filter):
     def assemble_parts(self, parts: list[PreparedPairs]) -> PreparedPairs:
         """Several batches' prepared pairs as one (the scorer does this while the forwards before run)."""
         return join(parts)
+
+    @staticmethod
+    def ready_parts(loaded, joined: PreparedPairs, counters: dict | None = None) -> None:
+        """The joined JPEGs decoded on the model's device, by the scorer's gathering thread while
+        the forwards before run (on its own CUDA stream; finished here, so the forwards read them
+        ready); pixel_rows then finds nothing left to decode."""
+        if not joined.jpegs:
+            return
+        try:
+            with timed(counters, "device_decode"):
+                device_decode.decode(joined, loaded.processor.image_processor, loaded.device)
+                device_decode.settle(loaded.device)
+        except Exception as e:  # noqa: BLE001  (out of memory: left to pixel_rows, inside the forwards' back-off)
+            if not is_oom(e):
+                raise
+            free_cache(loaded.device)
 
     # -- the filter: prepare (host), score (model), finish (batch) -------------------------------
     def prepare(self, batch: Batch, processor, text_len: int) -> tuple[PreparedPairs, list]:
@@ -270,25 +286,6 @@ def _image_side(processor) -> int:
     if isinstance(size, dict):
         return int(size.get("shortest_edge") or size.get("height") or 0)
     return int(getattr(size, "shortest_edge", 0) or getattr(size, "height", 0) or 0)
-
-
-def pad_tokens(tokenizer, rows: list[list[int]], length: int = 0) -> dict:
-    """input_ids and attention_mask of `rows` padded to the longest (or `length` where longer),
-    exactly as `tokenizer.pad` pads a list (its pad id, on its padding side), in one tensor call per
-    key: the tokenizer's own pad costs a scorer ~0.1 ms a row in Python, every forward."""
-    import torch
-    pad_id, longest = tokenizer.pad_token_id, max(max(map(len, rows), default=0), length)
-    if pad_id is None or tokenizer.padding_side not in ("left", "right"):
-        padded = tokenizer.pad({"input_ids": rows}, padding="max_length", max_length=longest,
-                               return_tensors="pt")  # it says what is wrong
-        return {k: padded[k] for k in ("input_ids", "attention_mask")}
-    left = tokenizer.padding_side == "left"
-    ids, mask = [], []
-    for r in rows:
-        fill = longest - len(r)
-        ids.append([pad_id] * fill + r if left else r + [pad_id] * fill)
-        mask.append([0] * fill + [1] * len(r) if left else [1] * len(r) + [0] * fill)
-    return {"input_ids": torch.tensor(ids, dtype=torch.long), "attention_mask": torch.tensor(mask, dtype=torch.long)}
 
 
 def max_text_len(model) -> int:

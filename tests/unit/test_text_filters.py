@@ -141,7 +141,7 @@ def test_the_scorers_padding_is_the_tokenizers(model, side):
     import torch
     from transformers import AutoTokenizer
 
-    from djx.ops.filter.image_text_model_filter import pad_tokens
+    from djx.ops.common.shapes import pad_tokens
     from conftest import REPO_DIR
     tok = AutoTokenizer.from_pretrained(REPO_DIR / "tests" / "assets" / "models" / model)
     tok.padding_side = side
@@ -149,4 +149,9 @@ def test_the_scorers_padding_is_the_tokenizers(model, side):
                max_length=20)["input_ids"]
     want, got = tok.pad({"input_ids": rows}, padding=True, return_tensors="pt"), pad_tokens(tok, rows)
     assert len({len(r) for r in rows}) > 1  # rows of several lengths: there is padding to do
+    assert torch.equal(got["input_ids"], want["input_ids"]) and torch.equal(got["attention_mask"], want["attention_mask"])
+    # to a longer length (a GPU forward's known shape, ops/common/shapes.py): max_length padding's
+    want, got = tok.pad({"input_ids": rows}, padding="max_length", max_length=32, return_tensors="pt"), \
+        pad_tokens(tok, rows, 32)
+    assert got["input_ids"].shape == (12, 32)
     assert torch.equal(got["input_ids"], want["input_ids"]) and torch.equal(got["attention_mask"], want["attention_mask"])

@@ -20,6 +20,7 @@ import pickle
 import queue
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from djx.core.models.share.score_client import ScoreRequest
@@ -70,10 +71,15 @@ class ScoringDesk:
 
 class AssembledParts(list):
     """The prepared parts of one group, with what the op assembled of them beforehand
-    (`assembled`: its `assemble_parts`, None where it has none, and the `seconds` it took);
-    score_parts takes them as parts."""
+    (`assembled`: its `assemble_parts`, then readied on the device by its `ready_parts` where it
+    has one; None where it has none; the `seconds` it all took and `phases`, the counters of the
+    phases the op timed meanwhile); score_parts takes them as parts."""
     assembled = None
     seconds = 0.0
+
+    def __init__(self, parts=()):
+        super().__init__(parts)
+        self.phases: dict = {}
 
 
 @dataclass
@@ -87,7 +93,9 @@ class Scorer:
     """The owner's scoring: one op's waiting requests joined into one set of forwards, in two
     threads so that the device never waits on the host: the gathering thread takes the requests
     waiting for one op, up to the forward budget, and assembles them (`op.assemble_parts`: the
-    joined prepared pairs) while the scoring thread runs the forwards of the group before; each
+    joined prepared pairs; then `op.ready_parts(loaded, joined, counters)` where the op has it:
+    device work before the forwards, such as decoding JPEGs, on a CUDA stream of this thread's own)
+    while the scoring thread runs the forwards of the group before; each
     request's own thread (the connection's) sends its answer, not the scoring thread."""
 
     def __init__(self, device: str, preload: tuple = ()):
@@ -97,6 +105,8 @@ class Scorer:
         self._assembled: queue.Queue = queue.Queue(maxsize=1)  # the next group, ready to score
         self._ops: dict = {}     # key -> the op, unpickled once
         self._models: dict = {}  # spec -> the loaded model, loaded here once
+        self._loading = threading.Lock()
+        self._stream = None  # the gathering thread's CUDA stream (_aside)
         threading.Thread(target=self._gather, name="djx-scorer-gather", daemon=True).start()
         threading.Thread(target=self._run, name="djx-scorer", daemon=True).start()
 
@@ -132,6 +142,9 @@ class Scorer:
                 parts = AssembledParts(p.request.prepared for p in group)
                 if hasattr(op, "assemble_parts"):
                     parts.assembled = op.assemble_parts(parts)
+                if parts.assembled is not None and hasattr(op, "ready_parts"):
+                    with self._aside():  # e.g. JPEGs decoded on the device while the forwards before run
+                        op.ready_parts(self._model(op.spec), parts.assembled, parts.phases)
             except Exception as e:  # noqa: BLE001  (each waiting worker gets the error to raise)
                 self._fail(group, e)
                 continue
@@ -154,6 +167,8 @@ class Scorer:
             counters: dict = {"joined_batches": len(group)} if len(group) > 1 else {}
             counters.update(scorer_groups=1, scorer_pairs=sum(len(p.request.prepared.pairs) for p in group))
             counters[PHASE + "assemble"] = parts.seconds
+            for key, seconds in parts.phases.items():
+                counters[key] = counters.get(key, 0.0) + seconds
             fault = group[0].request.fault
             self._answer(group, lambda op, loaded: op.score_parts(loaded, parts, fault, counters), counters)
 
@@ -193,7 +208,21 @@ class Scorer:
         return self._ops[request.key]
 
     def _model(self, spec):
-        if spec not in self._models:
-            from djx.core.models.pool import loader_for
-            self._models[spec] = loader_for(spec)(spec, self.device)
-        return self._models[spec]
+        with self._loading:  # both threads may ask (the gathering thread for `ready_parts`): loaded once
+            if spec not in self._models:
+                from djx.core.models.pool import loader_for
+                self._models[spec] = loader_for(spec)(spec, self.device)
+            return self._models[spec]
+
+    @contextmanager
+    def _aside(self):
+        """On a CUDA device, the gathering thread's device work on a stream of its own (made once),
+        so that it runs beside the scoring thread's forwards instead of queuing behind them."""
+        if not self.device.startswith("cuda"):
+            yield
+            return
+        import torch
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(device=self.device)
+        with torch.cuda.stream(self._stream):
+            yield
