@@ -127,8 +127,13 @@ def test_the_summary_says_where_the_time_went(tmp_path):
     # scorer's model), the first batch; they add up to the start-up
     timing = summary["timing"]
     parts = timing["startup_parts"]
-    assert set(parts) == {"main", "workers_start", "worker_setup", "scorer_wait", "workers_ready", "first_batch"}
-    assert parts["workers_ready"] >= parts["worker_setup"] >= parts["scorer_wait"] > 0
+    assert set(parts) == {"main", "workers_start", "worker_setup", "imports", "host_side", "scorer_wait",
+                          "workers_ready", "first_batch", "scorer_start", "scorer_imports", "scorer_load"}
+    # the scorer's own start-up, beside the workers': it was ready before they were
+    assert parts["scorer_start"] + parts["scorer_imports"] + parts["scorer_load"] <= parts["workers_ready"] + 0.01
+    assert parts["scorer_imports"] > 0 and parts["scorer_load"] > 0
+    assert parts["workers_ready"] >= parts["worker_setup"] >= parts["scorer_wait"] >= 0
+    assert parts["worker_setup"] >= parts["host_side"] > 0 and parts["worker_setup"] >= parts["imports"] > 0
     assert abs(parts["main"] + parts["workers_ready"] + parts["first_batch"] - timing["startup_seconds"]) < 0.02
     assert "worker set-up" in out + err and "waiting for the scorer's models" in out + err
     # the same run with the model in each worker: no scorer, the forwards are the workers'

@@ -60,6 +60,7 @@ class WorkerSetup:
 
 def bind_process(setup: WorkerSetup) -> tuple[OpChain, ModelPool]:
     """The chain this process runs and its model pool, bound to the setup's device and threads."""
+    t0 = time.perf_counter()
     set_thread_env(setup.threads)
     load_builtin_ops()  # plug-ins first: unpickling the chain needs their classes
     load_custom_ops(setup.custom_ops, setup.base_dir)
@@ -68,6 +69,7 @@ def bind_process(setup: WorkerSetup) -> tuple[OpChain, ModelPool]:
     pool = process_pool(setup.device, setup.share, setup.scoring)
     if setup.scorer is not None:
         pool.use_scorer(setup.scorer)
+    pool.setup["imports"] = time.perf_counter() - t0  # the ops, the plug-ins, the chain
     scorer = pool.scorer()  # scoring: device: the device's scorer holds the models of the ops it scores
     here = [op for op in chain.ops if op.model_specs() and not (scorer is not None and takes_part(op))]
     if "torch" in sys.modules or chain.model_specs():
@@ -82,13 +84,13 @@ def bind_process(setup: WorkerSetup) -> tuple[OpChain, ModelPool]:
             if any(op is h for h in here):
                 for spec in op.model_specs():
                     pool.get(spec)
-            elif op.model_specs():
+            elif op.model_specs():  # its processor and tokenizer here while the scorer loads the weights
                 t0 = time.perf_counter()
-                scorer.warm(op)  # the scorer has loaded the op's models
-                t1 = time.perf_counter()
                 op.host_side(pool)
-                pool.setup["scorer_wait"] = pool.setup.get("scorer_wait", 0.0) + t1 - t0
-                pool.setup["host_side"] = pool.setup.get("host_side", 0.0) + time.perf_counter() - t1
+                t1 = time.perf_counter()
+                pool.setup.update(scorer.warm(op))  # the scorer has loaded the op's models
+                pool.setup["host_side"] = pool.setup.get("host_side", 0.0) + t1 - t0
+                pool.setup["scorer_wait"] = pool.setup.get("scorer_wait", 0.0) + time.perf_counter() - t1
     return chain, pool
 
 

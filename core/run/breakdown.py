@@ -76,9 +76,13 @@ def startup_parts(executor, clock) -> dict:
     instants the main process and its workers took: `main` (recipe, plan, the input's size, until
     the engine started), `workers_start` (until the last worker's code ran: process start, the
     forkserver's imports), `worker_setup` (the slowest worker's own: imports, ops, models or their
-    processors; of it `scorer_wait`, waiting for the device's scorer to load the models),
-    `first_batch` (from every worker ready to the first batch read). Empty where the engine does
-    not say (Ray)."""
+    processors; of it, each the most a worker took: `imports`, the ops, plug-ins and chain;
+    `host_side`, the processors of the ops the device's scorer scores, loaded while it loads their
+    weights; `scorer_wait`, waiting for it to finish loading them),
+    `first_batch` (from every worker ready to the first batch read); with a device's scorer, its
+    own: `scorer_start` (until its process ran), `scorer_imports` (torch, the device, the ops),
+    `scorer_load` (then until its models were loaded), on a GPU `scorer_device` (its start until
+    the device's context was made, beside the imports). Empty where the engine does not say (Ray)."""
     started, ready = getattr(executor, "started_at", None), getattr(executor, "ready_at", None)
     setups = [rep.setup for rep in getattr(executor, "reports", {}).values() if getattr(rep, "setup", None)]
     if started is None or ready is None or clock is None:
@@ -86,8 +90,18 @@ def startup_parts(executor, clock) -> dict:
     out = {"main": started - clock.wall(clock.t0),
            "workers_start": max((s["entered_at"] for s in setups if "entered_at" in s), default=started) - started,
            "worker_setup": max((s["ready_at"] - s["entered_at"] for s in setups if "ready_at" in s), default=0.0),
+           "imports": max((s.get("imports", 0.0) for s in setups), default=0.0),
+           "host_side": max((s.get("host_side", 0.0) for s in setups), default=0.0),
            "scorer_wait": max((s.get("scorer_wait", 0.0) for s in setups), default=0.0),
            "workers_ready": ready - started}
+    said = [s for s in setups if "scorer_loaded_at" in s]  # the device's scorer (scoring: device)
+    if said:
+        first = min(said, key=lambda s: s["scorer_entered_at"])
+        out.update(scorer_start=first["scorer_entered_at"] - started,
+                   scorer_imports=first["scorer_imported_at"] - first["scorer_entered_at"],
+                   scorer_load=max(s["scorer_loaded_at"] for s in said) - first["scorer_imported_at"])
+        if "scorer_device_at" in first:  # a GPU's context, made beside the imports
+            out["scorer_device"] = first["scorer_device_at"] - first["scorer_entered_at"]
     if clock.processing_at is not None:
         out["first_batch"] = clock.wall(clock.processing_at) - ready
     return {k: round(max(v, 0.0), 3) for k, v in out.items()}
@@ -99,7 +113,10 @@ def format_startup(t: dict) -> str:
     if not p:
         return ""
     words = [("main", "main process"), ("workers_start", "workers starting"), ("worker_setup", "worker set-up"),
-             ("scorer_wait", "of it waiting for the scorer's models"), ("first_batch", "first batch")]
+             ("imports", "of it imports"), ("host_side", "processors"),
+             ("scorer_wait", "waiting for the scorer's models"), ("first_batch", "first batch"),
+             ("scorer_start", "the scorer starting"), ("scorer_imports", "its imports"),
+             ("scorer_load", "its models loading"), ("scorer_device", "its device ready")]
     return " (" + ", ".join(f"{w} {p[k]:.1f} s" for k, w in words if k in p) + ")"
 
 

@@ -126,13 +126,13 @@ def owner_main(device: str, address: OwnerAddress, custom_ops: tuple, base_dir: 
     from djx.core.executors.process import die_with_parent, set_thread_env
     from djx.core.models.share.scoring import ScoringDesk
     from djx.core.op.registry import load_builtin_ops, load_custom_ops, load_entry_point_ops
+    timeline = {"scorer_entered_at": time.time()}  # the start-up's instants (the summary's startup_parts)
     die_with_parent(parent)
     _name_process(b"djx-weights")  # what ps, top and nvidia-smi users look for
     set_thread_env(threads)
     import torch
     torch.set_num_threads(threads)
-    if device.startswith("cuda"):
-        torch.cuda.set_device(device)
+    device_ready = _make_context(device, timeline) if device.startswith("cuda") else None
     load_builtin_ops()
     load_custom_ops(custom_ops, base_dir)
     load_entry_point_ops()
@@ -141,9 +141,13 @@ def owner_main(device: str, address: OwnerAddress, custom_ops: tuple, base_dir: 
     listener = Listener(address.path, "AF_UNIX", backlog=64, authkey=address.authkey)  # workers retry until it listens
     models: dict = {}
     lock = threading.Lock()
-    desk = ScoringDesk(device)  # scoring: device (scoring.py)
+    timeline["scorer_imported_at"] = time.time()
+    desk = ScoringDesk(device, timeline)  # scoring: device (scoring.py)
     if preload:
-        desk.preload(preload)
+        desk.preload(preload)  # its loading waits for the device's context where it is not made yet
+    if device_ready is not None:
+        device_ready.join()
+        torch.cuda.set_device(device)  # this thread's device (the context is made)
 
     def serve(conn) -> None:
         inbox = desk.inbox()  # this connection's shared buffer
@@ -167,6 +171,24 @@ def owner_main(device: str, address: OwnerAddress, custom_ops: tuple, base_dir: 
         except (OSError, EOFError):  # a client that failed the handshake
             continue
         threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+
+def _make_context(device: str, timeline: dict) -> threading.Thread:
+    """A thread that makes the device's CUDA context (seconds on a large GPU) while this process
+    imports the ops and their model code, which hold the interpreter while the context's making
+    does not; `scorer_device_at` in `timeline` once made. A device that fails is left to the
+    loading, which says why."""
+    def make() -> None:
+        import torch
+        try:
+            torch.cuda.set_device(device)
+            torch.empty(1, device=device)
+        except Exception:  # noqa: BLE001  (the model's loading on this device reports it)
+            return
+        timeline["scorer_device_at"] = time.time()
+    thread = threading.Thread(target=make, name="djx-cuda-context", daemon=True)
+    thread.start()
+    return thread
 
 
 def _name_process(name: bytes) -> None:

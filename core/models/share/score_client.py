@@ -38,9 +38,13 @@ class ScoreClient:
         self._sent: set = set()  # op keys this connection's scorer has the bytes of
         self._ops: dict = {}  # id(op) -> (key, bytes)
 
-    def warm(self, op) -> None:
-        """Have the scorer load `op`'s model now (a worker's start-up), not at the first batch."""
-        self.score(op, None)
+    def warm(self, op) -> dict:
+        """Have the scorer load `op`'s model now (a worker's start-up), not at the first batch; the
+        scorer's start-up instants (scorer_entered_at, scorer_imported_at, scorer_loaded_at: wall
+        clock) where it says them."""
+        said: dict = {}
+        self.score(op, None, counters=said)
+        return {k: v for k, v in said.items() if k.startswith("scorer_") and k.endswith("_at")}
 
     def score(self, op, prepared, fault=(), counters: dict | None = None) -> list:
         """The scores of `prepared` under `op`, from the scorer (its forwards and OOM retries added

@@ -33,8 +33,9 @@ class ScoringDesk:
     """The owner's side of scoring requests: its Scorer (started by the first request) and each
     connection's shared buffer (handoff.py)."""
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, timeline: dict | None = None):
         self.device = device
+        self.timeline = timeline if timeline is not None else {}  # the owner's start-up (Scorer.timeline)
         self._scorer: Scorer | None = None
         self._lock = threading.Lock()
 
@@ -42,7 +43,7 @@ class ScoringDesk:
         """Start the scorer now and have it load `specs` before its first request."""
         with self._lock:
             if self._scorer is None:
-                self._scorer = Scorer(self.device, specs)
+                self._scorer = Scorer(self.device, specs, self.timeline)
 
     @staticmethod
     def inbox():
@@ -61,7 +62,7 @@ class ScoringDesk:
             return False
         with self._lock:
             if self._scorer is None:
-                self._scorer = Scorer(self.device)
+                self._scorer = Scorer(self.device, timeline=self.timeline)
         message.prepared = inbox.unpack(message.prepared)
         answer = self._scorer.submit(message)
         message.prepared = None  # no view of the buffer outlives the answer
@@ -98,9 +99,13 @@ class Scorer:
     while the scoring thread runs the forwards of the group before; each
     request's own thread (the connection's) sends its answer, not the scoring thread."""
 
-    def __init__(self, device: str, preload: tuple = ()):
+    def __init__(self, device: str, preload: tuple = (), timeline: dict | None = None):
         self.device = device
         self._preload = tuple(preload)  # specs the scoring thread loads first (a failure: left to the first request)
+        # its process's start-up, wall-clock instants a warm-up's answer carries to the workers (the
+        # summary's startup_parts): scorer_entered_at, scorer_imported_at, scorer_device_at (the
+        # owner's), scorer_loaded_at (here)
+        self.timeline = timeline if timeline is not None else {}
         self._queue: queue.Queue = queue.Queue()
         self._assembled: queue.Queue = queue.Queue(maxsize=1)  # the next group, ready to score
         self._ops: dict = {}     # key -> the op, unpickled once
@@ -157,10 +162,12 @@ class Scorer:
                 self._model(spec)
             except Exception:  # noqa: BLE001  (the first request loads it again and reports the error)
                 pass
+        if self._preload:
+            self.timeline.setdefault("scorer_loaded_at", time.time())
         while True:
             group, op, parts = self._assembled.get()
-            if op is None:  # a warm-up: its op's model loaded, no scores
-                self._answer(group, lambda op, loaded: [[]])
+            if op is None:
+                self._warm(group)
                 continue
             # forwards, OOM retries and phases, reported once: with the first request; joined: the
             # batches scored in forwards shared with another batch
@@ -171,6 +178,19 @@ class Scorer:
                 counters[key] = counters.get(key, 0.0) + seconds
             fault = group[0].request.fault
             self._answer(group, lambda op, loaded: op.score_parts(loaded, parts, fault, counters), counters)
+
+    def _warm(self, group: list) -> None:
+        """A worker's warm-up: its op's model loaded here; the answer carries no scores, and the
+        start-up's instants (`timeline`) for the worker's report."""
+        try:
+            self._model(self._op(group[0].request).spec)
+        except Exception as e:  # noqa: BLE001  (the worker gets the error to raise)
+            self._fail(group, e)
+            return
+        self.timeline.setdefault("scorer_loaded_at", time.time())
+        for pending in group:
+            pending.answer = ("scores", [], dict(self.timeline))
+            pending.done.set()
 
     def _answer(self, group: list, score, counters: dict | None = None) -> None:
         """Answer each request of `group` with its part of `score(op, loaded)`, or the error; the
