@@ -148,3 +148,34 @@ def test_on_a_gpu_scores_from_device_decode_are_close_to_the_host_paths(tmp_path
         with torch.inference_mode():
             scores[decode] = op.score(loaded, prepared)
     assert max(abs(a - b) for a, b in zip(scores["cpu"], scores["device"])) <= 1e-4
+
+
+def test_the_recipes_check_imports_neither_torch_nor_torchvision(tmp_path):
+    """The check at the recipe's load reads metadata and asks nvidia-smi (here a stand-in that lists
+    one GPU): the main process, which decodes nothing, does not pay for importing torch and
+    torchvision (9 s of an H100 run's start)."""
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text("#!/bin/sh\necho '0, GPU-1234, 81000, 81559'\n")
+    smi.chmod(0o755)
+    code = ("import sys; from djx.ops.common import device_decode; p = device_decode.problem(); "
+            "print(repr(p)); print('torch' in sys.modules, 'torchvision' in sys.modules)")
+    env = dict(os.environ, PATH=f"{smi.parent}{os.pathsep}{os.environ['PATH']}")
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    said, imported = proc.stdout.splitlines()[-2:]
+    assert imported == "False False"
+    assert ("no CUDA device" not in said) and (said == "None" or "torchvision does not import" in said)
+
+
+def test_a_torchvision_built_for_another_torch_is_named_at_load(monkeypatch):
+    import importlib.util
+    from importlib.machinery import ModuleSpec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: ModuleSpec(name, None))
+    monkeypatch.setattr(device_decode, "_torch_wanted", lambda: "2.0.0")
+    monkeypatch.setattr(device_decode, "_version", lambda dist: "2.13.0")
+    import shutil
+    monkeypatch.setattr(shutil, "which", lambda name: None)  # no nvidia-smi: torch is asked
+    said = device_decode.problem() or ""
+    assert "built for torch 2.0.0, not this torch 2.13.0" in said

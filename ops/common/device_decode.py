@@ -23,18 +23,72 @@ HOW = ("image_decode: device needs torchvision with its image decoders (pip inst
 
 
 def problem() -> str | None:
-    """What keeps `image_decode: device` from working here, in one line; None when nothing does."""
+    """What keeps `image_decode: device` from working here, in one line; None when nothing does.
+    Checked at the recipe's load without importing torch or torchvision (seconds each, in a main
+    process that uses neither): torchvision installed, built for the torch installed, a CUDA device
+    visible (nvidia-smi, as the planner sees them). Where the decoding runs, `require` imports them."""
+    import importlib.util
+    import shutil
     missing = []
+    try:
+        found = importlib.util.find_spec("torchvision") is not None
+    except (ImportError, ValueError) as e:
+        found = False
+        missing.append(f"torchvision does not import ({type(e).__name__}: {str(e)[:120]})")
+    if not found and not missing:
+        missing.append("torchvision does not import (ModuleNotFoundError: no module named 'torchvision')")
+    if found:
+        wanted = _torch_wanted()
+        have = _version("torch")
+        if wanted and have and wanted != have:
+            missing.append(f"torchvision does not import: it is built for torch {wanted}, not this torch {have}")
+    if shutil.which("nvidia-smi") is None:  # no tool to ask: torch says
+        import torch
+        if not torch.cuda.is_available():
+            missing.append("no CUDA device is visible (torch.cuda.is_available() is False)")
+    else:
+        from djx.core.plan.planner import cuda_inventory
+        if not cuda_inventory():
+            missing.append("no CUDA device is visible (nvidia-smi lists none, or CUDA_VISIBLE_DEVICES hides them)")
+    return f"{HOW}: {'; '.join(missing)}" if missing else None
+
+
+def require(device) -> None:
+    """Where the JPEGs are decoded (a device's scorer, or a worker that scores): torchvision's
+    decoders imported now (before the first batch) and the device usable; a DjxError saying what
+    is missing otherwise, never a traceback from inside torchvision."""
+    from djx.core.errors import DjxError
     try:
         from torchvision.io import decode_jpeg  # noqa: F401
         from torchvision.transforms.v2 import functional  # noqa: F401
     except Exception as e:  # not installed, or a build that does not match torch
-        missing.append(f"torchvision does not import ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
-                       if str(e) else f"torchvision does not import ({type(e).__name__})")
+        raise DjxError(f"{HOW}: torchvision does not import ({type(e).__name__}: "
+                       f"{str(e).splitlines()[0][:120] if str(e) else ''})") from None
     import torch
-    if not torch.cuda.is_available():
-        missing.append("no CUDA device is visible (torch.cuda.is_available() is False)")
-    return f"{HOW}: {'; '.join(missing)}" if missing else None
+    if not torch.cuda.is_available() or not str(device).startswith("cuda"):
+        raise DjxError(f"{HOW}: no CUDA device is usable here (device {device})")
+
+
+def _version(dist: str) -> str | None:
+    import importlib.metadata
+    try:
+        return importlib.metadata.version(dist).split("+")[0]
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _torch_wanted() -> str | None:
+    """The torch release torchvision's metadata pins (its wheels name one exactly), if any."""
+    import importlib.metadata
+    try:
+        needs = importlib.metadata.requires("torchvision") or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for need in needs:
+        name, _, pin = need.partition("==")
+        if name.strip() == "torch" and pin and ";" not in pin:
+            return pin.strip().split("+")[0]
+    return None
 
 
 def is_jpeg(data: bytes) -> bool:
@@ -121,6 +175,7 @@ _ORIENTATION = 0x0112  # the EXIF tag
 
 def decode(prepared, image_processor, device) -> None:
     """Replace `prepared`'s JPEG bytes by their uint8 pixels on `device` (once; in place)."""
+    require(device)
     import torch
     geo = prepared.geometry
     decoded = _decode_all(prepared.jpegs, device)

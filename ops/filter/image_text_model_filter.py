@@ -142,6 +142,11 @@ class ImageTextModelFilter(OneModelOp, Filter):
         """Several batches' prepared pairs as one (the scorer does this while the forwards before run)."""
         return join(parts)
 
+    def warm_device(self, loaded) -> None:
+        """The scorer's warm-up: torchvision's decoders imported before the first batch."""
+        if self.image_decode == "device":
+            device_decode.require(loaded.device)
+
     @staticmethod
     def ready_parts(loaded, joined: PreparedPairs, counters: dict | None = None) -> None:
         """The joined JPEGs decoded on the model's device, by the scorer's gathering thread while

@@ -183,7 +183,10 @@ class Scorer:
         """A worker's warm-up: its op's model loaded here; the answer carries no scores, and the
         start-up's instants (`timeline`) for the worker's report."""
         try:
-            self._model(self._op(group[0].request).spec)
+            op = self._op(group[0].request)
+            loaded = self._model(op.spec)
+            if hasattr(op, "warm_device"):  # what its device work needs, before the first batch
+                op.warm_device(loaded)
         except Exception as e:  # noqa: BLE001  (the worker gets the error to raise)
             self._fail(group, e)
             return
