@@ -31,6 +31,11 @@ class LoadedModel:
         return self.model.buffers()
 
 
+# what loading a transformers model and its processor imports (processing, image processing and
+# modelling utilities: ~2 s on one core), for a run's forkserver to import once (pool.preload_modules)
+HF_PRELOAD = ("transformers.models.auto.processing_auto",)
+
+
 def pil_backend() -> dict:
     """The keyword that asks transformers for an image processor's Pillow backend: Data-Juicer's
     numbers (its transformers 4.57 resizes with Pillow). Transformers 5 picks its torchvision
@@ -100,12 +105,12 @@ def _estimate(model_cls_name: str):
     return estimate
 
 
-@register_model_loader("hf_clip", estimate=_estimate("CLIPModel"))
+@register_model_loader("hf_clip", estimate=_estimate("CLIPModel"), preload=HF_PRELOAD)
 def load_clip(spec: ModelSpec, device: str) -> LoadedModel:
     return _load("CLIPModel", spec, device)
 
 
-@register_model_loader("hf_blip_itm", estimate=_estimate("BlipForImageTextRetrieval"))
+@register_model_loader("hf_blip_itm", estimate=_estimate("BlipForImageTextRetrieval"), preload=HF_PRELOAD)
 def load_blip_itm(spec: ModelSpec, device: str) -> LoadedModel:
     return _load("BlipForImageTextRetrieval", spec, device)
 

@@ -10,7 +10,7 @@ import os
 
 from djx import DjxError, ModelSpec, register_model_loader
 from djx.core.models.weights_header import stored_parameter_count
-from djx.ops.models import _DTYPE_BYTES, _FALLBACK_BYTES, LoadedModel, _torch_dtype, auto_processor
+from djx.ops.models import _DTYPE_BYTES, _FALLBACK_BYTES, HF_PRELOAD, LoadedModel, _torch_dtype, auto_processor
 
 
 def _config(spec: ModelSpec, **kw):
@@ -59,7 +59,7 @@ def _classifier_skeleton(spec: ModelSpec):
         config, trust_remote_code=spec.trust_remote_code)
 
 
-@register_model_loader("hf_image_classifier", estimate=_estimate(_classifier_skeleton))
+@register_model_loader("hf_image_classifier", estimate=_estimate(_classifier_skeleton), preload=HF_PRELOAD)
 def load_image_classifier(spec: ModelSpec, device: str) -> LoadedModel:
     """An image-classification model and its image processor (Data-Juicer's AutoProcessor)."""
     import transformers
@@ -101,7 +101,7 @@ def _clip_image_processor_class():
     return getattr(transformers, "CLIPImageProcessorPil", None) or transformers.CLIPImageProcessor
 
 
-@register_model_loader("aesthetics_predictor", estimate=_estimate(_predictor_skeleton))
+@register_model_loader("aesthetics_predictor", estimate=_estimate(_predictor_skeleton), preload=HF_PRELOAD)
 def load_aesthetics_predictor(spec: ModelSpec, device: str) -> LoadedModel:
     """A LAION aesthetics predictor (shunk031's layout) and its CLIP image processor."""
     import transformers

@@ -30,15 +30,27 @@ class ModelSpec:
         return f"{self.kind}:{short}:{self.dtype}"
 
 
-def register_model_loader(kind: str, estimate: Callable[[ModelSpec], int] | None = None):
-    """Register `fn(spec, device) -> model` under `kind`; `estimate(spec)` returns bytes needed."""
+def register_model_loader(kind: str, estimate: Callable[[ModelSpec], int] | None = None, preload: tuple = ()):
+    """Register `fn(spec, device) -> model` under `kind`; `estimate(spec)` returns bytes needed;
+    `preload`: modules its loading imports (and a worker's processors), which a run's forkserver
+    imports once before forking its workers instead of each worker importing them."""
 
     def deco(fn):
         fn.estimate = estimate
+        fn.preload = tuple(preload)
         _LOADERS[kind] = fn
         return fn
 
     return deco
+
+
+def preload_modules(specs) -> tuple:
+    """The modules the loaders of `specs` declare (register_model_loader's `preload`), once each."""
+    out: dict = {}
+    for spec in specs:
+        loader = _LOADERS.get(spec.kind)
+        out.update(dict.fromkeys(getattr(loader, "preload", ())))
+    return tuple(out)
 
 
 def loader_for(spec: ModelSpec) -> Callable:

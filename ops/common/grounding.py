@@ -18,14 +18,14 @@ import os
 from pathlib import Path
 
 from djx import ModelSpec, RecipeError, register_model_loader
-from djx.ops.models import _estimate, _load
+from djx.ops.models import HF_PRELOAD, _estimate, _load
 
 NLTK_RESOURCES = ("tokenizers/punkt_tab/english", "taggers/averaged_perceptron_tagger_eng")
 NP_GRAMMAR = "NP: {<DT>?<JJ.*>*<NN.*>+}"
 PUNCTUATION = "|:;@()[]{}^'\"’`?$%#!&*+,."  # what Data-Juicer removes from a phrase
 
 
-@register_model_loader("hf_owlvit", estimate=_estimate("OwlViTForObjectDetection"))
+@register_model_loader("hf_owlvit", estimate=_estimate("OwlViTForObjectDetection"), preload=HF_PRELOAD)
 def load_owlvit(spec: ModelSpec, device: str):
     return _load("OwlViTForObjectDetection", spec, device)
 

@@ -31,6 +31,7 @@ from djx.core.executors.local.inflight import InFlight, Job
 from djx.core.executors.local.poison import after_death
 from djx.core.executors.local.worker import (Crashed, Done, Failed, Ready, StartFailed, Status, Task, recv, send,
                                        worker_main)
+from djx.core.models.pool import preload_modules
 from djx.core.plan.planner import Plan
 from djx.core.records import BatchResult, FailFast, WorkerReport
 from djx.core.run.stop import RUN_SAVED
@@ -64,10 +65,9 @@ class LocalExecutor:
         self.log = log
         self.mp = mp.get_context(start_method)
         self._forkserver = start_method == "forkserver"  # workers are the server's children, not ours
-        if self._forkserver and chain.model_specs():
-            # the server imports torch and transformers once; each worker forks from it with those
-            # pages shared instead of importing them again
-            self.mp.set_forkserver_preload(["djx.core.executors.local.preload"])
+        if self._forkserver and chain.model_specs():  # imported once, shared by the forked workers (preload.py)
+            here = "djx.core.executors.local."
+            self.mp.set_forkserver_preload([here + "preload", *preload_modules(chain.model_specs()), here + "freeze_heap"])
         self.custom_ops = tuple(custom_ops)
         self.base_dir = base_dir
         self.scoring = scoring if any(takes_part(op) for op in chain.ops) else "workers"
