@@ -131,7 +131,9 @@ class BatchImages:
             if img.getexif().get(_ORIENTATION) is not None:
                 upright = ImageOps.exif_transpose(img)  # orientation 1 or unknown: an unchanged copy
             if upright.mode == "RGB":  # convert("RGB") would copy the pixels: keep them, past img's close
-                return upright._new(upright.im)
+                # (Pillow's own helper for a new Image over the same pixels; a copy where it has none)
+                keep = getattr(upright, "_new", None)
+                return keep(upright.im) if keep is not None else upright.copy()
             return upright.convert("RGB")  # alpha is dropped, 16-bit values clip at 255, no ICC
 
     def _attempt(self, ref: str, what: str, read: Callable[[], T]) -> T:
