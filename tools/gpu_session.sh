@@ -7,9 +7,12 @@
 # 2. tools/gpu_decode_probe.py: GPU decode's parts (nvJPEG, one thread and four; the batched resize);
 # 3. tools/bench_throughput.py --only gpu: raw forward, the per-core prepare limit, djx end to end
 #    (GPU_RUNS, by default: the default plan, GPU decode, scoring: workers, scoring: device);
-# 4. tools/gpu_check.py --only decode, then scoring; which image processor transformers gives
-#    CLIP and BLIP there (tools/gpu_processor_probe.py); then gpu_check's placement, oom, sharing,
-#    dtypes; each while the deadline leaves it room.
+# 4. tools/gpu_scorer_probe.py: the scorer's score_parts in one process, per group size;
+# 5. tools/gpu_check.py --only decode; then gpu_check's placement, oom, sharing, dtypes; which
+#    image processor transformers gives CLIP and BLIP there (tools/gpu_processor_probe.py); then
+#    gpu_check's scoring (three runs of its own); each while the deadline leaves it room.
+# BENCH_PROFILE=decode,default samples those runs with py-spy (carry its wheel in .whl/), the
+# collapsed stacks in $OUT.
 # A folder .whl/ beside this repo's root (git-ignored) may hold wheels of what the machine lacks
 # (multiprocess, dill, jsonlines) and djx's own wheel (for its entry points); they are installed in
 # /tmp/site and djx itself is this checkout.
@@ -44,11 +47,14 @@ step machine 60 bash -c 'nvidia-smi --query-gpu=name,memory.total,driver_version
 step decode_probe 60 python3 -m djx.tools.gpu_decode_probe
 step bench 240 python3 -m djx.tools.bench_throughput --only gpu --n 2000 --repeat 8 --run-timeout 75 \
     --gpu-runs "${GPU_RUNS:-default,decode,workers,device}"
+step scorer_probe 70 python3 -m djx.tools.gpu_scorer_probe --n 384 --groups 32,128,352
 step decode 100 python3 -m djx.tools.gpu_check --only decode
-step scoring 150 python3 -m djx.tools.gpu_check --only scoring
-step processor 40 python3 -m djx.tools.gpu_processor_probe
 for check in placement oom sharing dtypes; do
     step "$check" 150 python3 -m djx.tools.gpu_check --only "$check"
 done
+step processor 40 python3 -m djx.tools.gpu_processor_probe
+# last: three 2,000-sample runs of their own (16 workers loading full-size CLIP among them), more
+# than the 150 s three sessions gave it
+step scoring 240 python3 -m djx.tools.gpu_check --only scoring
 echo "session: $(($(date +%s) - START)) s" | tee -a "$LOGS/session.log"
-grep -E "^(== |###|raw |per-|device decode of|  (clip|blip) pixels|start-up parts|[0-9,.]+ samples|time:|scoring|  (workers|device|killed)|.*(passed|FAILED))" "$LOGS/session.log" | head -120
+grep -E "^(== |###|raw |per-|device decode of|scorer probe|bare towers|  (clip|blip) pixels|start-up parts|[0-9,.]+ samples|time:|scoring|  (workers|device|killed)|.*(passed|FAILED))" "$LOGS/session.log" | head -120
