@@ -86,8 +86,9 @@ def test_prepare_decodes_each_distinct_image_once_and_tokenizes_each_distinct_te
 @pytest.mark.parametrize("kind", OPS)
 def test_on_a_gpu_forwards_meet_few_shapes_and_the_padding_changes_no_score(tmp_path, kind, monkeypatch):
     """On CUDA the scorer pads each forward's rows to a power of two from 32 and its texts to a power
-    of two from 16 (ops/common/shapes.py): here the CPU is taken for a GPU, and every tower sees
-    only such shapes while each pair's score stays what it is unpadded."""
+    of two from 16, and leaves cuDNN's attention out (ops/common/shapes.py): here the CPU is taken
+    for a GPU, and every tower sees only such shapes, without cuDNN's attention, while each pair's
+    score stays what it is unpadded."""
     from djx.ops.common import shapes
     op, pool = OPS[kind](), ModelPool("cpu")
     loaded = pool.get(op.spec)
@@ -99,9 +100,12 @@ def test_on_a_gpu_forwards_meet_few_shapes_and_the_padding_changes_no_score(tmp_
     model = loaded.model
     towers = [model.vision_model] + ([model.text_model] if kind == "clip" else [model.text_encoder])
 
+    cudnn = []  # cuDNN's attention (a plan built per shape) is left out while the towers run
+
     def shape_of(module, args, kwargs):
         x = kwargs.get("pixel_values", kwargs.get("input_ids", args[0] if args else None))
         seen.append(tuple(x.shape))
+        cudnn.append(torch.backends.cuda.cudnn_sdp_enabled())
     hooks = [t.register_forward_pre_hook(shape_of, with_kwargs=True) for t in towers]
     monkeypatch.setattr(shapes, "_cuda", lambda device: True)
     try:
@@ -110,6 +114,7 @@ def test_on_a_gpu_forwards_meet_few_shapes_and_the_padding_changes_no_score(tmp_
     finally:
         for h in hooks:
             h.remove()
+    assert cudnn and not any(cudnn) and torch.backends.cuda.cudnn_sdp_enabled()  # restored after
     assert len(padded) == len(plain) and [s is None for s in padded] == [s is None for s in plain]
     assert [s for s in padded if s is not None] == pytest.approx([s for s in plain if s is not None], abs=1e-5)
     pixel_shapes = [s for s in seen if len(s) == 4]

@@ -17,6 +17,8 @@ reference.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 ROWS = 32
 TOKENS = 16
 
@@ -49,6 +51,22 @@ def pad_rows(tensor, device=None):
         return tensor
     import torch
     return torch.cat([tensor, tensor[:1].expand(_bucket(n, ROWS) - n, *tensor.shape[1:])])
+
+
+@contextmanager
+def attention_without_plans(device):
+    """On CUDA, the forwards' attention from flash, memory-efficient or plain kernels, not cuDNN's:
+    torch 2.11 sends an attention with a padding mask (CLIP's and BLIP's text towers) to cuDNN
+    first on Hopper and newer GPUs, and cuDNN builds an execution plan for every new shape (~0.44 s
+    forward, reported on a B200; ~0.5 s a new text shape on an H100 here). torch's own switch
+    (`sdpa_kernel`): process-wide while the block runs, restored after; in a scorer only its
+    scoring thread runs attention. Elsewhere nothing changes."""
+    if not _cuda(device):
+        yield
+        return
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
+        yield
 
 
 def pad_inputs(inputs: dict, device) -> dict:

@@ -13,7 +13,7 @@ from djx.ops.common.embeddings import EMBEDDING_KEY, decode_embedding, encode_em
 from djx.ops.common.model_op import OneModelOp, check_forward_batch
 from djx.ops.common.pixels import processor_pixels
 from djx.ops.common.prepared import PreparedPairs, join, split
-from djx.ops.common.shapes import pad_rows
+from djx.ops.common.shapes import attention_without_plans, pad_rows
 from djx.ops.filter.image_model_filter import OOM_IMAGE_REASON
 from djx.ops.filter.per_image import decode_each_once
 from djx.ops.filter.image_text_model_filter import ImageTextModelFilter, default_forward_batch
@@ -108,7 +108,8 @@ class ImageSemanticDeduplicator(OneModelOp, Deduplicator):
             return list(torch.nn.functional.normalize(feats.float(), dim=-1).cpu().numpy())
 
         size = self.forward_batch_size or default_forward_batch(loaded.device)
-        vectors = forward_with_backoff(encode, list(range(joined.n_images)), size, loaded.device, fault, counters)
+        with attention_without_plans(loaded.device):  # no attention plan built per shape (shapes.py)
+            vectors = forward_with_backoff(encode, list(range(joined.n_images)), size, loaded.device, fault, counters)
         return split(vectors, parts)
 
     def assemble_parts(self, parts: list[PreparedPairs]) -> PreparedPairs:

@@ -21,7 +21,7 @@ from djx.ops.common.model_op import OneModelOp, check_forward_batch
 from djx.ops.common import device_decode
 from djx.ops.common.pixels import processor_pixels, to_model, value_table
 from djx.ops.common.prepared import PreparedPairs, join, row_pieces, split
-from djx.ops.common.shapes import pad_tokens, text_length
+from djx.ops.common.shapes import attention_without_plans, pad_tokens, text_length
 from djx.ops.models import load_host_side
 from djx.ops.filter.per_image import keep_images
 
@@ -95,7 +95,8 @@ class ImageTextModelFilter(OneModelOp, Filter):
         """`fn` over `items` in `forward_batch_size` chunks, halved on CUDA OOM; one output per
         item (None where even a single item ran out of memory)."""
         size = self.forward_batch_size or default_forward_batch(loaded.device)
-        return forward_with_backoff(fn, items, size, loaded.device, fault, counters)
+        with attention_without_plans(loaded.device):  # no attention plan built per shape (shapes.py)
+            return forward_with_backoff(fn, items, size, loaded.device, fault, counters)
 
     @staticmethod
     def pixel_rows(loaded, prepared: PreparedPairs, rows: list[int], counters: dict | None = None):
