@@ -10,8 +10,7 @@ import textwrap
 import pytest
 import yaml
 
-from djx.core.models.pool import preload_modules
-from djx.core.models.pool import ModelSpec
+from djx.core.models.pool import ModelSpec, preload_modules
 from djx.core.op.registry import load_builtin_ops
 
 pytestmark = pytest.mark.slow
