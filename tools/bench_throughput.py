@@ -179,6 +179,16 @@ def raw_forward(model: Path, data: Path, n: int, device: str, dtype: str, batch:
     return pairs / (time.perf_counter() - t0)
 
 
+def bare_start(model: Path, device: str, dtype: str) -> float:
+    """Seconds a fresh interpreter takes to import torch and transformers and load `model` onto
+    `device` with its processor, nothing else: the floor a run's start-up is measured against."""
+    code = ("import sys, torch, transformers; m = transformers.CLIPModel.from_pretrained(sys.argv[1]); "
+            "m.to(sys.argv[2], getattr(torch, sys.argv[3])); transformers.AutoProcessor.from_pretrained(sys.argv[1])")
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code, str(model), device, dtype], check=True, capture_output=True)
+    return time.perf_counter() - t0
+
+
 def steady(summary: dict) -> float:
     return (summary.get("timing") or {}).get("steady_samples_per_second") or summary["samples_per_second"]
 
@@ -274,8 +284,11 @@ def gpu_section(work: Path, data: Path, n: int, cores: int, run_timeout: float,
     with mp.get_context("spawn").Pool(1) as pool:
         raw = pool.apply(raw_forward, (model, data, min(n, 1024), "cuda", "bfloat16", 256))
     limit = prepare_limit(model, data, min(n, 240))
+    bare = bare_start(model, "cuda:0", "bfloat16")
     print(f"\n## GPU ({_gpu_name()}), CLIP ViT-B/32 bf16\nraw forward on pre-decoded tensors, batch 256: {raw:,.0f} "
-          f"pairs/s\nper-core prepare limit L = {limit:,.1f} images/s; cores x L = {cores * limit:,.0f}", flush=True)
+          f"pairs/s\nper-core prepare limit L = {limit:,.1f} images/s; cores x L = {cores * limit:,.0f}\n"
+          f"bare start (a fresh python: import torch and transformers, load the model onto the GPU and its "
+          f"processor): {bare:.1f} s; the start-up goal: <= {bare + 2:.1f} s", flush=True)
     runs = {"default": ("default (scoring unset)", None, None), "workers": ("scoring: workers", "workers", None),
             "device": ("scoring: device", "device", None),
             "decode": ("scoring: device, image_decode: device", "device", "device")}
