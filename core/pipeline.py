@@ -200,9 +200,7 @@ class Pipeline:
         paths = OutputPaths.for_export(recipe.export_path)
         guard_outputs(recipe.dataset_path, paths)
         root = dataset_root(recipe.dataset_path)
-        chain = OpChain(self.ops, recipe.run_context(
-            input_files=tuple(os.path.relpath(f, root) for f in files) if len(files) > 1 else (),
-            export_dir=os.path.dirname(paths.export)))
+        chain = OpChain(self.ops, recipe.input_context(files))
         side_stats, warning = stats_beside(recipe.dataset_path, files)  # an export's stats file
         if warning:
             log(warning)

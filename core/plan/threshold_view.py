@@ -4,8 +4,6 @@ from the embeddings the input already carries (an export of an earlier run re-fi
 only where a run would reuse them (valid, and vouched for by djx); else how to get the table."""
 from __future__ import annotations
 
-import os
-
 from djx.core.errors import DjxError
 
 
@@ -15,7 +13,7 @@ def threshold_views(pipe, recipe, limit: int | None = None) -> list[str]:
     swept = [(k, op) for k, op in enumerate(pipe.ops) if hasattr(op, "threshold_sweep")]
     if not swept:
         return []
-    from djx.core.io.dataset import dataset_files, dataset_root
+    from djx.core.io.dataset import dataset_files
     from djx.core.io.export_input import stats_beside
     from djx.core.run.chain import OpChain
     from djx.core.run.stat_reuse import input_samples, vouched_stats
@@ -23,10 +21,7 @@ def threshold_views(pipe, recipe, limit: int | None = None) -> list[str]:
         files = dataset_files(recipe.dataset_path)
     except DjxError:
         return []  # the dataset's own lines say why
-    root = dataset_root(recipe.dataset_path)
-    chain = OpChain(pipe.ops, recipe.run_context(
-        input_files=tuple(os.path.relpath(f, root) for f in files) if len(files) > 1 else (),
-        export_dir=os.path.dirname(os.path.abspath(recipe.export_path))))
+    chain = OpChain(pipe.ops, recipe.input_context(files))
     side_stats, _ = stats_beside(recipe.dataset_path, files)
     lines = []
     for k, op in swept:

@@ -87,6 +87,13 @@ class Recipe:
                           load_truncated_images=self.load_truncated_images, max_decoded_bytes=self.max_decoded_bytes,
                           fault=tuple(self.inject_faults), llava=llava_options(self), **extra)
 
+    def input_context(self, files: list[str]) -> RunContext:
+        """The run context of a run over the input `files` (which file a sample came from, where
+        the export goes)."""
+        root = dataset_root(self.dataset_path)
+        return self.run_context(input_files=tuple(os.path.relpath(f, root) for f in files) if len(files) > 1 else (),
+                                export_dir=os.path.dirname(os.path.abspath(self.export_path)))
+
     def build_ops(self, load_resources: bool = True) -> list:
         """Instantiate the process list (loads plug-ins first); validates every op parameter."""
         from djx.core.recipe.build_ops import build_ops
