@@ -128,9 +128,9 @@ class Pipeline:
                          "feeds the GPU; scoring: workers scores in each worker instead")
         if self.recipe.scoring == "device" and self.recipe.executor == "ray":
             from djx.core.executors.ray.scorers import describe
-            from djx.core.executors.ray.stages import stage_groups
+            from djx.core.executors.ray.stage_plan import ray_stages
             ops = self.chain().ops
-            lines.append(f"  note: {describe(ops, stage_groups(ops))}")
+            lines.append(f"  note: {describe(ops, ray_stages(ops, True))}")
         return "\n".join(lines + slow_dtype_warnings(specs, plan.devices))
 
     # -- in memory --------------------------------------------------------------------------

@@ -155,8 +155,8 @@ def test_plugin_ops_and_custom_tokens_reach_the_ray_actors(ray_address, tmp_path
 
 def test_ops_sharing_a_model_run_in_one_actor_and_load_it_once(ray_address, tmp_path, text_dataset,
                                                                 write_recipe):
-    # stages: [text_length_filter] [table a, table a] [table bb]: three actors and the read task on
-    # two CPUs, which must not wait on each other
+    # one stage for the whole chain (its models fit a node), as a local worker runs it: one actor
+    # loads table a once for its two ops, and table bb
     table = lambda model, score: {"letter_score_filter": {"model": model, "min_score": score}}  # noqa: E731
     both = run_both(tmp_path, write_recipe, "shared", ray_address, dataset_path=str(text_dataset.path),
                     np=1, batch_size=4, custom_ops=[str(PLUGINS_DIR / "ray_plugin_ops.py")],
@@ -165,8 +165,10 @@ def test_ops_sharing_a_model_run_in_one_actor_and_load_it_once(ray_address, tmp_
     summary = assert_same_run(both)
     assert summary["max_model_loads_per_process"] == 1
     loads = sorted(sorted(loads) for loads in summary["model_loads"].values() if loads)
-    assert loads == [["letter_table:a:float32"], ["letter_table:bb:float32"]]
-    # drop records name each op by its index in the whole chain, not within its stage
+    assert loads == [["letter_table:a:float32", "letter_table:bb:float32"]]
+    assert [counts for counts in summary["model_loads"].values() if counts] == [
+        {"letter_table:a:float32": 1, "letter_table:bb:float32": 1}]
+    # drop records name each op by its index in the whole chain
     _, out = both["ray"]
     assert {r["__dj__drop__"]["op_index"] for r in out["dropped"].values()} == {0, 1, 2, 3}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from djx import Pipeline
 from djx.core.executors.ray.scorers import RayScorers, describe, prepare_only_stages
-from djx.core.executors.ray.stages import stage_groups
+from djx.core.executors.ray.stage_plan import stage_groups
 from conftest import REPO_DIR
 
 MODELS = REPO_DIR / "tests" / "assets" / "models"

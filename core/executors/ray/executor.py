@@ -39,7 +39,8 @@ from djx.core.executors.ray.poison import PoisonTracker
 from djx.core.executors.ray.ray_log import log_path, logged
 from djx.core.executors.ray.scorers import LANES, RayScorers, lane_args
 from djx.core.executors.ray.read import BLOCK_LINES, JsonLines, advance, file_index, parse_lines, parse_rows
-from djx.core.executors.ray.stages import DATA, FILE, KIND, NBYTES, ChainStage, RowKind, meta_column, stage_groups
+from djx.core.executors.ray.stage_plan import actor_need, fitted, largest_node_memory, ray_stages
+from djx.core.executors.ray.stages import DATA, FILE, KIND, NBYTES, ChainStage, RowKind, meta_column
 from djx.core.plan.planner import Plan
 from djx.core.io.readers import ReadState
 from djx.core.recipe.recipe import Recipe
@@ -47,9 +48,6 @@ from djx.core.records import BatchResult, FailFast, WorkerReport, add_counters
 from djx.core.models.share.ray_store import share_for_ray
 from djx.core.models.share.weight_share import WeightShare
 
-MiB = 1 << 20
-DECODE_BYTES_PER_SAMPLE = 4 * MiB   # decoded images of one sample, for the declared actor memory
-ACTOR_BASE_BYTES = 256 * MiB        # interpreter and libraries of one actor
 # a task whose actor died is retried on a fresh actor. The poison tracker bounds the deaths of each
 # batch (its first, one per poison sample, two that name no sample: ray/poison.py); Ray's count only
 # stops deaths it cannot see (outside any batch): every row of a task (a read block, plus a batch)
@@ -62,12 +60,18 @@ class RayExecutor:
         self.chain, self.plan, self.recipe = chain, plan, recipe
         self.reports: dict[str, WorkerReport] = {}  # actor name -> its last report
         self.restarts = 0                           # actor deaths (Ray Data replaces dead actors itself)
-        self.groups = stage_groups(chain.ops)
         self._share = None  # the weights CPU actors read from the object store (models/share/ray_store.py)
-        self._scorers = RayScorers(chain.ops, self.groups, plan.threads_per_worker, tuple(recipe.custom_ops),
+        self._use(ray_stages(chain.ops, recipe.scoring == "device"))  # the stages (stage_plan.py)
+        self._client = None  # scoring: device: how stage actors reach the scoring actors (scorers.py)
+        self._node_memory = 0.0  # the largest alive node's, once the run has joined Ray
+
+    def _use(self, groups: list) -> None:
+        """Run these stages (and under scoring: device, the scoring actors' plan for them)."""
+        self.groups = groups
+        recipe = self.recipe
+        self._scorers = RayScorers(self.chain.ops, groups, self.plan.threads_per_worker, tuple(recipe.custom_ops),
                                    recipe.base_dir, not (recipe.devices and set(recipe.devices) == {"cpu"})
                                    ) if recipe.scoring == "device" else None
-        self._client = None  # scoring: device: how stage actors reach the scoring actors (scorers.py)
 
     def run(self, source: DatasetSource, stop=None) -> Iterator[BatchResult]:
         """BatchResults in input order over the source's files (all of one format), each with the
@@ -91,6 +95,9 @@ class RayExecutor:
         parquet = files[0].lower().endswith(".parquet")
         lost = False
         try:
+            self._node_memory = largest_node_memory(ray)
+            self._use(fitted(self.chain.ops, self.groups, self.plan.model_bytes, self.recipe.batch_size,
+                             self._node_memory, scored=bool(self._scorers and self._scorers.stages)))
             if self.groups:
                 self._poison = ray.remote(num_cpus=0)(PoisonTracker).options(
                     name=f"djx-poison-tracker-{os.getpid()}-{uuid.uuid4().hex[:8]}").remote()
@@ -166,14 +173,12 @@ class RayExecutor:
                 # blocks of a batch: Ray runs a block as one task and returns its rows at once, and a
                 # read gathers a file into blocks of up to 128 MiB; so results stream back batch by batch
                 ds = ds.repartition(target_num_rows_per_block=self.recipe.batch_size)
-                mem = max((n.get("Resources", {}).get("memory", 0) for n in ray.nodes() if n.get("Alive")),
-                          default=0)
                 for s in range(len(self.groups)):
                     ds = ds.map_batches(ChainStage, batch_size=self.recipe.batch_size, batch_format="pyarrow",
                                         compute=ActorPoolStrategy(size=self.plan.workers, **lane_args(
                                             self._client is not None and s in self._scorers.stages)), num_cpus=actor_cpus,
                                         max_task_retries=2 * (BLOCK_LINES + self.recipe.batch_size) + EXTRA_RETRIES,
-                                        **self._stage_args(s, mem))
+                                        **self._stage_args(s, self._node_memory))
                 return ds
             finally:
                 DataContext._set_current(old)
@@ -183,13 +188,8 @@ class RayExecutor:
         first, last, specs = self.groups[s]
         scored = self._client is not None and s in self._scorers.stages  # prepares only: no weights here
         n_model_stages = sum(1 for _, _, stage_specs in self.groups if stage_specs) or 1
-        need = (sum(self.plan.model_bytes.get(spec.label(), 0) for spec in specs if not scored)
-                + ACTOR_BASE_BYTES + self.recipe.batch_size * DECODE_BYTES_PER_SAMPLE)
-        if need > node_memory:
-            names = ", ".join(op.name for op in self.chain.ops[first:last])
-            raise DjxError(f"a ray actor for {names} needs about {need / 2**30:.2f} GiB of memory but the "
-                           f"largest node offers {node_memory / 2**30:.2f} GiB; lower batch_size or add "
-                           f"memory")
+        need = actor_need(self.chain.ops[first:last], specs, self.plan.model_bytes, self.recipe.batch_size,
+                          node_memory, weights=not scored)
         # model stages run side by side, so they split the plan's threads and GPU share between them
         gpu = bool(specs) and self.plan.on_gpu and not scored
         per_gpu = max((info.get("workers", 1) for dev, info in self.plan.per_device.items()

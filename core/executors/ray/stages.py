@@ -261,16 +261,3 @@ class _Watchdog:
                 self._stop(self._key)
             time.sleep(min(max(left, 0.05), 1.0))
 
-
-def stage_groups(ops: list) -> list[tuple[int, int, frozenset]]:
-    """[(first, last, model specs)]: consecutive ops sharing a model, or a run of model-free ops."""
-    groups: list[tuple[int, int, frozenset]] = []
-    for k, op in enumerate(ops):
-        specs = frozenset(op.model_specs())
-        if groups:
-            first, _, have = groups[-1]
-            if (not specs and not have) or (specs & have):
-                groups[-1] = (first, k + 1, have | specs)
-                continue
-        groups.append((k, k + 1, specs))
-    return groups
