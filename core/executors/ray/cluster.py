@@ -221,13 +221,19 @@ def node_memory(e: BaseException) -> bool:
 _NODE_MEMORY = re.compile(r"running low on memory|memory usage threshold|killed by the memory monitor", re.IGNORECASE)
 
 
+# Ray Data's threads that last as long as the process: the prefetcher parks for good, and the usage
+# poller (Ray Data 2.5x, started by a process's first run) asks Prometheus every 10 s forever, over
+# HTTP, not through Ray. Waiting for them cost every run that joins a cluster 10 s at its end
+LIFELONG_THREADS = frozenset({"Prefetcher", "data-usage-metrics-poller"})
+
+
 def let_fetches_end(before: set, seconds: float = 10.0) -> None:
     """Ray Data fetches the next batches on threads of its own; one still in Ray when Ray shuts down
     ends the process (exit 1: "the core worker has already been shutdown"), as after a stop
-    mid-run. Give them (all threads started since `before`, but the prefetcher, which parks for
-    good) time to see the end of the iteration."""
+    mid-run. Give them (all threads started since `before`, but LIFELONG_THREADS) time to see the
+    end of the iteration."""
     deadline = time.monotonic() + seconds
     for t in threading.enumerate():
-        if t not in before and t.name != "Prefetcher":
+        if t not in before and t.name not in LIFELONG_THREADS:
             t.join(max(0.0, deadline - time.monotonic()))
 
