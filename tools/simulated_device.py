@@ -26,6 +26,10 @@ class SimulatedDeviceClip(ImageTextSimilarityFilter):
         super().__init__(forward_batch_size=forward_batch_size, **kw)
         self.seconds_per_pair = seconds_per_pair
 
+    @staticmethod
+    def ready_parts(loaded, joined, counters=None):
+        """JPEG files (image_decode: device) are the device's to decode: nothing here."""
+
     def score(self, loaded, prepared, fault=(), counters=None):
         # what a GPU's scorer does on its CPU for each forward of a GPU's size: take the forward's
         # pixel rows and pad its texts (the transfer and the forward are the device's)

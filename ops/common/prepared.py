@@ -41,6 +41,22 @@ class PreparedPairs:
     def n_images(self) -> int:
         return (0 if self.pixels is None else int(self.pixels.shape[0])) + len(self.jpegs)
 
+    def __getstate__(self) -> dict:
+        # the JPEG files pickled as bytes (Ray's object store, a scorer without a shared buffer):
+        # torch's own pickling of a tensor costs ~150 us to rebuild each, bytes ~5 us
+        import torch
+        state = dict(self.__dict__)
+        if self.jpegs and all(isinstance(t, torch.Tensor) for t in self.jpegs):
+            state["jpegs"] = [t.numpy().tobytes() for t in self.jpegs]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        jpegs = state.get("jpegs")
+        if jpegs and all(isinstance(b, bytes) for b in jpegs):
+            import torch
+            state = dict(state, jpegs=[torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in jpegs])
+        self.__dict__.update(state)
+
 
 class RowStack:
     """Row tensors of several batches, stacked without a copy. `stack[a:b]` gives rows a..b-1: a view

@@ -4,7 +4,8 @@ Each worker connection to a scorer has one shared buffer: an anonymous memory fi
 (memfd_create) that the worker creates, fills with the tensors of a request, and hands to the
 scorer once per connection as a file descriptor over the connection's unix socket (SCM_RIGHTS).
 The request itself then carries only where each tensor lies (`SharedTensor`), and the scorer
-reads the tensors in place, without a copy through the socket. No name exists in any folder: the
+reads the tensors in place, without a copy through the socket (a field may be a tensor or a list
+of them: the JPEG files of `image_decode: device`). No name exists in any folder: the
 memory is freed when both sides let go, a killed worker included. A larger request grows the
 buffer (a new one, handed over again). The worker waits for each answer before it writes the next
 request, so a buffer is never written while the scorer reads it.
@@ -35,12 +36,22 @@ class SharedBuffer:
     size: int
 
 
-def _tensor_fields(prepared) -> list[str]:
+def _shared_fields(prepared) -> dict:
+    """The fields of `prepared` that cross in the buffer: CPU tensors, and non-empty lists of them
+    (the JPEG files of `image_decode: device`, one tensor a file: pickled, each cost the scorer
+    ~150 us to rebuild through torch's own serialisation, the scorer's largest cost per image)."""
     import torch
+
+    def cpu(t) -> bool:
+        return isinstance(t, torch.Tensor) and t.device.type == "cpu"
     if not dataclasses.is_dataclass(prepared) or isinstance(prepared, type):
-        return []
-    return [f.name for f in dataclasses.fields(prepared)
-            if isinstance(getattr(prepared, f.name), torch.Tensor) and getattr(prepared, f.name).device.type == "cpu"]
+        return {}
+    out = {}
+    for f in dataclasses.fields(prepared):
+        value = getattr(prepared, f.name)
+        if cpu(value) or (isinstance(value, list) and value and all(map(cpu, value))):
+            out[f.name] = value
+    return out
 
 
 class Outbox:
@@ -53,10 +64,10 @@ class Outbox:
     def pack(self, prepared, send_buffer) -> object:
         """`prepared` with each CPU tensor field replaced by a SharedTensor, its bytes written to
         the buffer; `send_buffer(SharedBuffer, fd)` is called first when the buffer is new."""
-        names = _tensor_fields(prepared) if self.usable else []
-        if not names:
+        fields = _shared_fields(prepared) if self.usable else {}
+        if not fields:
             return prepared
-        tensors = [getattr(prepared, n).contiguous() for n in names]
+        tensors = [t.contiguous() for v in fields.values() for t in (v if isinstance(v, list) else [v])]
         offsets, end = [], 0
         for t in tensors:
             offsets.append(end)
@@ -64,12 +75,17 @@ class Outbox:
         if end > self.size:
             self._grow(max(end, 2 * self.size))
             send_buffer(SharedBuffer(self.size), self._fd)
-        refs = {}
         import torch
-        for name, t, at in zip(names, tensors, offsets):
+        shared = []
+        for t, at in zip(tensors, offsets):
             if t.numel():
                 torch.frombuffer(self._map, dtype=t.dtype, count=t.numel(), offset=at).view(t.shape).copy_(t)
-            refs[name] = SharedTensor(at, tuple(t.shape), str(t.dtype).removeprefix("torch."))
+            shared.append(SharedTensor(at, tuple(t.shape), str(t.dtype).removeprefix("torch.")))
+        refs, k = {}, 0
+        for name, value in fields.items():
+            n = len(value) if isinstance(value, list) else 1
+            refs[name] = shared[k:k + n] if isinstance(value, list) else shared[k]
+            k += n
         return dataclasses.replace(prepared, **refs)
 
     def _grow(self, size: int) -> None:
@@ -102,17 +118,22 @@ class Inbox:
         the answer to this request is sent: the worker writes its next request over it)."""
         if not dataclasses.is_dataclass(prepared) or isinstance(prepared, type):
             return prepared
-        import torch
         views = {}
         for f in dataclasses.fields(prepared):
             ref = getattr(prepared, f.name)
             if isinstance(ref, SharedTensor):
-                if self._map is None:
-                    raise RuntimeError("a request named a shared buffer that was never handed over")
-                dtype = getattr(torch, ref.dtype)
-                count = 1
-                for n in ref.shape:
-                    count *= n
-                views[f.name] = (torch.frombuffer(self._map, dtype=dtype, count=count, offset=ref.offset)
-                                 .view(ref.shape) if count else torch.empty(ref.shape, dtype=dtype))
+                views[f.name] = self._view(ref)
+            elif isinstance(ref, list) and ref and all(isinstance(r, SharedTensor) for r in ref):
+                views[f.name] = [self._view(r) for r in ref]
         return dataclasses.replace(prepared, **views) if views else prepared
+
+    def _view(self, ref: SharedTensor):
+        import torch
+        if self._map is None:
+            raise RuntimeError("a request named a shared buffer that was never handed over")
+        dtype = getattr(torch, ref.dtype)
+        count = 1
+        for n in ref.shape:
+            count *= n
+        return (torch.frombuffer(self._map, dtype=dtype, count=count, offset=ref.offset).view(ref.shape)
+                if count else torch.empty(ref.shape, dtype=dtype))
