@@ -15,6 +15,8 @@
 4. On a GPU (when torch sees one): the raw forward on pre-decoded tensors on the device, djx end to
    end on `cuda`, where one sample's time goes (read, decode, preprocess, transfer, forward), and the
    GPU's busy share during the djx run (nvidia-smi utilization, sampled).
+5. With the simulated device: the share of its rate a run reaches (--only device), and the CPU per
+   sample of the serial parts (main process, scorer) when the device decodes (tools/serial_ceiling.py).
 """
 from __future__ import annotations
 
@@ -103,7 +105,8 @@ def prepare_limit(model: Path, data: Path, n: int) -> float:
 
 def djx_run(model: Path, data: Path, out: Path, np_: int | None, dtype: str = "float32",
             devices: list[str] | None = None, scoring: str | None = "workers", seconds_per_pair: float | None = None,
-            image_decode: str | None = None, timeout: float | None = None, profile: Path | None = None) -> dict | None:
+            image_decode: str | None = None, timeout: float | None = None, profile: Path | None = None,
+            jpeg_files: bool = False) -> dict | None:
     """A `djx process` run in its own process (as a user runs it); its summary, or None when it did
     not finish within `timeout` seconds. `seconds_per_pair`: the simulated device
     (tools/simulated_device.py) in place of the model's forward; `scoring` None: the recipe leaves
@@ -118,6 +121,8 @@ def djx_run(model: Path, data: Path, out: Path, np_: int | None, dtype: str = "f
         recipe["scoring"] = scoring
     if seconds_per_pair is not None:
         name, op["seconds_per_pair"] = "simulated_device_clip_filter", seconds_per_pair
+        if jpeg_files:  # prepared as image_decode: device prepares: the files' bytes
+            op["jpeg_files"] = True
         recipe["custom_ops"] = [str(REPO / "tools" / "simulated_device.py")]
     recipe["process"] = [{name: op}]
     if devices is not None:
@@ -248,6 +253,9 @@ def main() -> None:
         gpu_section(work, data, args.n, cores, args.run_timeout, tuple(args.gpu_runs.split(",")))
         return
     device_proxy(work, data, cores)
+    from djx.tools import serial_ceiling
+    print(serial_ceiling.report(serial_ceiling.measure(work, data, TINY / "tiny-clip", REPO / "tools" / "simulated_device.py"),
+                                cores), flush=True)
     if args.only == "device":
         return
     models = [save_clip(work / "models", full=False)] + ([save_clip(work / "models", full=True)] if args.full_clip else [])

@@ -5,7 +5,9 @@ whether the execution shape keeps a device busy.
 model's processor and tokenizer, in the workers) and, where it scores (the device's scorer with
 `scoring: device`), waits `seconds_per_pair` for every pair it is given, outside the interpreter
 lock, as a GPU's forward does: one scorer thread then sustains exactly 1 / seconds_per_pair pairs/s.
-Its scores are the pairs' cosine of nothing (0.5): it measures time, not matching.
+Its scores are the pairs' cosine of nothing (0.5): it measures time, not matching. With
+`jpeg_files: true` it prepares as `image_decode: device` does (the JPEG files' bytes, no decode on
+the host), on any machine: what the host moves when the device decodes.
 
     custom_ops: [tools/simulated_device.py]
     process: [{simulated_device_clip_filter: {hf_clip: ..., seconds_per_pair: 0.001, min_score: 0}}]
@@ -22,9 +24,18 @@ from djx.ops.filter.image_text_similarity_filter import ImageTextSimilarityFilte
 
 @register_op("simulated_device_clip_filter")
 class SimulatedDeviceClip(ImageTextSimilarityFilter):
-    def __init__(self, seconds_per_pair: float = 0.0, forward_batch_size: int = GPU_FORWARD_BATCH, **kw):
+    def __init__(self, seconds_per_pair: float = 0.0, forward_batch_size: int = GPU_FORWARD_BATCH,
+                 jpeg_files: bool = False, **kw):
         super().__init__(forward_batch_size=forward_batch_size, **kw)
         self.seconds_per_pair = seconds_per_pair
+        self.jpeg_files = jpeg_files  # prepare as image_decode: device does (the files' bytes), on any machine
+
+    def _device_geometry(self, image_processor):
+        if not self.jpeg_files:
+            return super()._device_geometry(image_processor)
+        from djx.ops.common import device_decode
+        geo = device_decode.geometry(image_processor)
+        return None if geo is None else dict(geo, hflip=self.horizontal_flip, vflip=self.vertical_flip)
 
     @staticmethod
     def ready_parts(loaded, joined, counters=None):

@@ -1,0 +1,83 @@
+"""The serial parts of `scoring: device` when the device decodes (tools/bench_throughput.py --only device).
+
+With `image_decode: device` a preparing worker only reads the JPEG files and tokenizes; the
+workers scale with the cores, but the main process (read, dispatch, write) and the device's scorer
+(receive, join, answer) are one process each: their CPU time per sample sets a ceiling no number of
+cores lifts. Measured with the simulated device at zero cost preparing as `image_decode: device`
+does (`jpeg_files: true`, any machine), over two dataset sizes: each process's CPU seconds (polled
+until it exits) at the larger size minus those at the smaller, per extra sample, so start-up
+cancels. The H100 goal is >= 6,000 samples/s with GPU decode: each serial part must allow more.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SIZES = (2400, 7200)
+
+
+def _recipe(data: Path, out: Path, model: Path, plugin: Path) -> Path:
+    recipe = {"dataset_path": str(data), "export_path": str(out / "o.jsonl"), "batch_size": 32,
+              "scoring": "device", "devices": ["cpu"], "custom_ops": [str(plugin)],
+              "process": [{"simulated_device_clip_filter": {"hf_clip": str(model), "min_score": -1e9,
+                                                            "seconds_per_pair": 0.0, "jpeg_files": True}}]}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "recipe.json").write_text(json.dumps(recipe))
+    return out / "recipe.json"
+
+
+def process_cpu(recipe: Path) -> dict:
+    """CPU seconds of the run's main process, its scorer and its workers (summed), polled until the
+    run ends. The scorer is the main process's child started by spawn that never has children (the
+    workers' forkserver has them; the resource tracker runs `resource_tracker`)."""
+    import psutil
+    proc = subprocess.Popen([sys.executable, "-m", "djx.cli", "process", str(recipe), "--quiet"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    root, seen, parents = psutil.Process(proc.pid), {}, set()
+    while proc.poll() is None:
+        try:
+            procs = [(root, None)] + [(c, c.ppid()) for c in root.children(recursive=True)]
+        except psutil.Error:
+            procs = []
+        for p, ppid in procs:
+            try:
+                with p.oneshot():
+                    seen[p.pid] = (ppid, " ".join(p.cmdline()), sum(p.cpu_times()[:2]))
+            except psutil.Error:
+                continue
+            if ppid is not None:
+                parents.add(ppid)
+        time.sleep(0.05)
+    if proc.returncode != 0:
+        raise SystemExit(f"djx run failed ({proc.returncode}): {proc.stderr.read()[-2000:]}")
+    out = {"main": seen[root.pid][2], "scorer": 0.0, "workers": 0.0}
+    for pid, (ppid, cmd, cpu) in seen.items():
+        if ppid == root.pid and pid not in parents and "resource_tracker" not in cmd:
+            out["scorer"] += cpu
+        elif ppid is not None and ppid != root.pid:
+            out["workers"] += cpu
+    return out
+
+
+def measure(work: Path, photos: Path, model: Path, plugin: Path) -> dict:
+    """Per extra sample, microseconds of CPU of the main process, the scorer and the workers."""
+    rows = photos.read_text().splitlines()
+    cpu = []
+    for n in SIZES:
+        data = photos.with_name(f"jpeg-files-{n}.jsonl")  # beside the photos its rows name
+        data.write_text("".join(json.dumps({**json.loads(rows[k % len(rows)]), "id": k}) + "\n" for k in range(n)))
+        cpu.append(process_cpu(_recipe(data, work / f"out-jpeg-files-{n}", model, plugin)))
+    extra = SIZES[1] - SIZES[0]
+    return {k: 1e6 * (cpu[1][k] - cpu[0][k]) / extra for k in cpu[0]}
+
+
+def report(us: dict, cores: int) -> str:
+    ceiling = {k: 1e6 / max(us[k], 1e-3) for k in ("main", "scorer")}
+    return (f"\n## serial parts with the device decoding (simulated device, JPEG files, {SIZES[1] - SIZES[0]:,} "
+            f"extra samples)\nCPU per sample: main process {us['main']:.1f} us, scorer {us['scorer']:.1f} us, "
+            f"workers {us['workers']:.1f} us (over {cores} cores); ceilings on one of this machine's cores: main "
+            f"**{ceiling['main']:,.0f}**, scorer **{ceiling['scorer']:,.0f}** samples/s (the H100 goal with GPU "
+            f"decode: >= 6,000)")
