@@ -107,5 +107,5 @@ def test_a_killed_scorer_is_restarted_and_the_run_loses_nothing(tmp_path):
         == [{k: v for k, v in r.items() if k not in ("__dj__stats__", "__djx__stats_provenance__")} for r in ref]
     assert_same_stats(got, ref)
     assert ex._owners.restarts == 1 and any("restarting it" in line for line in logs)
-    assert ex.restarts == 0  # no worker died: they waited for the new scorer
+    assert ex.restarts == 0, logs  # no worker died: they waited for the new scorer
 

@@ -54,3 +54,37 @@ def test_one_lane_at_a_time_holds_the_core():
     for t in threads:
         t.join()
     assert most[0] == 1 and core.waiting == 0
+
+
+class _WatchedStatus:
+    """A worker's shared status as the executor's watchdog sees it at every single write: the
+    (task id, since) it would read there."""
+
+    def __init__(self):
+        object.__setattr__(self, "fields", {"task_id": -1, "op_index": -1, "since": 0.0})
+        object.__setattr__(self, "seen", [])
+
+    def __getattr__(self, name):
+        return self.fields[name]
+
+    def __setattr__(self, name, value):
+        self.fields[name] = value
+        self.seen.append((self.fields["task_id"], self.fields["since"]))
+
+
+def test_the_watchdog_never_sees_a_task_with_a_time_it_did_not_start_at():
+    # the executor kills a worker whose shown task has made no progress for sample_timeout since
+    # `since`; a task shown beside the status's first `since` (0.0) looked stuck for the machine's
+    # uptime, and a worker was killed mid-run on a machine up longer than that
+    from djx.core.executors.local.lanes import Lanes
+    status = _WatchedStatus()
+    lanes = Lanes(2, status)
+    with lanes.working(7):
+        lanes.on_op(0)
+        started = status.since
+        with lanes.waiting():  # another lane computes meanwhile
+            with lanes.working(8):
+                lanes.on_op(0)
+    assert started > 0.0
+    assert [t for t, _ in status.seen if t != -1]  # the tasks were shown
+    assert all(since > 0.0 for task, since in status.seen if task != -1)

@@ -87,4 +87,10 @@ class Lanes:
         self._show(self._mine.state)
 
     def _show(self, state: tuple) -> None:
-        self._status.task_id, self._status.op_index, self._status.since = state
+        # the task id last: the executor reads it first, then `since`, while this thread may be
+        # between two writes (it can lose the interpreter or its core there); a task shown with
+        # the status's first `since` (0.0, the clock's origin) looked stuck for the machine's
+        # whole uptime, and a machine up longer than sample_timeout killed the worker
+        task_id, op_index, since = state
+        self._status.since, self._status.op_index = since, op_index
+        self._status.task_id = task_id
