@@ -8,6 +8,8 @@
 # 3. tools/bench_throughput.py --only gpu: raw forward, the per-core prepare limit, djx end to end
 #    (GPU_RUNS, by default: the default plan, GPU decode, scoring: workers, scoring: device);
 # 4. tools/gpu_scorer_probe.py: the scorer's score_parts in one process, per group size;
+#    tools/serial_ceiling.py: the main process's and the scorer's CPU per sample on this box's
+#    cores when the device decodes (the simulated device, no GPU);
 # 5. tools/gpu_check.py --only decode; then gpu_check's placement, oom, sharing, dtypes; which
 #    image processor transformers gives CLIP and BLIP there (tools/gpu_processor_probe.py); then
 #    gpu_check's scoring (three runs of its own); each while the deadline leaves it room.
@@ -48,6 +50,7 @@ step decode_probe 60 python3 -m djx.tools.gpu_decode_probe
 step bench 240 python3 -m djx.tools.bench_throughput --only gpu --n 2000 --repeat 8 --run-timeout 75 \
     --gpu-runs "${GPU_RUNS:-default,decode,workers,device}"
 step scorer_probe 70 python3 -m djx.tools.gpu_scorer_probe --n 384 --groups 32,128,352
+step serial_ceiling 60 python3 -m djx.tools.serial_ceiling
 step decode 100 python3 -m djx.tools.gpu_check --only decode
 for check in placement oom sharing dtypes; do
     step "$check" 150 python3 -m djx.tools.gpu_check --only "$check"
@@ -57,4 +60,4 @@ step processor 40 python3 -m djx.tools.gpu_processor_probe
 # than the 150 s three sessions gave it
 step scoring 240 python3 -m djx.tools.gpu_check --only scoring
 echo "session: $(($(date +%s) - START)) s" | tee -a "$LOGS/session.log"
-grep -E "^(== |###|raw |per-|device decode of|scorer probe|bare towers|  (clip|blip) pixels|start-up parts|[0-9,.]+ samples|time:|scoring|  (workers|device|killed)|.*(passed|FAILED))" "$LOGS/session.log" | head -120
+grep -E "^(== |###|raw |per-|CPU per sample|device decode of|scorer probe|bare towers|  (clip|blip) pixels|start-up parts|[0-9,.]+ samples|time:|scoring|  (workers|device|killed)|.*(passed|FAILED))" "$LOGS/session.log" | head -120

@@ -7,6 +7,8 @@ cores lifts. Measured with the simulated device at zero cost preparing as `image
 does (`jpeg_files: true`, any machine), over two dataset sizes: each process's CPU seconds (polled
 until it exits) at the larger size minus those at the smaller, per extra sample, so start-up
 cancels. The H100 goal is >= 6,000 samples/s with GPU decode: each serial part must allow more.
+
+    python -m djx.tools.serial_ceiling [--work DIR]     # alone; bench_throughput --only device runs it too
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-SIZES = (2400, 7200)
+SIZES = (2400, 12000)
 
 
 def _recipe(data: Path, out: Path, model: Path, plugin: Path) -> Path:
@@ -81,3 +83,23 @@ def report(us: dict, cores: int) -> str:
             f"workers {us['workers']:.1f} us (over {cores} cores); ceilings on one of this machine's cores: main "
             f"**{ceiling['main']:,.0f}**, scorer **{ceiling['scorer']:,.0f}** samples/s (the H100 goal with GPU "
             f"decode: >= 6,000)")
+
+
+def main() -> None:
+    """On its own (a lent GPU box's cores, say): 200 photo-like JPEGs named over the two sizes."""
+    import argparse
+    import os
+    import tempfile
+
+    from djx.tools.bench_throughput import REPO, TINY, write_photos
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", type=Path)
+    args = ap.parse_args()
+    work = args.work or Path(tempfile.mkdtemp(prefix="serial-ceiling-"))
+    photos = write_photos(work / "photos", 200)
+    us = measure(work, photos, TINY / "tiny-clip", REPO / "tools" / "simulated_device.py")
+    print(report(us, len(os.sched_getaffinity(0))), flush=True)
+
+
+if __name__ == "__main__":
+    main()
