@@ -54,7 +54,8 @@ class PreparedPairs:
         jpegs = state.get("jpegs")
         if jpegs and all(isinstance(b, bytes) for b in jpegs):
             import torch
-            state = dict(state, jpegs=[torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in jpegs])
+            state = dict(state, jpegs=[torch.frombuffer(bytearray(b), dtype=torch.uint8) if b else
+                                       torch.empty(0, dtype=torch.uint8) for b in jpegs])
         self.__dict__.update(state)
 
 
