@@ -209,6 +209,7 @@ def test_ray_outputs_are_analyzed_the_same_way(tmp_path, write_recipe, djx_cli, 
     assert "image_shape_filter.min_width = 64" in html and "text_length_filter.min_len = 30" in html
 
 
+@pytest.mark.slow  # over a second: the full suite's (docs/development.md)
 def test_a_parquet_export_is_analyzed(tmp_path, write_recipe, djx_cli):
     recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(REPO_DIR / "tests/assets/demo/demo.jsonl"),
                           export_path=str(tmp_path / "out" / "p.parquet"), np=1,

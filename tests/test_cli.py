@@ -27,6 +27,7 @@ def test_process_runs_a_recipe_and_prints_the_summary(tmp_path, text_dataset, wr
     assert [s["id"] for s in read_jsonl(tmp_path / "out" / "kept.jsonl")] == text_dataset.kept_ids(4)
 
 
+@pytest.mark.slow  # over a second: the full suite's (docs/development.md)
 def test_the_installed_console_script_runs_a_recipe_with_a_plugin_module(tmp_path, text_dataset,
                                                                          write_recipe, read_jsonl):
     recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(text_dataset.path),

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 # Started first by Python (via PYTHONPATH), as if Ray were not installed: `import ray` raises
@@ -39,6 +40,7 @@ def test_executor_ray_without_ray_installed_says_what_to_install(tmp_path):
 RAY_TESTS = ["tests/test_ray_address.py", "tests/test_ray_faults.py", "tests/test_llava_format.py"]
 
 
+@pytest.mark.slow  # over a second: the full suite's (docs/development.md)
 def test_the_ray_tests_skip_where_ray_is_absent_or_does_not_import(tmp_path):
     """Without Ray, or with a Ray that is found but fails to import (a half-installed one raises
     ImportError, which pytest.importorskip does not skip), the suite collects and every `ray` test

@@ -82,6 +82,7 @@ def outputs(folder) -> dict:
     return out
 
 
+@pytest.mark.slow  # over a second: the full suite's (docs/development.md)
 def test_a_small_zstd_parquet_of_large_rows_costs_the_reader_about_a_batch(tmp_path):
     records = rows()
     data = write_parquet(tmp_path / "d.parquet", records)
@@ -95,6 +96,7 @@ def test_a_small_zstd_parquet_of_large_rows_costs_the_reader_about_a_batch(tmp_p
     assert sorted(r["id"] for r in got["kept"]) == [r["id"] for r in records if len(r["text"]) <= 600_000]
 
 
+@pytest.mark.slow  # over a second: the full suite's (docs/development.md)
 def test_parquet_rows_give_the_outputs_the_same_records_give_as_json_lines(tmp_path):
     records = rows(48)
     from djx import Pipeline

@@ -40,6 +40,7 @@ def received_run(tmp_path) -> tuple[Path, Path]:
     return tmp_path / "out" / "o.jsonl", words / "flagged_words.json"
 
 
+@pytest.mark.slow  # over a second: the full suite's (docs/development.md)
 def test_viewers_of_a_received_run_open_no_word_list(received_run, tmp_path):
     export, _ = received_run
     checked = djx("check", export)

@@ -53,6 +53,7 @@ def test_killed_runs_resume_to_the_same_outputs_with_each_sample_once(tmp_path):
     assert not (run_dir / "out/.o.djx-state").exists()
 
 
+@pytest.mark.slow  # over a second: the full suite's (docs/development.md)
 @pytest.mark.parametrize("change", ["recipe", "input"])
 def test_a_changed_recipe_or_input_refuses_to_resume_until_restart(tmp_path, change):
     recipe = setup(tmp_path)
