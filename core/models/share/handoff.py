@@ -62,8 +62,9 @@ class Outbox:
         self.usable = hasattr(os, "memfd_create")
 
     def pack(self, prepared, send_buffer) -> object:
-        """`prepared` with each CPU tensor field replaced by a SharedTensor, its bytes written to
-        the buffer; `send_buffer(SharedBuffer, fd)` is called first when the buffer is new."""
+        """`prepared` with each CPU tensor field replaced by a SharedTensor (a list of them, a list
+        of tensors), its bytes written to the buffer; `send_buffer(SharedBuffer, fd)` is called
+        first when the buffer is new."""
         fields = _shared_fields(prepared) if self.usable else {}
         if not fields:
             return prepared
