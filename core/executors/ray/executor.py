@@ -62,13 +62,13 @@ class RayExecutor:
         self.restarts = 0                           # actor deaths (Ray Data replaces dead actors itself)
         self._share = None  # the weights CPU actors read from the object store (models/share/ray_store.py)
         self._use(ray_stages(chain.ops, recipe.scoring == "device"))  # the stages (stage_plan.py)
-        self._client = None  # scoring: device: how stage actors reach the scoring actors (scorers.py)
-        self._node_memory = 0.0  # the largest alive node's, once the run has joined Ray
+        self._client, self._node_memory = None, 0.0  # scoring actors' client (scorers.py); largest node's memory
 
     def _use(self, groups: list) -> None:
         """Run these stages (and under scoring: device, the scoring actors' plan for them)."""
-        self.groups = groups
-        recipe = self.recipe
+        if getattr(self, "groups", None) is groups:
+            return  # the stages kept once the node's memory is known: their plan stands
+        self.groups, recipe = groups, self.recipe
         self._scorers = RayScorers(self.chain.ops, groups, self.plan.threads_per_worker, tuple(recipe.custom_ops),
                                    recipe.base_dir, not (recipe.devices and set(recipe.devices) == {"cpu"})
                                    ) if recipe.scoring == "device" else None
@@ -178,18 +178,18 @@ class RayExecutor:
                                         compute=ActorPoolStrategy(size=self.plan.workers, **lane_args(
                                             self._client is not None and s in self._scorers.stages)), num_cpus=actor_cpus,
                                         max_task_retries=2 * (BLOCK_LINES + self.recipe.batch_size) + EXTRA_RETRIES,
-                                        **self._stage_args(s, self._node_memory))
+                                        **self._stage_args(s))
                 return ds
             finally:
                 DataContext._set_current(old)
 
-    def _stage_args(self, s: int, node_memory: float) -> dict:
+    def _stage_args(self, s: int) -> dict:
         """Declared resources and constructor arguments of stage s's actors."""
         first, last, specs = self.groups[s]
         scored = self._client is not None and s in self._scorers.stages  # prepares only: no weights here
         n_model_stages = sum(1 for _, _, stage_specs in self.groups if stage_specs) or 1
         need = actor_need(self.chain.ops[first:last], specs, self.plan.model_bytes, self.recipe.batch_size,
-                          node_memory, weights=not scored)
+                          self._node_memory, weights=not scored)
         # model stages run side by side, so they split the plan's threads and GPU share between them
         gpu = bool(specs) and self.plan.on_gpu and not scored
         per_gpu = max((info.get("workers", 1) for dev, info in self.plan.per_device.items()
