@@ -5,8 +5,8 @@
 A real scorer (the device's weight owner process, on the CPU) serves `clients` worker processes,
 each sending `batches` prepared CLIP batches of 32 pairs as a preparing worker does, through the
 same client, socket and shared buffers: first with 224-px uint8 pixels and their value table (the
-host's decode), then with 64 KB JPEG files' bytes (`image_decode: device`: the device decodes),
-each with short token lists. Its op is the simulated device at zero cost (tools/simulated_device.py), so what the
+host's decode), then with 64 KB of bytes in place of each JPEG file (`image_decode: device`: the
+device decodes; the simulated device decodes nothing), each with short token lists. Its op is the simulated device at zero cost (tools/simulated_device.py), so what the
 scorer process spends is what it does around a forward: receive, unpack, join, split, answer.
 Target: <= 20 ms of scorer CPU per 1,000 pairs (>= 50,000 pairs/s on one core).
 """
@@ -67,7 +67,7 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=60)
     args = ap.parse_args()
     print(f"# bench_scorer: {args.clients} clients x {args.batches} batches of {PAIRS} pairs", flush=True)
-    for jpegs, what in ((False, "224-px uint8 pixels"), (True, f"{JPEG_BYTES >> 10} KB JPEG files (image_decode: device)")):
+    for jpegs, what in ((False, "224-px uint8 pixels"), (True, f"{JPEG_BYTES >> 10} KB a JPEG file (image_decode: device)")):
         result = measure(args.clients, args.batches, jpegs)
         print(f"{what}: scorer CPU {result['cpu_ms_per_1000']:.1f} ms per 1,000 pairs (target <= 20), "
               f"at {result['pairs_per_s']:,.0f} pairs/s offered by the clients", flush=True)
