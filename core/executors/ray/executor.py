@@ -37,7 +37,7 @@ from djx.core.executors.ray.cluster import (connect, explain, let_fetches_end, n
 from djx.core.executors.ray.node_watch import NodeLost, local_raylet, silence_ray_logs, watched
 from djx.core.executors.ray.poison import PoisonTracker
 from djx.core.executors.ray.ray_log import log_path, logged
-from djx.core.executors.ray.scorers import LANES, RayScorers, lane_args
+from djx.core.executors.ray.scorers import LANES, RayScorers, lane_args, prepare_only_stages
 from djx.core.executors.ray.read import BLOCK_LINES, JsonLines, advance, file_index, parse_lines, parse_rows
 from djx.core.executors.ray.stage_plan import actor_need, fitted, largest_node_memory, ray_stages
 from djx.core.executors.ray.stages import DATA, FILE, KIND, NBYTES, ChainStage, RowKind, meta_column
@@ -61,13 +61,12 @@ class RayExecutor:
         self.reports: dict[str, WorkerReport] = {}  # actor name -> its last report
         self.restarts = 0                           # actor deaths (Ray Data replaces dead actors itself)
         self._share = None  # the weights CPU actors read from the object store (models/share/ray_store.py)
-        self._use(ray_stages(chain.ops, recipe.scoring == "device"))  # the stages (stage_plan.py)
+        self.groups = ray_stages(chain.ops, recipe.scoring == "device")  # the stages (stage_plan.py), until
+        self._scorers = None  # run() knows the node's memory, then the scoring actors' plan for them
         self._client, self._node_memory = None, 0.0  # scoring actors' client (scorers.py); largest node's memory
 
     def _use(self, groups: list) -> None:
         """Run these stages (and under scoring: device, the scoring actors' plan for them)."""
-        if getattr(self, "groups", None) is groups:
-            return  # the stages kept once the node's memory is known: their plan stands
         self.groups, recipe = groups, self.recipe
         self._scorers = RayScorers(self.chain.ops, groups, self.plan.threads_per_worker, tuple(recipe.custom_ops),
                                    recipe.base_dir, not (recipe.devices and set(recipe.devices) == {"cpu"})
@@ -96,8 +95,9 @@ class RayExecutor:
         lost = False
         try:
             self._node_memory = largest_node_memory(ray)
+            scored = self.recipe.scoring == "device" and bool(prepare_only_stages(self.chain.ops, self.groups))
             self._use(fitted(self.chain.ops, self.groups, self.plan.model_bytes, self.recipe.batch_size,
-                             self._node_memory, scored=bool(self._scorers and self._scorers.stages)))
+                             self._node_memory, scored=scored))
             if self.groups:
                 self._poison = ray.remote(num_cpus=0)(PoisonTracker).options(
                     name=f"djx-poison-tracker-{os.getpid()}-{uuid.uuid4().hex[:8]}").remote()
