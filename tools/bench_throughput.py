@@ -105,33 +105,12 @@ def prepare_limit(model: Path, data: Path, n: int) -> float:
 
 def djx_run(model: Path, data: Path, out: Path, np_: int | None, dtype: str = "float32",
             devices: list[str] | None = None, scoring: str | None = "workers", seconds_per_pair: float | None = None,
-            image_decode: str | None = None, timeout: float | None = None, profile: Path | None = None,
-            jpeg_files: bool = False) -> dict | None:
+            image_decode: str | None = None, timeout: float | None = None, profile: Path | None = None) -> dict | None:
     """A `djx process` run in its own process (as a user runs it); its summary, or None when it did
-    not finish within `timeout` seconds. `seconds_per_pair`: the simulated device
-    (tools/simulated_device.py) in place of the model's forward; `scoring` None: the recipe leaves
-    it to djx (the default); `profile`: py-spy samples the run and its processes into this file
-    (collapsed stacks, one line a stack, each rooted at its process)."""
-    op = {"hf_clip": str(model), "min_score": -1e9, "dtype": dtype}
-    if image_decode is not None:
-        op["image_decode"] = image_decode
-    name = "image_text_similarity_filter"
-    recipe = {"dataset_path": str(data), "export_path": str(out / "o.jsonl"), "batch_size": 32}
-    if scoring is not None:
-        recipe["scoring"] = scoring
-    if seconds_per_pair is not None:
-        name, op["seconds_per_pair"] = "simulated_device_clip_filter", seconds_per_pair
-        if jpeg_files:  # prepared as image_decode: device prepares: the files' bytes
-            op["jpeg_files"] = True
-        recipe["custom_ops"] = [str(REPO / "tools" / "simulated_device.py")]
-    recipe["process"] = [{name: op}]
-    if devices is not None:
-        recipe["devices"] = devices
-    if np_ is not None:
-        recipe["np"] = np_
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "recipe.json").write_text(json.dumps(recipe))
-    cmd = [sys.executable, "-m", "djx.cli", "process", str(out / "recipe.json"), "--quiet"]
+    not finish within `timeout` seconds. `profile`: py-spy samples the run and its processes into
+    this file (collapsed stacks, one line a stack, each rooted at its process); the rest: write_recipe."""
+    recipe = write_recipe(model, data, out, np_, dtype, devices, scoring, seconds_per_pair, image_decode)
+    cmd = [sys.executable, "-m", "djx.cli", "process", str(recipe), "--quiet"]
     if profile is not None:
         cmd = [shutil.which("py-spy") or "py-spy", "record", "--subprocesses", "--nonblocking", "--rate", "40",
                "--format", "raw", "--output", str(profile), "--"] + cmd
@@ -147,6 +126,44 @@ def djx_run(model: Path, data: Path, out: Path, np_: int | None, dtype: str = "f
     if proc.returncode != 0:
         raise SystemExit(f"djx run failed ({proc.returncode}): {err[-2000:]}")
     return json.loads((out / "o.summary.json").read_text())
+
+
+def write_recipe(model: Path, data: Path, out: Path, np_: int | None = None, dtype: str = "float32",
+                 devices: list[str] | None = None, scoring: str | None = "workers",
+                 seconds_per_pair: float | None = None, image_decode: str | None = None,
+                 jpeg_files: bool = False) -> Path:
+    """out/recipe.json: image_text_similarity_filter over `data` with `model`, exporting into `out`.
+    `seconds_per_pair`: the simulated device (tools/simulated_device.py) in place of the model's
+    forward, preparing JPEG files as image_decode: device does where `jpeg_files`; `scoring` None:
+    the recipe leaves it to djx (the default)."""
+    op = {"hf_clip": str(model), "min_score": -1e9, "dtype": dtype}
+    if image_decode is not None:
+        op["image_decode"] = image_decode
+    name = "image_text_similarity_filter"
+    recipe = {"dataset_path": str(data), "export_path": str(out / "o.jsonl"), "batch_size": 32}
+    if scoring is not None:
+        recipe["scoring"] = scoring
+    if seconds_per_pair is not None:
+        name, op["seconds_per_pair"] = "simulated_device_clip_filter", seconds_per_pair
+        if jpeg_files:
+            op["jpeg_files"] = True
+        recipe["custom_ops"] = [str(REPO / "tools" / "simulated_device.py")]
+    recipe["process"] = [{name: op}]
+    if devices is not None:
+        recipe["devices"] = devices
+    if np_ is not None:
+        recipe["np"] = np_
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "recipe.json").write_text(json.dumps(recipe))
+    return out / "recipe.json"
+
+
+def named_again(data: Path, n: int, name: str) -> Path:
+    """A dataset beside `data` (whose rows name its photos) of n samples: its rows over and over."""
+    rows = data.read_text().splitlines()
+    out = data.with_name(name)
+    out.write_text("".join(json.dumps({**json.loads(rows[k % len(rows)]), "id": k}) + "\n" for k in range(n)))
+    return out
 
 
 def raw_forward(model: Path, data: Path, n: int, device: str, dtype: str, batch: int) -> float:
@@ -208,11 +225,8 @@ def device_proxy(work: Path, data: Path, cores: int) -> None:
     shape where workers and device never wait for each other reaches R again. Target >= 0.9 R.
     Over at least PROXY_SAMPLES samples (the data's named again): the first batch's preparing and
     the last group's scoring wait on each other in any shape, ~10% of a 600-sample run here."""
-    rows = data.read_text().splitlines()
-    if len(rows) < PROXY_SAMPLES:
-        data = data.with_name("proxy.jsonl")
-        data.write_text("".join(json.dumps({**json.loads(rows[k % len(rows)]), "id": k}) + "\n"
-                                for k in range(PROXY_SAMPLES)))
+    if len(data.read_text().splitlines()) < PROXY_SAMPLES:
+        data = named_again(data, PROXY_SAMPLES, "proxy.jsonl")
     free = djx_run(TINY / "tiny-clip", data, work / "out-sim-free", None, scoring="device", devices=["cpu"],
                    seconds_per_pair=0.0)
     rate = steady(free)
@@ -254,8 +268,7 @@ def main() -> None:
         return
     device_proxy(work, data, cores)
     from djx.tools import serial_ceiling
-    print(serial_ceiling.report(serial_ceiling.measure(work, data, TINY / "tiny-clip", REPO / "tools" / "simulated_device.py"),
-                                cores), flush=True)
+    print(serial_ceiling.report(serial_ceiling.measure(work, data), cores), flush=True)
     if args.only == "device":
         return
     models = [save_clip(work / "models", full=False)] + ([save_clip(work / "models", full=True)] if args.full_clip else [])

@@ -12,23 +12,12 @@ cancels. The H100 goal is >= 6,000 samples/s with GPU decode: each serial part m
 """
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 SIZES = (2400, 12000)
-
-
-def _recipe(data: Path, out: Path, model: Path, plugin: Path) -> Path:
-    recipe = {"dataset_path": str(data), "export_path": str(out / "o.jsonl"), "batch_size": 32,
-              "scoring": "device", "devices": ["cpu"], "custom_ops": [str(plugin)],
-              "process": [{"simulated_device_clip_filter": {"hf_clip": str(model), "min_score": -1e9,
-                                                            "seconds_per_pair": 0.0, "jpeg_files": True}}]}
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "recipe.json").write_text(json.dumps(recipe))
-    return out / "recipe.json"
 
 
 def process_cpu(recipe: Path) -> dict:
@@ -64,14 +53,14 @@ def process_cpu(recipe: Path) -> dict:
     return out
 
 
-def measure(work: Path, photos: Path, model: Path, plugin: Path) -> dict:
+def measure(work: Path, photos: Path) -> dict:
     """Per extra sample, microseconds of CPU of the main process, the scorer and the workers."""
-    rows = photos.read_text().splitlines()
+    from djx.tools.bench_throughput import TINY, named_again, write_recipe
     cpu = []
     for n in SIZES:
-        data = photos.with_name(f"jpeg-files-{n}.jsonl")  # beside the photos its rows name
-        data.write_text("".join(json.dumps({**json.loads(rows[k % len(rows)]), "id": k}) + "\n" for k in range(n)))
-        cpu.append(process_cpu(_recipe(data, work / f"out-jpeg-files-{n}", model, plugin)))
+        data = named_again(photos, n, f"jpeg-files-{n}.jsonl")
+        cpu.append(process_cpu(write_recipe(TINY / "tiny-clip", data, work / f"out-jpeg-files-{n}", devices=["cpu"],
+                                            scoring="device", seconds_per_pair=0.0, jpeg_files=True)))
     extra = SIZES[1] - SIZES[0]
     return {k: 1e6 * (cpu[1][k] - cpu[0][k]) / extra for k in cpu[0]}
 
@@ -91,13 +80,13 @@ def main() -> None:
     import os
     import tempfile
 
-    from djx.tools.bench_throughput import REPO, TINY, write_photos
+    from djx.tools.bench_throughput import write_photos
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", type=Path)
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="serial-ceiling-"))
     photos = write_photos(work / "photos", 200)
-    us = measure(work, photos, TINY / "tiny-clip", REPO / "tools" / "simulated_device.py")
+    us = measure(work, photos)
     print(report(us, len(os.sched_getaffinity(0))), flush=True)
 
 

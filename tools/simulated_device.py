@@ -28,14 +28,11 @@ class SimulatedDeviceClip(ImageTextSimilarityFilter):
                  jpeg_files: bool = False, **kw):
         super().__init__(forward_batch_size=forward_batch_size, **kw)
         self.seconds_per_pair = seconds_per_pair
-        self.jpeg_files = jpeg_files  # prepare as image_decode: device does (the files' bytes), on any machine
+        if jpeg_files:  # prepare as image_decode: device does (the files' bytes), on any machine
+            self.image_decode = "device"  # past the constructor's check: this device needs no decoders
 
-    def _device_geometry(self, image_processor):
-        if not self.jpeg_files:
-            return super()._device_geometry(image_processor)
-        from djx.ops.common import device_decode
-        geo = device_decode.geometry(image_processor)
-        return None if geo is None else dict(geo, hflip=self.horizontal_flip, vflip=self.vertical_flip)
+    def warm_device(self, loaded) -> None:
+        """The simulated device imports no decoders."""
 
     @staticmethod
     def ready_parts(loaded, joined, counters=None):
