@@ -46,13 +46,13 @@ class PreparedPairs:
         # torch's own pickling of a tensor costs ~150 us to rebuild each, bytes ~5 us
         import torch
         state = dict(self.__dict__)
-        if self.jpegs and all(isinstance(t, torch.Tensor) for t in self.jpegs):
+        if isinstance(self.jpegs, list) and self.jpegs and all(isinstance(t, torch.Tensor) for t in self.jpegs):
             state["jpegs"] = [t.numpy().tobytes() for t in self.jpegs]
         return state
 
     def __setstate__(self, state: dict) -> None:
         jpegs = state.get("jpegs")
-        if jpegs and all(isinstance(b, bytes) for b in jpegs):
+        if isinstance(jpegs, list) and jpegs and all(isinstance(b, bytes) for b in jpegs):
             import torch
             state = dict(state, jpegs=[torch.frombuffer(bytearray(b), dtype=torch.uint8) if b else
                                        torch.empty(0, dtype=torch.uint8) for b in jpegs])

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import os
 import pickle
+from dataclasses import dataclass
 
 import torch
 
-from djx.core.models.share.handoff import Inbox, Outbox, SharedTensor
+from djx.core.models.share.handoff import Inbox, Outbox, SharedTensors
 from djx.ops.common.prepared import PreparedPairs, join
+
+
+@dataclass
+class Parts:
+    tensors: list
+    mixed: list  # two dtypes: no one region holds them, so they stay in the request
 
 
 TABLE = torch.rand(3, 256, generator=torch.Generator().manual_seed(0))  # one normalisation
@@ -31,7 +38,7 @@ def test_jpeg_files_cross_in_the_shared_buffer_not_the_request():
     outbox, inbox = Outbox(), Inbox()
     shared = outbox.pack(prepared, lambda message, fd: handed.append((message.size, os.dup(fd))))
     assert len(handed) == 1 and handed[0][0] >= sum(t.numel() for t in prepared.jpegs)
-    assert all(isinstance(r, SharedTensor) for r in shared.jpegs) and len(shared.jpegs) == 5
+    assert isinstance(shared.jpegs, SharedTensors) and len(shared.jpegs.shapes) == 5  # one region, in order
     request = pickle.dumps(shared, protocol=pickle.HIGHEST_PROTOCOL)
     assert len(request) < 2000  # where each file lies, not the files' 5.4 KB
     inbox.attach(handed[0][1], handed[0][0])
@@ -55,3 +62,20 @@ def test_pickled_jpeg_files_travel_as_bytes_and_come_back_as_tensors():
     assert [t.tolist() for t in back.jpegs] == [t.tolist() for t in prepared.jpegs]
     back.jpegs[0][0] = 7  # writable, as a decoder's input may need
     assert torch.equal(back.pixels, prepared.pixels) and back.jpeg_rows == prepared.jpeg_rows
+
+
+def test_a_list_of_tensors_keeps_each_shape_and_empty_members_through_one_region():
+    if not hasattr(os, "memfd_create"):
+        return
+    g = torch.Generator().manual_seed(5)
+    tensors = [torch.rand(2, 3, generator=g), torch.empty(0), torch.rand(4, generator=g), torch.rand(1, 2, 2, generator=g)]
+    mixed = [torch.ones(2, dtype=torch.int64), torch.ones(3)]
+    handed = []
+    outbox, inbox = Outbox(), Inbox()
+    shared = outbox.pack(Parts(tensors, mixed), lambda message, fd: handed.append((message.size, os.dup(fd))))
+    assert isinstance(shared.tensors, SharedTensors) and shared.mixed is mixed
+    inbox.attach(*handed[0][::-1])
+    got = inbox.unpack(pickle.loads(pickle.dumps(shared)))
+    assert [t.shape for t in got.tensors] == [t.shape for t in tensors]
+    assert all(torch.equal(a, b) for a, b in zip(got.tensors, tensors))
+    outbox.close()

@@ -5,7 +5,8 @@ Each worker connection to a scorer has one shared buffer: an anonymous memory fi
 scorer once per connection as a file descriptor over the connection's unix socket (SCM_RIGHTS).
 The request itself then carries only where each tensor lies (`SharedTensor`), and the scorer
 reads the tensors in place, without a copy through the socket (a field may be a tensor or a list
-of them: the JPEG files of `image_decode: device`). No name exists in any folder: the
+of them of one dtype, the JPEG files of `image_decode: device`: back to back in one region, one
+view split on the scorer's side, ~20 us for 32 files where a view each took ~75). No name exists in any folder: the
 memory is freed when both sides let go, a killed worker included. A larger request grows the
 buffer (a new one, handed over again). The worker waits for each answer before it writes the next
 request, so a buffer is never written while the scorer reads it.
@@ -31,6 +32,17 @@ class SharedTensor:
 
 
 @dataclass(frozen=True)
+class SharedTensors:
+    """Where a list of tensors of one dtype lies: back to back from `offset`, in order."""
+    offset: int
+    shapes: tuple  # each tensor's shape
+    dtype: str
+
+    def __len__(self) -> int:
+        return len(self.shapes)
+
+
+@dataclass(frozen=True)
 class SharedBuffer:
     """Message: the next thing on the connection is the file descriptor of a buffer of `size` bytes."""
     size: int
@@ -49,7 +61,8 @@ def _shared_fields(prepared) -> dict:
     out = {}
     for f in dataclasses.fields(prepared):
         value = getattr(prepared, f.name)
-        if cpu(value) or (isinstance(value, list) and value and all(map(cpu, value))):
+        if cpu(value) or (isinstance(value, list) and value and all(map(cpu, value))
+                          and len({t.dtype for t in value}) == 1):
             out[f.name] = value
     return out
 
@@ -62,31 +75,31 @@ class Outbox:
         self.usable = hasattr(os, "memfd_create")
 
     def pack(self, prepared, send_buffer) -> object:
-        """`prepared` with each CPU tensor field replaced by a SharedTensor (a list of them, a list
-        of tensors), its bytes written to the buffer; `send_buffer(SharedBuffer, fd)` is called
+        """`prepared` with each CPU tensor field replaced by a SharedTensor (a list of tensors by one
+        SharedTensors), its bytes written to the buffer; `send_buffer(SharedBuffer, fd)` is called
         first when the buffer is new."""
         fields = _shared_fields(prepared) if self.usable else {}
         if not fields:
             return prepared
-        tensors = [t.contiguous() for v in fields.values() for t in (v if isinstance(v, list) else [v])]
-        offsets, end = [], 0
-        for t in tensors:
-            offsets.append(end)
-            end += -(-t.numel() * t.element_size() // ALIGN) * ALIGN
+        regions, end = {}, 0  # field -> (offset, its tensors flat, bytes)
+        for name, value in fields.items():
+            flat = [t.reshape(-1) for t in (value if isinstance(value, list) else [value])]
+            nbytes = sum(t.numel() for t in flat) * flat[0].element_size()
+            regions[name] = (end, flat, nbytes)
+            end += -(-nbytes // ALIGN) * ALIGN
         if end > self.size:
             self._grow(max(end, 2 * self.size))
             send_buffer(SharedBuffer(self.size), self._fd)
         import torch
-        shared = []
-        for t, at in zip(tensors, offsets):
-            if t.numel():
-                torch.frombuffer(self._map, dtype=t.dtype, count=t.numel(), offset=at).view(t.shape).copy_(t)
-            shared.append(SharedTensor(at, tuple(t.shape), str(t.dtype).removeprefix("torch.")))
-        refs, k = {}, 0
-        for name, value in fields.items():
-            n = len(value) if isinstance(value, list) else 1
-            refs[name] = shared[k:k + n] if isinstance(value, list) else shared[k]
-            k += n
+        refs = {}
+        for name, (at, flat, nbytes) in regions.items():
+            value, dtype = fields[name], flat[0].dtype
+            if nbytes:
+                view = torch.frombuffer(self._map, dtype=dtype, count=nbytes // flat[0].element_size(), offset=at)
+                torch.cat(flat, out=view) if len(flat) > 1 else view.copy_(flat[0])
+            name_of = str(dtype).removeprefix("torch.")
+            refs[name] = (SharedTensors(at, tuple(tuple(t.shape) for t in value), name_of) if isinstance(value, list)
+                          else SharedTensor(at, tuple(value.shape), name_of))
         return dataclasses.replace(prepared, **refs)
 
     def _grow(self, size: int) -> None:
@@ -123,18 +136,29 @@ class Inbox:
         for f in dataclasses.fields(prepared):
             ref = getattr(prepared, f.name)
             if isinstance(ref, SharedTensor):
-                views[f.name] = self._view(ref)
-            elif isinstance(ref, list) and ref and all(isinstance(r, SharedTensor) for r in ref):
-                views[f.name] = [self._view(r) for r in ref]
+                views[f.name] = self._view(ref.offset, ref.shape, ref.dtype)
+            elif isinstance(ref, SharedTensors):
+                views[f.name] = self._views(ref)
         return dataclasses.replace(prepared, **views) if views else prepared
 
-    def _view(self, ref: SharedTensor):
+    def _view(self, offset: int, shape: tuple, dtype: str):
         import torch
         if self._map is None:
             raise RuntimeError("a request named a shared buffer that was never handed over")
-        dtype = getattr(torch, ref.dtype)
         count = 1
-        for n in ref.shape:
+        for n in shape:
             count *= n
-        return (torch.frombuffer(self._map, dtype=dtype, count=count, offset=ref.offset).view(ref.shape)
-                if count else torch.empty(ref.shape, dtype=dtype))
+        dtype = getattr(torch, dtype)
+        return (torch.frombuffer(self._map, dtype=dtype, count=count, offset=offset).view(shape)
+                if count else torch.empty(shape, dtype=dtype))
+
+    def _views(self, ref: SharedTensors) -> list:
+        """One view of the region, split: a tensor of each shape."""
+        counts = []
+        for shape in ref.shapes:
+            count = 1
+            for n in shape:
+                count *= n
+            counts.append(count)
+        parts = self._view(ref.offset, (sum(counts),), ref.dtype).split(counts)
+        return [p if len(shape) == 1 else p.view(shape) for p, shape in zip(parts, ref.shapes)]
