@@ -8,8 +8,11 @@ of its own.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -87,10 +90,19 @@ def test_without_ray_address_a_local_ray_is_started_and_shut_down(tmp_path, text
                           process=[{"text_length_filter": {"min_len": 3}}])
     script = ("import sys, ray; from djx.cli import main; rc = main(sys.argv[1:]); "
               "print('connected after the run:', ray.is_initialized()); sys.exit(rc)")
-    proc = subprocess.run([sys.executable, "-c", script, "process", str(recipe), "--quiet"],
-                          capture_output=True, text=True, timeout=300)
+    # a temp folder of its own (short: Ray's sockets live under RAY_TMPDIR, kept as it was) to see
+    # what the run leaves there: nothing, not even the empty folder Ray was started from
+    temp = tempfile.mkdtemp(prefix="djx-t-")
+    env = dict(os.environ, TMPDIR=temp, RAY_TMPDIR=os.environ.get("RAY_TMPDIR", tempfile.gettempdir()))
+    try:
+        proc = subprocess.run([sys.executable, "-c", script, "process", str(recipe), "--quiet"],
+                              capture_output=True, text=True, timeout=300, env=env)
+        left = os.listdir(temp)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "connected after the run: False" in proc.stdout
+    assert left == []
     summary = json.loads((tmp_path / "out" / "kept.summary.json").read_text())
     assert summary["executor"] == "ray" and summary["check"]["ok"]
     assert summary["kept"] == len(text_dataset.kept_ids(3)) and summary["rejected"] == text_dataset.bad_lines

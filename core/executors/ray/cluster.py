@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import signal
 import sys
 import threading
@@ -21,12 +22,20 @@ from djx.core.plan.resources import cpu_count
 
 class Ours:
     """A cluster `connect` started or joined: the caller shuts it down (`shut_down`). `processes`:
-    those of a local cluster it started (its head's, the driver's children)."""
+    those of a local cluster it started (its head's, the driver's children); `folder`: the empty
+    working directory Ray was started from (_empty_working_dir), removed at the shutdown."""
 
-    def __init__(self, processes: list):
-        self.processes = processes
+    def __init__(self, processes: list, folder: str | None = None):
+        self.processes, self.folder = processes, folder
 
     def shut_down(self, ray) -> None:
+        try:
+            self._shut_down(ray)
+        finally:
+            if self.folder:
+                shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _shut_down(self, ray) -> None:
         """ray.shutdown(). A local cluster's processes start with SIGTERM blocked (connect), so
         Ray's SIGTERM, a second's wait and SIGKILL cost a second per kind of process (5.4 s in
         all, measured): the moment Ray's SIGTERM is pending at one of them, it gets the SIGKILL
@@ -98,8 +107,9 @@ def connect(ray, address: str | None, stop=None) -> Ours | None:
     # the processes ray.init starts inherit the mask; a SIGTERM meanwhile waits for djx's handler
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM} if stop is not None else set())
     before = set(psutil.Process().children())
+    folder = None
     try:
-        with _empty_working_dir():
+        with _empty_working_dir() as folder:
             ray.init(**where, logging_level=logging.ERROR)
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise DjxError(f"cannot start or join Ray (ray_address: {address!r}): {explain(e)}") from None
@@ -107,7 +117,7 @@ def connect(ray, address: str | None, stop=None) -> Ours | None:
         if stop is not None:
             stop.install()
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    return Ours([] if address else [p for p in psutil.Process().children() if p not in before])
+    return Ours([] if address else [p for p in psutil.Process().children() if p not in before], folder)
 
 
 @contextmanager
@@ -115,17 +125,21 @@ def _empty_working_dir():
     """ray.init puts the driver's working directory on every worker's sys.path, ahead of the
     installed packages: a folder named `djx` there (an export folder, say) then shadows djx in
     every stage actor ("cannot import name 'Batch' from 'djx' (unknown location)"). Ray is started
-    from an empty private folder instead, whatever the user's folder holds; the folder stays (a
-    local cluster's processes keep it as their working directory)."""
+    from an empty private folder instead, whatever the user's folder holds. Yields the folder (None
+    where there is none): it stays while the cluster runs (a local cluster's processes keep it as
+    their working directory) and goes with Ours.shut_down, or now if Ray did not start."""
     try:
         here = os.getcwd()
     except OSError:  # the working directory was removed: nothing there to shadow anything
-        yield
+        yield None
         return
     empty = tempfile.mkdtemp(prefix="djx-ray-cwd-")
     os.chdir(empty)
     try:
-        yield
+        yield empty
+    except BaseException:
+        shutil.rmtree(empty, ignore_errors=True)
+        raise
     finally:
         os.chdir(here)
 
