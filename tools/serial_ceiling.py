@@ -78,6 +78,7 @@ def main() -> None:
     """On its own (a lent GPU box's cores, say): 200 photo-like JPEGs named over the two sizes."""
     import argparse
     import os
+    import shutil
     import tempfile
 
     from djx.tools.bench_throughput import write_photos
@@ -85,8 +86,11 @@ def main() -> None:
     ap.add_argument("--work", type=Path)
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="serial-ceiling-"))
-    photos = write_photos(work / "photos", 200)
-    us = measure(work, photos)
+    try:
+        us = measure(work, write_photos(work / "photos", 200))
+    finally:
+        if args.work is None:  # a folder of its own: photos and outputs go with it
+            shutil.rmtree(work, ignore_errors=True)
     print(report(us, len(os.sched_getaffinity(0))), flush=True)
 
 
