@@ -4,18 +4,20 @@ Each worker connection to a scorer has one shared buffer: an anonymous memory fi
 (memfd_create) that the worker creates, fills with the tensors of a request, and hands to the
 scorer once per connection as a file descriptor over the connection's unix socket (SCM_RIGHTS).
 The request itself then carries only where each tensor lies (`SharedTensor`), and the scorer
-reads the tensors in place, without a copy through the socket (a field may be a tensor or a list
-of them of one dtype, the JPEG files of `image_decode: device`: back to back in one region, one
-view split on the scorer's side, ~20 us for 32 files where a view each took ~75). No name exists in any folder: the
-memory is freed when both sides let go, a killed worker included. A larger request grows the
-buffer (a new one, handed over again). The worker waits for each answer before it writes the next
-request, so a buffer is never written while the scorer reads it.
+reads the tensors in place, without a copy through the socket. A field may be a tensor or a list
+of them of one dtype (the JPEG files of `image_decode: device`): a list lies back to back in one
+region, which the scorer views once and splits (~20 us for 32 files where a view each took ~75).
+No name exists in any folder: the memory is freed when both sides let go, a killed worker
+included. A larger request grows the buffer (a new one, handed over again). The worker waits for
+each answer before it writes the next request, so a buffer is never written while the scorer
+reads it.
 
 Where memfd_create is missing (not Linux), requests carry their tensors pickled, as before.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 import mmap
 import os
 from dataclasses import dataclass
@@ -96,7 +98,10 @@ class Outbox:
             value, dtype = fields[name], flat[0].dtype
             if nbytes:
                 view = torch.frombuffer(self._map, dtype=dtype, count=nbytes // flat[0].element_size(), offset=at)
-                torch.cat(flat, out=view) if len(flat) > 1 else view.copy_(flat[0])
+                if len(flat) > 1:
+                    torch.cat(flat, out=view)
+                else:
+                    view.copy_(flat[0])
             name_of = str(dtype).removeprefix("torch.")
             refs[name] = (SharedTensors(at, tuple(tuple(t.shape) for t in value), name_of) if isinstance(value, list)
                           else SharedTensor(at, tuple(value.shape), name_of))
@@ -145,20 +150,12 @@ class Inbox:
         import torch
         if self._map is None:
             raise RuntimeError("a request named a shared buffer that was never handed over")
-        count = 1
-        for n in shape:
-            count *= n
-        dtype = getattr(torch, dtype)
+        count, dtype = math.prod(shape), getattr(torch, dtype)
         return (torch.frombuffer(self._map, dtype=dtype, count=count, offset=offset).view(shape)
                 if count else torch.empty(shape, dtype=dtype))
 
     def _views(self, ref: SharedTensors) -> list:
         """One view of the region, split: a tensor of each shape."""
-        counts = []
-        for shape in ref.shapes:
-            count = 1
-            for n in shape:
-                count *= n
-            counts.append(count)
+        counts = [math.prod(shape) for shape in ref.shapes]
         parts = self._view(ref.offset, (sum(counts),), ref.dtype).split(counts)
         return [p if len(shape) == 1 else p.view(shape) for p, shape in zip(parts, ref.shapes)]
