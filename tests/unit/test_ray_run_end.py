@@ -30,3 +30,35 @@ def test_the_end_waits_for_fetch_threads_and_not_for_ray_datas_lifelong_ones():
         assert all(t.is_alive() for t in pollers)  # returned while the lifelong threads still run
     finally:
         forever.set()
+
+
+def test_a_dedup_phase_on_ray_waits_at_its_end_for_the_threads_it_started_not_for_rays_own(monkeypatch):
+    """The threads Ray starts as it connects (its log printer, error listener, GC thread) end only
+    with the shutdown that follows the wait: counting them cost every dedup phase on Ray 10 s."""
+    import djx.core.executors.ray.cluster as cluster
+    from djx.core.executors.ray.dedup_rows import RayGroups
+    release = threading.Event()
+    ray_own = threading.Thread(target=release.wait, args=(30,), name="ray_print_logs", daemon=True)
+
+    class Joined:
+        def shut_down(self, ray):
+            release.set()
+
+    def connect(ray, address, stop=None):
+        ray_own.start()
+        return Joined()
+    waited_for = []
+
+    def let_fetches_end(before, seconds=10.0):
+        waited_for.extend(t for t in threading.enumerate() if t not in before and t.name not in cluster.LIFELONG_THREADS)
+    monkeypatch.setattr(cluster, "connect", connect)
+    monkeypatch.setattr(cluster, "let_fetches_end", let_fetches_end)
+    groups = RayGroups("127.0.0.1:6379")
+    fetcher = threading.Thread(target=release.wait, args=(30,), name="fetch", daemon=True)  # one of Ray Data's
+    try:
+        with groups.session():
+            groups.ray()
+            fetcher.start()
+    finally:
+        release.set()
+    assert fetcher in waited_for and ray_own not in waited_for

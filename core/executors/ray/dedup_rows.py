@@ -61,13 +61,16 @@ class RayGroups:
 
             from djx.core.executors.ray.cluster import connect
             from djx.core.executors.ray.ray_log import RayLog
-            self._threads = set(threading.enumerate())
             if self.log_path:
                 self._log = RayLog(self.log_path)
                 self._log.__enter__()
             self._level = logging.getLogger("ray.data").level
             logging.getLogger("ray.data").setLevel(logging.ERROR)
             self._ours = connect(ray, self.address)
+            # the threads the session's end gives time to end: Ray Data's, started from here on; not
+            # Ray's own (its log printer, error listener, GC), which end only with the shutdown that
+            # follows: waiting for them cost every dedup phase on Ray 10 s at its end
+            self._threads = set(threading.enumerate())
             self._ray = ray
         return self._ray
 
