@@ -62,3 +62,23 @@ def test_a_dedup_phase_on_ray_waits_at_its_end_for_the_threads_it_started_not_fo
     finally:
         release.set()
     assert fetcher in waited_for and ray_own not in waited_for
+
+
+def test_the_working_folder_goes_at_the_end_and_a_lost_node_gets_no_call_into_ray(tmp_path):
+    """The empty folder Ray was started from goes with the run's end, also when the driver's node
+    died: then Ray would end this process at its next call, so the end calls nothing in Ray (the
+    folder was left behind on that path)."""
+    from djx.core.executors.ray.cluster import Ours
+    calls = []
+
+    class Ray:
+        def __getattr__(self, name):
+            calls.append(name)
+            return lambda *a, **k: None
+    for lost in (False, True):
+        folder = tmp_path / f"djx-ray-cwd-{lost}"
+        folder.mkdir()
+        calls.clear()
+        Ours([], str(folder)).shut_down(Ray(), lost=lost)
+        assert not folder.exists()
+        assert calls == ([] if lost else ["shutdown"])

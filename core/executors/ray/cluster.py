@@ -28,9 +28,12 @@ class Ours:
     def __init__(self, processes: list, folder: str | None = None):
         self.processes, self.folder = processes, folder
 
-    def shut_down(self, ray) -> None:
+    def shut_down(self, ray, lost: bool = False) -> None:
+        """`lost`: the node this driver runs on died, and Ray would end this process at its next
+        call: no call into Ray, only the folder goes."""
         try:
-            self._shut_down(ray)
+            if not lost:
+                self._shut_down(ray)
         finally:
             if self.folder:
                 shutil.rmtree(self.folder, ignore_errors=True)

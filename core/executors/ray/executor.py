@@ -10,9 +10,8 @@ samples in binary columns (no Arrow schema for heterogeneous dicts) and small co
 kind (blank/live/dropped/rejected), the line's byte length, and per stage a side channel on the
 first row of each batch (op seconds, counters, actor report): see stages.py, and read.py. A batch
 that kills its actor is retried; the retry isolates the sample that kills (poison.py); the driver
-watches its node's raylet (node_watch.py). A resumed run reads on from the saved byte offset. Ray's
-own output goes to a log file (ray_log.py).
-"""
+watches its node's raylet (node_watch.py). A resume reads on from the saved byte offset. Ray's own
+output goes to a log file (ray_log.py)."""
 from __future__ import annotations
 
 import logging
@@ -130,9 +129,10 @@ class RayExecutor:
                 ray.kill(self._poison)
             if self._scorers is not None and not lost:
                 self._scorers.stop(ray)
-            if ours and not lost:  # disconnects from a joined cluster; stops a local one we started
-                let_fetches_end(threads)
-                ours.shut_down(ray)
+            if ours:  # disconnects from a joined cluster; stops a local one we started (lost: no calls)
+                if not lost:
+                    let_fetches_end(threads)
+                ours.shut_down(ray, lost)
 
     # -- the dataset ------------------------------------------------------------------------
     def _dataset(self, ray, files: list[str], parquet: bool, state):
