@@ -45,7 +45,10 @@ step() {  # step NAME CAP_SECONDS COMMAND...: runs while the deadline leaves 30 
 
 step machine 60 bash -c 'nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; nproc;
   python3 -c "import sys, torch, transformers, PIL; print(sys.version.split()[0], torch.__version__, torch.version.cuda,
-  transformers.__version__, PIL.__version__)"'
+  transformers.__version__, PIL.__version__)"
+  python3 -c "import sys, os, importlib.util as u, torch; print(dict(dont_write_bytecode=sys.dont_write_bytecode,
+  pycache_prefix=sys.pycache_prefix, torch_dir_writable=os.access(os.path.dirname(torch.__file__), os.W_OK),
+  torch_pyc=os.path.exists(u.cache_from_source(torch.__file__))))"'  # why imports compiled from source there
 step decode_probe 60 python3 -m djx.tools.gpu_decode_probe
 step bench 240 python3 -m djx.tools.bench_throughput --only gpu --n 2000 --repeat 8 --run-timeout 75 \
     --gpu-runs "${GPU_RUNS:-default,decode,workers,device}"
