@@ -273,6 +273,10 @@ def test_demo_recipe_gives_the_same_samples_and_stats_on_ray(ray_address, tmp_pa
     assert summary["max_model_loads_per_process"] == 1
     # the actors' declared memory counts the models: their footprints are estimated for Ray
     assert all(b > 0 for b in summary["plan"]["model_bytes"].values())
+    # where the time went, per model op, on Ray as locally: the stage actors' phases reach the summary
+    phases = {ex: s["time_breakdown"]["ops"] for ex, (s, _) in both.items()}
+    assert set(phases["ray"]) == set(phases["local"]) == {"image_text_similarity_filter", "image_text_matching_filter"}
+    assert all(p["forward"] > 0 and p["preprocess"] > 0 for p in phases["ray"].values())
 
 
 def test_a_sample_stuck_in_an_op_is_rejected_with_code_timeout_on_ray(ray_address, tmp_path, write_recipe):

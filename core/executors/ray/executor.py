@@ -273,13 +273,9 @@ class RayExecutor:
                 res.op_counts[end].rejected += 1
 
     def _absorb(self, res: BatchResult, meta) -> None:
-        """A stage batch's side channel: its per-op seconds, op counters and its actor's report."""
-        for k, seconds in meta.seconds.items():
-            res.op_counts[k].seconds += seconds
-        for k, n in meta.with_images.items():
-            res.op_counts[k].with_images += n
-        for k, n in meta.reused.items():
-            res.op_counts[k].reused += n
+        """A stage batch's side channel: its ops' seconds, phases and more, op counters and its actor's report."""
+        for k, tally in meta.ops.items():
+            res.op_counts[k] += tally
         res.counters = add_counters(res.counters, meta.counters)
         # the block entered its last stage: every model stage before had loaded its models by then
         res.began_at = max((t for t in (res.began_at, meta.began) if t is not None), default=None)

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY
 from djx.core.errors import DjxError
-from djx.core.records import BatchResult, Item, WorkerReport
+from djx.core.records import BatchResult, Item, OpCounts, WorkerReport
 from djx.core.run.mapped import retrace_drop, retrace_rejection
 
 MiB = 1 << 20
@@ -46,14 +46,13 @@ def meta_column(stage: int) -> str:
 
 @dataclass
 class StageMeta:
-    """A stage batch's side channel: per-op seconds, samples with images and reused stats
-    (whole-chain op index), op counters, and the report of the actor that ran it."""
-    seconds: dict[int, float]
-    with_images: dict[int, int]
+    """A stage batch's side channel: its ops' tallies by whole-chain op index (seconds, samples with
+    images, reused stats, where the time went: the counts of samples the driver takes from the
+    rows), op counters, and the report of the actor that ran it."""
+    ops: dict[int, OpCounts]
     counters: dict[str, int]
     worker: str
     report: WorkerReport
-    reused: dict[int, int]
     began: float | None = None  # wall clock: the actor began the batch (its last stage's: the start of processing)
 
 
@@ -146,10 +145,9 @@ class ChainStage:
         return self._table(table, kind, data, orig, res, began)
 
     def _table(self, table: pa.Table, kind: list, data: list, orig: list, res: BatchResult, began: float) -> pa.Table:
-        meta = StageMeta({self.first + k: c.seconds for k, c in enumerate(res.op_counts)},
-                         {self.first + k: c.with_images for k, c in enumerate(res.op_counts)}, res.counters,
-                         self.worker, self.pool.report(self.peak),
-                         {self.first + k: c.reused for k, c in enumerate(res.op_counts)}, began)
+        ops = {self.first + k: OpCounts(seconds=c.seconds, with_images=c.with_images, reused=c.reused, phases=c.phases)
+               for k, c in enumerate(res.op_counts)}
+        meta = StageMeta(ops, res.counters, self.worker, self.pool.report(self.peak), began)
         n = len(kind)
         out = {KIND: pa.array(kind, pa.string()), DATA: pa.array(data, pa.binary()),
                ORIG: pa.array([b""] * n if self.final else orig, pa.binary()),
