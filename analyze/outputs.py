@@ -4,6 +4,7 @@ knows the formats; this module adds what analysis needs around it."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Iterator
 
@@ -60,6 +61,7 @@ def read_summary(path: str) -> dict | None:
 OP_FIELDS = ("name", "in", "kept", "dropped", "rejected")
 COUNT_FIELDS = ("input", "kept", "dropped", "rejected", "limit")
 TEXT_FIELDS = ("project_name", "dataset_path")
+SECONDS_FIELDS = ("timing", "time_breakdown")  # the report's "Where the time went"
 
 
 def _field_problems(summary: dict) -> dict[str, str]:
@@ -73,7 +75,18 @@ def _field_problems(summary: dict) -> dict[str, str]:
         v = summary.get(key)
         if v is not None and not isinstance(v, str):
             problems[key] = f"{_shown(v)} is not a text"
+    for key in SECONDS_FIELDS:
+        v = summary.get(key)
+        if v is not None and not (isinstance(v, dict) and _seconds(v)):
+            problems[key] = f"{_shown(v)} is not an object of seconds"
     return problems
+
+
+def _seconds(v) -> bool:
+    """A finite number, or an object whose values are (at any depth): where the time went."""
+    if isinstance(v, dict):
+        return all(_seconds(x) for x in v.values())
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _shown(v) -> str:

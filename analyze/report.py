@@ -1,5 +1,6 @@
-"""report.html: one page that opens offline from its folder (no network): the funnel, the stats
-table, histograms, keep-rate curves, rejections by code, duplicate groups and galleries near each bound."""
+"""report.html: one page that opens offline from its folder (no network): the funnel, where the
+time went, the stats table, histograms, keep-rate curves, rejections by code, duplicate groups and
+galleries near each bound."""
 from __future__ import annotations
 
 import os
@@ -8,6 +9,7 @@ from collections import Counter
 from djx.analyze.collect import Collector
 from djx.analyze.thumbs import make_thumbs
 from djx.analyze.units import fmt
+from djx.core.run.breakdown import time_table
 
 TOP = 5  # drop reasons and rejection codes on the first screen
 
@@ -127,7 +129,7 @@ def write_report(out_dir: str, col: Collector, summary: dict | None, rows: list[
         summary=summary or {}, col=col, funnel=_funnel(summary, col), rows=rows,
         columns=("count", "mean", "std", "min", "25%", "50%", "75%", "max"),
         histograms=histograms, curves=curves, galleries=_galleries(col, thumbs),
-        first=_first_screen(col, summary, thumbs), duplicates=_duplicate_groups(col, thumbs),
+        first=_first_screen(col, summary, thumbs), timing=time_table(summary or {}), duplicates=_duplicate_groups(col, thumbs),
         grouped={op.op_index for op in col.duplicates.ops if op.groups},
         rejections=col.rejected_by_code.most_common(), examples=col.rejection_examples,
         has_recipe=has_recipe, filters=filters, notes=list(notes), other_stats=list(other_stats))

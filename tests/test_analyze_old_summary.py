@@ -25,7 +25,10 @@ def test_a_summary_with_unreadable_op_counts_is_said_not_a_traceback(tmp_path, w
 
 @pytest.mark.parametrize("fields, said", [({"input": "twelve"}, 'input ("twelve" is not a count)'),
                                           ({"input": -3, "dropped": 1.5}, "input (-3 is not a count)"),
-                                          ({"dataset_path": 5}, "dataset_path (5 is not a text)")])
+                                          ({"dataset_path": 5}, "dataset_path (5 is not a text)"),
+                                          ({"timing": "fast"}, 'timing ("fast" is not an object of seconds)'),
+                                          ({"time_breakdown": {"ops": {"x": {"forward": None}}}},
+                                           'time_breakdown ({"ops": {"x": {"forward": null}}} is not an object of seconds)')])
 def test_a_summary_with_wrong_typed_fields_is_said_by_check_analyze_and_explain(
         tmp_path, write_jsonl, write_recipe, djx_cli, fields, said):
     data = write_jsonl(tmp_path / "d.jsonl", [{"text": "hello world here"}, {"text": "x"}])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -105,12 +106,12 @@ def test_a_worker_prepares_its_next_batches_while_the_scorer_holds_its_last(tmp_
     assert sorted(first for _, first in every) == list(range(0, 64, 8))  # each batch prepared once
 
 
-def test_the_summary_says_where_the_time_went(tmp_path):
+def test_the_summary_and_the_report_say_where_the_time_went(tmp_path):
     dataset(tmp_path, 48)
     (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(
         {"dataset_path": "data.jsonl", "export_path": "out/o.jsonl", "np": 2, "batch_size": 8, "scoring": "device",
          "process": [{"image_text_similarity_filter": {"hf_clip": CLIP, "min_score": 0.0}}]}))
-    proc = djx("process", str(tmp_path / "recipe.yaml"))
+    proc = djx("process", str(tmp_path / "recipe.yaml"), "--report")
     out, err = proc.communicate(timeout=GUARD_S)
     assert proc.returncode == 0, err
     summary = json.loads((tmp_path / "out" / "o.summary.json").read_text())
@@ -123,6 +124,16 @@ def test_the_summary_says_where_the_time_went(tmp_path):
     assert 0 < breakdown["scorer_busy_share"] and set(breakdown["main"]) == {"read", "write"}
     assert "where the time went: main process read" in out + err
     assert "image_text_similarity_filter's scorer: busy" in out + err
+    # the report says it too: the run's line, and the op's phases in seconds, the scorer's included
+    html = (tmp_path / "out" / "o.analysis" / "report.html").read_text()
+    line = re.search(r'<p id="time-run">(.*?)</p>', html, re.S).group(1)
+    assert f"Start-up (workers, models) {summary['timing']['startup_seconds']:.1f} s" in line and "Main process: read" in line
+    head = re.findall(r"<th>(.*?)</th>", re.search(r'<table id="time-ops">(.*?)</table>', html, re.S).group(1))
+    cells = re.findall(r'<td class="n">(.*?)</td>', re.search(
+        r'<tr class="time-op" data-op="image_text_similarity_filter">(.*?)</tr>', html, re.S).group(1))
+    shown = dict(zip(head[1:], cells))
+    assert float(shown["forward"]) == round(phases["forward"], 2) and float(shown["scorer busy"]) > 0
+    assert float(shown["wait for the scorer"]) == round(phases["wait"], 2)
     # the start-up's parts: the main process, the workers' start and set-up (of it the wait for the
     # scorer's model), the first batch; they add up to the start-up
     timing = summary["timing"]

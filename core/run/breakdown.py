@@ -140,3 +140,23 @@ def format_breakdown(s: dict) -> list[str]:
     if "scorer_busy_share" in b:
         lines.append(f"    scorer busy {b['scorer_busy_share']:.0%} of the processing time")
     return lines
+
+
+def time_table(s: dict) -> dict | None:
+    """Where the time went, for the report: the run's line (start-up and its parts, the steady
+    rate, the end, the main process's read and write, the scorer's busy share) and one row per
+    model op with its phases' seconds (the columns every op left empty dropped). None for a
+    summary without timings (an older one)."""
+    t, b = s.get("timing") or {}, s.get("time_breakdown") or {}
+    if not t or "startup_seconds" not in t:
+        return None
+    ops, main = b.get("ops") or {}, b.get("main") or {}
+    run = (f"Start-up (workers, models) {t['startup_seconds']:.1f} s{format_startup(t)}, then "
+           f"{t.get('steady_samples_per_second', 0):.1f} samples/s for {t.get('processing_seconds', 0):.1f} s, "
+           f"end {t.get('end_seconds', 0):.1f} s. Main process: read {main.get('read', 0):.1f} s, "
+           f"write {main.get('write', 0):.1f} s.")
+    if "scorer_busy_share" in b:
+        run += f" The device's scorer was busy {b['scorer_busy_share']:.0%} of the processing time."
+    steps = [(key, words) for key, words in (*STEPS, ("scorer_busy", "scorer busy")) if any(p.get(key) for p in ops.values())]
+    rows = [(name, [f"{p[key]:.2f}" if key in p else "" for key, _ in steps]) for name, p in ops.items()]
+    return {"run": run, "columns": [words for _, words in steps], "rows": rows}
