@@ -277,6 +277,12 @@ def test_demo_recipe_gives_the_same_samples_and_stats_on_ray(ray_address, tmp_pa
     phases = {ex: s["time_breakdown"]["ops"] for ex, (s, _) in both.items()}
     assert set(phases["ray"]) == set(phases["local"]) == {"image_text_similarity_filter", "image_text_matching_filter"}
     assert all(p["forward"] > 0 and p["preprocess"] > 0 for p in phases["ray"].values())
+    # and its start-up's parts: joining Ray, the stage actor starting and setting up, the first batch
+    timing = both["ray"][0]["timing"]
+    parts = timing["startup_parts"]
+    assert parts["ray_init"] > 0 and parts["worker_setup"] > 0 and parts["imports"] > 0
+    assert parts["main"] + parts["workers_ready"] + parts["first_batch"] == pytest.approx(timing["startup_seconds"], abs=0.02)
+    assert parts["ray_init"] + parts["workers_start"] + parts["worker_setup"] == pytest.approx(parts["workers_ready"], abs=0.02)
 
 
 def test_a_sample_stuck_in_an_op_is_rejected_with_code_timeout_on_ray(ray_address, tmp_path, write_recipe):

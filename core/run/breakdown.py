@@ -82,18 +82,29 @@ def startup_parts(executor, clock) -> dict:
     `first_batch` (from every worker ready to the first batch read); with a device's scorer, its
     own: `scorer_start` (until its process ran), `scorer_imports` (torch, the device, the ops),
     `scorer_load` (then until its models were loaded), on a GPU `scorer_device` (its start until
-    the device's context was made, beside the imports). Empty where the engine does not say (Ray)."""
+    the device's context was made, beside the imports). On Ray (an executor with `connected_at`):
+    `ray_init` (until Ray was there: started, or joined), its stage actors counted from then, and
+    those ready when the first batch began only (not those that replaced dead ones later). Empty
+    where the engine does not say."""
     started, ready = getattr(executor, "started_at", None), getattr(executor, "ready_at", None)
     setups = [rep.setup for rep in getattr(executor, "reports", {}).values() if getattr(rep, "setup", None)]
+    connected = getattr(executor, "connected_at", None)
+    if connected is not None and clock is not None and clock.processing_at is not None:
+        began = clock.wall(clock.processing_at)
+        setups = [s for s in setups if s.get("ready_at", began + 1) <= began]
+        ready = max((s["ready_at"] for s in setups), default=None)
     if started is None or ready is None or clock is None:
         return {}
+    since = started if connected is None else connected
     out = {"main": started - clock.wall(clock.t0),
-           "workers_start": max((s["entered_at"] for s in setups if "entered_at" in s), default=started) - started,
+           "workers_start": max((s["entered_at"] for s in setups if "entered_at" in s), default=since) - since,
            "worker_setup": max((s["ready_at"] - s["entered_at"] for s in setups if "ready_at" in s), default=0.0),
            "imports": max((s.get("imports", 0.0) for s in setups), default=0.0),
            "host_side": max((s.get("host_side", 0.0) for s in setups), default=0.0),
            "scorer_wait": max((s.get("scorer_wait", 0.0) for s in setups), default=0.0),
            "workers_ready": ready - started}
+    if connected is not None:
+        out["ray_init"] = connected - started
     said = [s for s in setups if "scorer_loaded_at" in s]  # the device's scorer (scoring: device)
     if said:
         first = min(said, key=lambda s: s["scorer_entered_at"])
@@ -112,7 +123,8 @@ def format_startup(t: dict) -> str:
     p = t.get("startup_parts") or {}
     if not p:
         return ""
-    words = [("main", "main process"), ("workers_start", "workers starting"), ("worker_setup", "worker set-up"),
+    words = [("main", "main process"), ("ray_init", "Ray starting or joining"), ("workers_start", "workers starting"),
+             ("worker_setup", "worker set-up"),
              ("imports", "of it imports"), ("host_side", "processors"),
              ("scorer_wait", "waiting for the scorer's models"), ("first_batch", "first batch"),
              ("scorer_start", "the scorer starting"), ("scorer_imports", "its imports"),

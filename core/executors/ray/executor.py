@@ -19,6 +19,7 @@ import os
 import pickle
 import sys
 import threading
+import time
 import uuid
 import warnings
 from typing import Iterator
@@ -47,10 +48,9 @@ from djx.core.records import BatchResult, FailFast, WorkerReport, add_counters
 from djx.core.models.share.ray_store import share_for_ray
 from djx.core.models.share.weight_share import WeightShare
 
-# a task whose actor died is retried on a fresh actor. The poison tracker bounds the deaths of each
-# batch (its first, one per poison sample, two that name no sample: ray/poison.py); Ray's count only
-# stops deaths it cannot see (outside any batch): every row of a task (a read block, plus a batch)
-# may be poison twice
+# a task whose actor died is retried on a fresh actor. The poison tracker bounds the deaths of each batch (its
+# first, one per poison sample, two that name no sample: ray/poison.py); Ray's count only stops deaths it cannot
+# see (outside any batch): every row of a task (a read block, plus a batch) may be poison twice
 EXTRA_RETRIES = 3
 
 
@@ -58,6 +58,7 @@ class RayExecutor:
     def __init__(self, chain: OpChain, plan: Plan, recipe: Recipe):
         self.chain, self.plan, self.recipe = chain, plan, recipe
         self.reports: dict[str, WorkerReport] = {}  # actor name -> its last report
+        self.started_at = self.connected_at = None  # Ray asked for, Ray there (run/breakdown.py: startup_parts)
         self.restarts = 0                           # actor deaths (Ray Data replaces dead actors itself)
         self._share = None  # the weights CPU actors read from the object store (models/share/ray_store.py)
         self.groups = ray_stages(chain.ops, recipe.scoring == "device")  # the stages (stage_plan.py), until
@@ -83,7 +84,9 @@ class RayExecutor:
     def _run(self, source: DatasetSource, stop=None) -> Iterator[BatchResult]:
         files, state = source.files, source.state
         import ray
+        self.started_at = time.time()
         ours = connect(ray, self.recipe.ray_address, stop)  # else: the Ray this process is connected to already
+        self.connected_at = time.time()
         threads = set(threading.enumerate())
         data_log = logging.getLogger("ray.data")
         level = data_log.level

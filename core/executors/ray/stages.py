@@ -64,6 +64,7 @@ class ChainStage:
 
     def __init__(self, setup, first: int, stage: int, final: bool, sys_path: list, poison=None,
                  sample_timeout: float = 600.0, max_batch_bytes: int = 64 * MiB):
+        entered = time.time()  # the start-up's instants (the summary's startup_parts)
         from djx.core.executors.process import set_thread_env
         set_thread_env(setup.threads)  # before anything imports torch
         sys.path += [p for p in sys_path if p not in sys.path and os.path.isdir(p)]  # module plug-ins
@@ -89,6 +90,7 @@ class ChainStage:
         if self.pool.scorer() is not None:  # the scoring actors' client, made before the lanes
             self.pool.scorer().waiting = self.lanes.waiting
         self._calls = itertools.count()
+        self.pool.setup.update(entered_at=entered, ready_at=time.time())
 
     def _stop(self, key) -> None:
         """The watchdog's way out of an op call that makes no progress: tell the poison tracker
