@@ -105,10 +105,11 @@ def startup_parts(executor, clock) -> dict:
            "workers_ready": ready - started}
     if connected is not None:
         out["ray_init"] = connected - started
-    said = [s for s in setups if "scorer_loaded_at" in s]  # the device's scorer (scoring: device)
+    # the device's scorer (scoring: device), where it said its instants
+    said = [s for s in setups if {"scorer_entered_at", "scorer_imported_at", "scorer_loaded_at"} <= set(s)]
     if said:
         first = min(said, key=lambda s: s["scorer_entered_at"])
-        out.update(scorer_start=first["scorer_entered_at"] - started,
+        out.update(scorer_start=first["scorer_entered_at"] - since,
                    scorer_imports=first["scorer_imported_at"] - first["scorer_entered_at"],
                    scorer_load=max(s["scorer_loaded_at"] for s in said) - first["scorer_imported_at"])
         if "scorer_device_at" in first:  # a GPU's context, made beside the imports

@@ -65,7 +65,9 @@ def test_a_ray_run_s_start_up_parts_add_up_and_leave_out_actors_that_replaced_de
     clock.processing_at = time.monotonic() - 5.0                                     # the first batch began 5 s ago
     t0 = now - 20.0
     first = WorkerReport(setup={"entered_at": t0 + 6.0, "ready_at": t0 + 13.0, "imports": 1.5})
-    second = WorkerReport(setup={"entered_at": t0 + 5.5, "ready_at": t0 + 12.0, "imports": 1.0})
+    # a scorer that said when it loaded, not when it began: no scorer's parts, and no error
+    second = WorkerReport(setup={"entered_at": t0 + 5.5, "ready_at": t0 + 12.0, "imports": 1.0,
+                                 "scorer_loaded_at": t0 + 11.0})
     late = WorkerReport(setup={"entered_at": t0 + 16.0, "ready_at": t0 + 19.0, "imports": 0.5})  # a replacement
     ray = SimpleNamespace(started_at=t0 + 1.0, connected_at=t0 + 4.0, ready_at=None,
                           reports={"a": first, "b": second, "c": late})

@@ -68,6 +68,7 @@ class ScoringActor:
     """One scoring actor: the plug-ins loaded, the device bound, a Scorer (its joining thread)."""
 
     def __init__(self, device: str, threads: int, custom_ops: tuple, base_dir: str, sys_path: list):
+        entered = time.time()  # the start-up's instants, which a warm-up's answer carries (startup_parts)
         from djx.core.executors.process import set_thread_env
         set_thread_env(threads)  # before anything imports torch
         sys.path += [p for p in sys_path if p not in sys.path and os.path.isdir(p)]  # module plug-ins
@@ -85,7 +86,7 @@ class ScoringActor:
         with warnings.catch_warnings():  # Ray's property reads its own deprecated actor_id
             warnings.simplefilter("ignore")
             self._restarted = ray.get_runtime_context().was_current_actor_reconstructed
-        self._scorer = Scorer(device)
+        self._scorer = Scorer(device, timeline={"scorer_entered_at": entered, "scorer_imported_at": time.time()})
 
     def submit(self, request: ScoreRequest) -> tuple:
         """Scorer.submit's answer; the first after a restart counts it (scorer_restarts)."""
