@@ -9,7 +9,8 @@ Each figure in a fresh process, so nothing is warm in this one:
              processors (what a stage actor's set-up costs at least);
   djx        `djx process configs/demo.yaml` with `executor: ray` (a local cluster it starts itself):
              the summary's `timing.startup_seconds` (until the first stage actor began its first
-             batch) and the command's wall time.
+             batch), its parts (main process, Ray starting, the stage actor starting, its set-up,
+             the first batch) and the command's wall time.
 Prints each, and djx's start-up over 2 x ray.init + load (the target: <= 1).
 """
 from __future__ import annotations
@@ -47,6 +48,11 @@ print(time.perf_counter() - t0)
 """
 
 
+# the summary's start-up parts (core/run/breakdown.py: startup_parts) on Ray, in their order
+PARTS = {"main": "main process", "ray_init": "Ray starting", "workers_start": "stage actor starting",
+         "worker_setup": "its set-up (imports, models)", "first_batch": "first batch"}
+
+
 def timed_python(code: str) -> float:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
@@ -54,8 +60,9 @@ def timed_python(code: str) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def djx_on_ray(work: Path) -> tuple[float, float]:
-    """(start-up from the summary, the command's wall seconds) of the demo on a local Ray cluster."""
+def djx_on_ray(work: Path) -> tuple[float, float, dict]:
+    """(start-up from the summary, the command's wall seconds, the start-up's parts) of the demo on a
+    local Ray cluster."""
     recipe = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
     base = REPO / "configs"
     recipe["dataset_path"] = str((base / recipe["dataset_path"]).resolve())
@@ -75,7 +82,7 @@ def djx_on_ray(work: Path) -> tuple[float, float]:
     if proc.returncode != 0:
         raise SystemExit(f"djx failed: {proc.stderr[-2000:]}")
     summary = json.loads((out / "demo.summary.json").read_text())
-    return summary["timing"]["startup_seconds"], wall
+    return summary["timing"]["startup_seconds"], wall, summary["timing"].get("startup_parts") or {}
 
 
 def main() -> None:
@@ -85,11 +92,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(args.repeat):
             init, load = timed_python(RAY_INIT), timed_python(LOAD)
-            start, wall = djx_on_ray(Path(tmp))
+            start, wall, parts = djx_on_ray(Path(tmp))
             floor = 2 * init + load
             print(f"run {k + 1}: ray.init {init:.1f} s, import + model load {load:.1f} s; djx on Ray: start-up "
                   f"{start:.1f} s (command {wall:.1f} s) = {start / floor:.2f} x (2 x ray.init + load = {floor:.1f} s)",
                   flush=True)
+            print("  its parts: " + ", ".join(f"{w} {parts[k]:.1f} s" for k, w in PARTS.items() if k in parts), flush=True)
 
 
 if __name__ == "__main__":
