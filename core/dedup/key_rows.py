@@ -52,7 +52,7 @@ class KeyRows:
         self.n_pending = 0
         self.chunks: list[np.ndarray] = []
         self.held = 0                   # rows in `chunks`
-        self.top: list[str] = []        # the first level's partition files, once spilled
+        self.top: list = []             # the first level's partition files (None: none yet), once spilled
         self.files: set[str] = set()    # every file not yet removed
         self.disk = self.peak_disk = 0  # bytes in files now, and at most
         self.top_pos = -1               # the largest position added
@@ -88,7 +88,8 @@ class KeyRows:
             return
         self._spill()
         for path in self.top:
-            yield from self._partition(path, 1, shared)
+            if path is not None:
+                yield from self._partition(path, 1, shared)
 
     def edges(self, fn: Callable[[np.ndarray], object]) -> Iterator:
         """`fn` (core.dedup.edges: key_edges) of each partition's rows whose k1 another row shares
@@ -121,18 +122,23 @@ class KeyRows:
 
     def _spill(self) -> None:
         if not self.top:
-            self.top = [self._new_file() for _ in range(1 << _FANOUT_BITS)]
+            self.top = [None] * (1 << _FANOUT_BITS)  # a partition's file is made with its first row
         for rows in self.chunks:
             self._split(rows, self.top, 1)
         self.chunks, self.held = [], 0
 
-    def _split(self, rows: np.ndarray, paths: list[str], depth: int) -> None:
+    def _split(self, rows: np.ndarray, paths: list, depth: int) -> None:
+        """Rows into their partitions' files (`paths`, None where a partition has no file yet: it is
+        made here with its first rows; creating a file costs more than writing one, and at a budget
+        far below the data most partitions of a deep level stay empty)."""
         part = _partition_of(rows["k1"], depth)
         order = np.argsort(part, kind="stable")
         bounds = np.searchsorted(part[order], np.arange(len(paths) + 1))
-        for p, path in enumerate(paths):
+        for p in range(len(paths)):
             if bounds[p + 1] > bounds[p]:
-                with open(path, "ab") as f:
+                if paths[p] is None:
+                    paths[p] = self._new_file()
+                with open(paths[p], "ab") as f:
                     rows[order[bounds[p]:bounds[p + 1]]].tofile(f)
         self.disk += rows.nbytes
         self.peak_disk = max(self.peak_disk, self.disk)
@@ -140,13 +146,14 @@ class KeyRows:
     def _partition(self, path: str, depth: int, shared: bool) -> Iterator[np.ndarray]:
         n = os.path.getsize(path) // ROW.itemsize
         if n > self.budget and depth < _MAX_DEPTH:  # too big for memory: cut it by the next bits of the key
-            subs = [self._new_file() for _ in range(1 << _FANOUT_BITS)]
+            subs = [None] * (1 << _FANOUT_BITS)
             for start in range(0, n, self.budget):  # read, not mapped: a mapped file's pages count as ours
                 self._split(np.fromfile(path, dtype=ROW, count=self.budget, offset=start * ROW.itemsize),
                             subs, depth + 1)
             self._drop(path)
             for sub in subs:
-                yield from self._partition(sub, depth + 1, shared)
+                if sub is not None:
+                    yield from self._partition(sub, depth + 1, shared)
             return
         rows = np.fromfile(path, dtype=ROW) if n else np.zeros(0, ROW)
         self._drop(path)
