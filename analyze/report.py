@@ -129,7 +129,8 @@ def write_report(out_dir: str, col: Collector, summary: dict | None, rows: list[
         summary=summary or {}, col=col, funnel=_funnel(summary, col), rows=rows,
         columns=("count", "mean", "std", "min", "25%", "50%", "75%", "max"),
         histograms=histograms, curves=curves, galleries=_galleries(col, thumbs),
-        first=_first_screen(col, summary, thumbs), timing=time_table(summary or {}), duplicates=_duplicate_groups(col, thumbs),
+        first=_first_screen(col, summary, thumbs), timing=time_table(summary or {}),
+        duplicates=_duplicate_groups(col, thumbs),
         grouped={op.op_index for op in col.duplicates.ops if op.groups},
         rejections=col.rejected_by_code.most_common(), examples=col.rejection_examples,
         has_recipe=has_recipe, filters=filters, notes=list(notes), other_stats=list(other_stats))
