@@ -170,6 +170,7 @@ def time_table(s: dict) -> dict | None:
            f"write {main.get('write', 0):.1f} s.")
     if "scorer_busy_share" in b:
         run += f" The device's scorer was busy {b['scorer_busy_share']:.0%} of the processing time."
-    steps = [(key, words) for key, words in (*STEPS, ("scorer_busy", "scorer busy")) if any(p.get(key) for p in ops.values())]
+    steps = [(key, words) for key, words in (*STEPS, ("scorer_busy", "scorer busy"))
+             if any(p.get(key) for p in ops.values())]
     rows = [(name, [f"{p[key]:.2f}" if key in p else "" for key, _ in steps]) for name, p in ops.items()]
     return {"run": run, "columns": [words for _, words in steps], "rows": rows}
