@@ -25,6 +25,8 @@ from pathlib import Path
 
 import yaml
 
+from djx.core.run.breakdown import format_timing
+
 REPO = Path(__file__).resolve().parents[1]
 MODELS = REPO / "tests" / "assets" / "models"
 
@@ -48,11 +50,6 @@ print(time.perf_counter() - t0)
 """
 
 
-# the summary's start-up parts (core/run/breakdown.py: startup_parts) on Ray, in their order
-PARTS = {"main": "main process", "ray_init": "Ray starting", "workers_start": "stage actor starting",
-         "worker_setup": "its set-up (imports, models)", "first_batch": "first batch"}
-
-
 def timed_python(code: str) -> float:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
@@ -61,8 +58,8 @@ def timed_python(code: str) -> float:
 
 
 def djx_on_ray(work: Path) -> tuple[float, float, dict]:
-    """(start-up from the summary, the command's wall seconds, the start-up's parts) of the demo on a
-    local Ray cluster."""
+    """(start-up from the summary, the command's wall seconds, the summary's timing) of the demo on
+    a local Ray cluster."""
     recipe = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())
     base = REPO / "configs"
     recipe["dataset_path"] = str((base / recipe["dataset_path"]).resolve())
@@ -82,7 +79,7 @@ def djx_on_ray(work: Path) -> tuple[float, float, dict]:
     if proc.returncode != 0:
         raise SystemExit(f"djx failed: {proc.stderr[-2000:]}")
     summary = json.loads((out / "demo.summary.json").read_text())
-    return summary["timing"]["startup_seconds"], wall, summary["timing"].get("startup_parts") or {}
+    return summary["timing"]["startup_seconds"], wall, summary["timing"]
 
 
 def main() -> None:
@@ -92,12 +89,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(args.repeat):
             init, load = timed_python(RAY_INIT), timed_python(LOAD)
-            start, wall, parts = djx_on_ray(Path(tmp))
+            start, wall, timing = djx_on_ray(Path(tmp))
             floor = 2 * init + load
             print(f"run {k + 1}: ray.init {init:.1f} s, import + model load {load:.1f} s; djx on Ray: start-up "
                   f"{start:.1f} s (command {wall:.1f} s) = {start / floor:.2f} x (2 x ray.init + load = {floor:.1f} s)",
                   flush=True)
-            print("  its parts: " + ", ".join(f"{w} {parts[k]:.1f} s" for k, w in PARTS.items() if k in parts), flush=True)
+            print(f"  its {format_timing(timing)}", flush=True)
 
 
 if __name__ == "__main__":

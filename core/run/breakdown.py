@@ -133,6 +133,14 @@ def format_startup(t: dict) -> str:
     return " (" + ", ".join(f"{w} {p[k]:.1f} s" for k, w in words if k in p) + ")"
 
 
+def format_timing(t: dict) -> str:
+    """'start-up (workers, models) 4.2 s (main process 0.0 s, ...), then 237.6 samples/s for 0.4 s,
+    end 0.0 s': the summary's time line and the report's."""
+    return (f"start-up (workers, models) {t['startup_seconds']:.1f} s{format_startup(t)}, then "
+            f"{t.get('steady_samples_per_second', 0):.1f} samples/s for {t.get('processing_seconds', 0):.1f} s, "
+            f"end {t.get('end_seconds', 0):.1f} s")
+
+
 def format_breakdown(s: dict) -> list[str]:
     """The summary's lines on where the time went (none for a summary without them)."""
     b = s.get("time_breakdown")
@@ -164,9 +172,8 @@ def time_table(s: dict) -> dict | None:
     if not t or "startup_seconds" not in t:
         return None
     ops, main = b.get("ops") or {}, b.get("main") or {}
-    run = (f"Start-up (workers, models) {t['startup_seconds']:.1f} s{format_startup(t)}, then "
-           f"{t.get('steady_samples_per_second', 0):.1f} samples/s for {t.get('processing_seconds', 0):.1f} s, "
-           f"end {t.get('end_seconds', 0):.1f} s. Main process: read {main.get('read', 0):.1f} s, "
+    line = format_timing(t)
+    run = (f"{line[:1].upper()}{line[1:]}. Main process: read {main.get('read', 0):.1f} s, "
            f"write {main.get('write', 0):.1f} s.")
     if "scorer_busy_share" in b:
         run += f" The device's scorer was busy {b['scorer_busy_share']:.0%} of the processing time."

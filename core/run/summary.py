@@ -1,7 +1,7 @@
 """The run summary: written as <stem>.summary.json and printed as a table at the end."""
 from __future__ import annotations
 
-from djx.core.run.breakdown import format_breakdown, format_startup
+from djx.core.run.breakdown import format_breakdown, format_timing
 from djx.core.run.estimate import format_estimate
 from djx.core.plan.resources import peak_rss_bytes, uss_bytes
 
@@ -89,9 +89,7 @@ def format_summary(s: dict) -> str:
                 f"  in {s['seconds']:.1f} s" + _rate(s))]
     t = s.get("timing")
     if t:
-        lines.append(f"  time: start-up (workers, models) {t['startup_seconds']:.1f} s{format_startup(t)}, then "
-                     f"{t['steady_samples_per_second']:.1f} samples/s for {t['processing_seconds']:.1f} s, "
-                     f"end {t['end_seconds']:.1f} s")
+        lines.append(f"  time: {format_timing(t)}")
     if s.get("rejected"):
         top = ", ".join(f"{code} {n}" for code, n in list((s.get("rejected_by_code") or {}).items())[:5])
         lines.append(f"  rejected: {s.get('rejected_share', 0):.1%} of the input" + (f" ({top})" if top else ""))
