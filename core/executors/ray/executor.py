@@ -32,13 +32,13 @@ from djx.core.errors import DjxError
 from djx.core.op.deduplicator import Deduplicator
 from djx.core.executors.base import DatasetSource
 from djx.core.executors.process import WorkerSetup
-from djx.core.executors.ray.cluster import (connect, explain, let_fetches_end, node_memory, refuse,
-                                            settle_fsspec_http)
+from djx.core.executors.ray.cluster import (connect, explain, importing_ray_data, let_fetches_end, node_memory,
+                                            refuse, settle_fsspec_http)
 from djx.core.executors.ray.node_watch import NodeLost, local_raylet, silence_ray_logs, watched
 from djx.core.executors.ray.poison import PoisonTracker
 from djx.core.executors.ray.ray_log import log_path, logged
 from djx.core.executors.ray.scorers import LANES, RayScorers, lane_args, prepare_only_stages
-from djx.core.executors.ray.read import BLOCK_LINES, JsonLines, advance, file_index, parse_lines, parse_rows
+from djx.core.executors.ray.read import BLOCK_LINES, advance, file_index, parse_lines, parse_rows
 from djx.core.executors.ray.stage_plan import actor_need, fitted, largest_node_memory, ray_stages
 from djx.core.executors.ray.stages import DATA, FILE, KIND, NBYTES, ChainStage, RowKind, meta_column
 from djx.core.plan.planner import Plan
@@ -85,7 +85,8 @@ class RayExecutor:
         files, state = source.files, source.state
         import ray
         self.started_at = time.time()
-        ours = connect(ray, self.recipe.ray_address, stop)  # else: the Ray this process is connected to already
+        with importing_ray_data():  # meanwhile, in a thread
+            ours = connect(ray, self.recipe.ray_address, stop)  # else: the Ray this process is connected to already
         self.connected_at = time.time()
         threads = set(threading.enumerate())
         data_log = logging.getLogger("ray.data")
@@ -151,11 +152,10 @@ class RayExecutor:
             DataContext._set_current(ctx)                # datasets built now carry this context
             try:
                 cpus = float(ray.cluster_resources().get("CPU", 1))
-                # CPU is a scheduling token here (real use is bounded by torch threads). The read
-                # task and a parse task take a quarter of the cluster each (1 CPU at most); actors
-                # share 90% of the rest. Whole CPUs per actor would leave a 2-CPU cluster no room to
-                # read, and fractions summing to a hair over the rest (Ray rounds to 1e-4) would
-                # make the run wait forever.
+                # CPU is a scheduling token here (real use is bounded by torch threads). The read task and
+                # a parse task take a quarter of the cluster each (1 CPU at most); actors share 90% of the
+                # rest. Whole CPUs per actor would leave a 2-CPU cluster no room to read, and fractions
+                # summing to a hair over the rest (Ray rounds to 1e-4) would make the run wait forever.
                 io_cpus = min(1.0, cpus / 4)
                 n_actors = max(1, len(self.groups) * self.plan.workers)
                 actor_cpus = max(0.001, min(1.0, int((cpus - 2 * io_cpus) * 9000 / n_actors) / 10000))
@@ -167,6 +167,7 @@ class RayExecutor:
                     ds = ray.data.read_parquet(files, partitioning=None, num_cpus=io_cpus, include_paths=many)
                     parse["index"] = file_index(files) if many else None
                 else:  # a resumed run starts in its current file, at its offset
+                    from djx.core.executors.ray.jsonl_source import JsonLines
                     limit = self.recipe.max_record_bytes
                     ds = ray.data.read_datasource(JsonLines(files[state.file:], state.offset, state.file, limit),
                                                   num_cpus=io_cpus)

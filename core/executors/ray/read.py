@@ -23,46 +23,6 @@ BLOCK_LINES, BLOCK_BYTES = 4096, 32 * MiB
 _PICKLE = pickle.HIGHEST_PROTOCOL
 
 
-def _file_datasource():
-    from ray.data.datasource import FileBasedDatasource
-    return FileBasedDatasource
-
-
-class JsonLines(_file_datasource()):
-    """A JSON Lines file as its lines, split on b"\\n" only and kept as bytes with their newline:
-    what the local reader sees. (read_text splits with str.splitlines, which also breaks lines at
-    \\r, U+0085 and U+2028, all valid inside a JSON line, and fails the whole file on bad UTF-8.)"""
-
-    def __init__(self, files: list[str], start: int = 0, first: int = 0, max_record_bytes: int = MAX_RECORD_BYTES,
-                 **kwargs):
-        super().__init__(files, **kwargs)
-        self.max_record_bytes = max_record_bytes  # a longer line is rejected, as the local reader does
-        self.start = start  # a resumed run's read offset (a line start) in its first file
-        self.first = first  # the dataset index of files[0] (a resumed run skips finished files)
-        self.index = file_index(files, first)
-
-    def _read_stream(self, f, path: str):
-        file = lookup_file(self.index, path)
-        skip = self.start if file == self.first else 0
-        at = skip
-        while skip > 0:  # a sequential stream: read past the part already done
-            got = len(f.read(min(skip, 4 * MiB)))
-            if not got:
-                return
-            skip -= got
-        lines, starts, over, size = [], [], [], 0
-        for line, start, too_big in split_lines(f, at, self.max_record_bytes):
-            lines.append(line)
-            starts.append(start)
-            over.append(too_big)
-            size += len(line)
-            if len(lines) >= BLOCK_LINES or size >= BLOCK_BYTES:
-                yield _lines_table(lines, starts, over, file)
-                lines, starts, over, size = [], [], [], 0
-        if lines:
-            yield _lines_table(lines, starts, over, file)
-
-
 def split_lines(f, at: int, limit: int) -> Iterator[tuple[bytes, int, int]]:
     """(line with its newline, its byte offset, its size if over `limit` else 0) for each line of
     the stream `f` from offset `at`. A line over the limit (as the local reader counts it: without
@@ -104,7 +64,7 @@ def lookup_file(index: dict, path: str) -> int:
     return index[key]
 
 
-def _lines_table(lines: list, starts: list, over: list, file: int) -> pa.Table:
+def lines_table(lines: list, starts: list, over: list, file: int) -> pa.Table:
     return pa.table({"raw": pa.array(lines, pa.binary()), AT: pa.array(starts, pa.int64()),
                      "over": pa.array(over, pa.int64()), FILE: pa.array([file] * len(lines), pa.int32())})
 
