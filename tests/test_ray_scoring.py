@@ -101,6 +101,11 @@ def test_ray_scoring_device_gives_the_local_results_with_no_weights_in_the_stage
     assert loads and not any("clip" in label or "blip" in label for w in loads.values() for label in w), loads
     assert any("aesthetics" in label for w in loads.values() for label in w), loads
     assert got["events"]["forwards"] > 0
+    # the scorer's busy share: of its time from its first call to its last, so at most all of it
+    # (over the processing time, which starts when a batch enters its last stage, it was 1.7x and more)
+    phases = got["time_breakdown"]["ops"]
+    busy, span = (sum(p.get(k, 0.0) for p in phases.values()) for k in ("scorer_busy", "scorer_span"))
+    assert 0 < busy <= span and 0 < got["time_breakdown"]["scorer_busy_share"] <= 1
     assert live_scoring_actors(ray_address) == []  # the run killed its scoring actors
 
 

@@ -121,7 +121,10 @@ def test_the_summary_and_the_report_say_where_the_time_went(tmp_path):
     assert {"decode", "preprocess", "wait", "forward", "scorer_busy"} <= set(phases)
     assert all(v >= 0 for v in phases.values()) and phases["forward"] > 0 and phases["decode"] > 0
     assert phases["scorer_busy"] >= phases["forward"]
-    assert 0 < breakdown["scorer_busy_share"] and set(breakdown["main"]) == {"read", "write"}
+    # busy over the scorer's time from its first call to its last: a share, never above all of it
+    assert phases["scorer_span"] >= phases["scorer_busy"]
+    assert breakdown["scorer_busy_share"] == pytest.approx(phases["scorer_busy"] / phases["scorer_span"], abs=2e-3)
+    assert 0 < breakdown["scorer_busy_share"] <= 1 and set(breakdown["main"]) == {"read", "write"}
     assert "where the time went: main process read" in out + err
     assert "image_text_similarity_filter's scorer: busy" in out + err
     # the report says it too: the run's line, and the op's phases in seconds, the scorer's included

@@ -57,17 +57,20 @@ def forward_timed(score, counters: dict | None):
 
 def breakdown(ops: list[dict], main: dict, processing_seconds: float) -> dict:
     """The summary's `time_breakdown`: the main process's read and write seconds, each op's
-    phases, and the scorer's busy share of the processing time (where it scored)."""
+    phases, and the scorer's busy share (where it scored): of its time from its first call to its
+    last (`scorer_span`; several scorers: their spans summed). Not of the processing time: on Ray
+    that starts when the first batch enters its last stage, after earlier stages' ops were scored."""
     out = {"processing_seconds": round(processing_seconds, 3),
            "main": {k: round(v, 3) for k, v in main.items()}, "ops": {}}
-    busy = 0.0
+    busy = span = 0.0
     for o in ops:
         phases = o.get("phases") or {}
         if phases:
             out["ops"][o["name"]] = {k: round(v, 3) for k, v in phases.items()}
             busy += phases.get("scorer_busy", 0.0)
+            span += phases.get("scorer_span", 0.0)
     if busy:
-        out["scorer_busy_share"] = round(busy / max(processing_seconds, 1e-9), 3)
+        out["scorer_busy_share"] = round(busy / max(span or processing_seconds, 1e-9), 3)
     return out
 
 
@@ -159,7 +162,7 @@ def format_breakdown(s: dict) -> list[str]:
                          f"from the transfers and forwards {max(host, 0.0):.1f} s (assembling, in its other "
                          f"thread: {phases.get('assemble', 0.0):.1f} s)")
     if "scorer_busy_share" in b:
-        lines.append(f"    scorer busy {b['scorer_busy_share']:.0%} of the processing time")
+        lines.append(f"    scorer busy {b['scorer_busy_share']:.0%} of its time from its first call to its last")
     return lines
 
 
@@ -176,7 +179,7 @@ def time_table(s: dict) -> dict | None:
     run = (f"{line[:1].upper()}{line[1:]}. Main process: read {main.get('read', 0):.1f} s, "
            f"write {main.get('write', 0):.1f} s.")
     if "scorer_busy_share" in b:
-        run += f" The device's scorer was busy {b['scorer_busy_share']:.0%} of the processing time."
+        run += f" The device's scorer was busy {b['scorer_busy_share']:.0%} of its time from its first call to its last."
     steps = [(key, words) for key, words in (*STEPS, ("scorer_busy", "scorer busy"))
              if any(p.get(key) for p in ops.values())]
     rows = [(name, [f"{p[key]:.2f}" if key in p else "" for key, _ in steps]) for name, p in ops.items()]

@@ -112,6 +112,7 @@ class Scorer:
         self._models: dict = {}  # spec -> the loaded model, loaded here once
         self._loading = threading.Lock()
         self._stream = None  # the gathering thread's CUDA stream (_aside)
+        self._last_end = None  # perf_counter at the end of the scoring thread's last answer
         threading.Thread(target=self._gather, name="djx-scorer-gather", daemon=True).start()
         threading.Thread(target=self._run, name="djx-scorer", daemon=True).start()
 
@@ -206,7 +207,12 @@ class Scorer:
             with torch.inference_mode():
                 scores = forward_timed(lambda: score(op, loaded), counters)
             if counters is not None:
-                counters[PHASE + "scorer_busy"] = time.perf_counter() - t0
+                end = time.perf_counter()
+                counters[PHASE + "scorer_busy"] = end - t0
+                # the time since its last answer ended (since this one began, for its first): summed,
+                # this thread's span from its first call to its last, the busy share's denominator
+                counters[PHASE + "scorer_span"] = end - (t0 if self._last_end is None else self._last_end)
+                self._last_end = end
             answers = [("scores", s, (counters or {}) if i == 0 else {}) for i, s in enumerate(scores)]
         except Exception as e:  # noqa: BLE001  (each waiting worker gets the error to raise)
             self._fail(group, e)
