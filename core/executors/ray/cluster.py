@@ -127,11 +127,11 @@ def connect(ray, address: str | None, stop=None) -> Ours | None:
 @contextmanager
 def importing_ray_data():
     """Import Ray Data (and djx's datasource on it) in a thread while the body runs: ray.init, which
-    spends most of its 2-3 s waiting for the processes it starts, while the import is 0.7 of the
-    driver's CPU-seconds before Ray otherwise. The thread is joined on the way out. The two share one
-    module (Ray's usage library), which imports nothing of the other's, so their import locks never
-    wait on each other in a cycle. An import that fails here fails again, with its error, where the
-    driver imports Ray Data after this."""
+    spends most of its 2-3 s waiting for the processes it starts. The import (0.7 CPU-seconds) was
+    otherwise the larger part of the driver's start-up before Ray. The thread is joined on the way
+    out. The two share one module (Ray's usage library), which imports nothing of the other's, so
+    their import locks never wait on each other in a cycle. An import that fails here fails again,
+    with its error, where the driver imports Ray Data after this."""
     importing = threading.Thread(target=_import_ray_data, name="djx-import-ray-data", daemon=True)
     importing.start()
     try:

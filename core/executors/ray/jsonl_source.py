@@ -1,6 +1,6 @@
 """The Ray executor's JSON Lines datasource, apart from read.py: defining it imports Ray Data (0.7
-CPU-seconds), which the driver does in a thread while Ray starts (cluster.import_ray_data), not on
-start-up's path before it."""
+CPU-seconds), which the driver does in a thread while Ray starts (cluster.importing_ray_data), not
+on start-up's path before it."""
 from __future__ import annotations
 
 from ray.data.datasource import FileBasedDatasource

@@ -1,6 +1,6 @@
-"""Reading and parsing for the Ray executor (Ray tasks): JSON Lines files as their lines, lines
-and parquet rows as rows of the schema in ray_stages, bad records rejected as the local reader
-rejects them."""
+"""Reading and parsing for the Ray executor (Ray tasks): JSON Lines files as their lines (the
+datasource is in jsonl_source.py), lines and parquet rows as rows of the schema in ray_stages, bad
+records rejected as the local reader rejects them."""
 from __future__ import annotations
 
 import os
