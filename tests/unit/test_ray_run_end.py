@@ -4,6 +4,7 @@ its usage poller (asks Prometheus every 10 s, forever) once cost every run that 
 10 s at its end."""
 from __future__ import annotations
 
+import os
 import threading
 
 from djx.core.executors.ray.cluster import let_fetches_end
@@ -82,3 +83,33 @@ def test_the_working_folder_goes_at_the_end_and_a_lost_node_gets_no_call_into_ra
         Ours([], str(folder)).shut_down(Ray(), lost=lost)
         assert not folder.exists()
         assert calls == ([] if lost else ["shutdown"])
+
+
+def test_a_killed_drivers_working_folder_is_swept_by_a_later_run_and_nothing_else(tmp_path):
+    """A driver killed before its end (SIGKILL) leaves its empty working folder; the next run
+    removes those whose driver is gone, and only those: a live driver's, a non-empty one, a link
+    (nor its target), a file, another program's folder stay."""
+    from djx.core.executors.ray.work_dir import PREFIX, empty_working_dir, sweep_left
+    with open("/proc/sys/kernel/pid_max") as f:
+        gone = int(f.read()) + 1  # above the highest process id this kernel gives: no process has it
+    dead, live, full = (tmp_path / f"{PREFIX}{pid}-abc_12" for pid in (gone, os.getpid(), gone + 1))
+    for folder in (dead, live, full):
+        folder.mkdir()
+    (full / "left.txt").write_text("kept")
+    target = tmp_path / "target"
+    target.mkdir()
+    (tmp_path / f"{PREFIX}{gone}-link").symlink_to(target)
+    (tmp_path / f"{PREFIX}{gone}-file").write_text("")
+    (tmp_path / "djx-ray-cwd-older").mkdir()  # an older djx's name, with no process id: left
+    (tmp_path / f"other-{gone}-abc").mkdir()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert sweep_left(str(tmp_path)) == [str(dead)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(n for n in before if n != dead.name)
+    assert target.is_dir() and (full / "left.txt").read_text() == "kept"
+    assert sweep_left(str(tmp_path / "missing")) == []
+    # the folder a run starts Ray from carries its driver's id, so it is swept once that driver is gone
+    here = os.getcwd()
+    with empty_working_dir() as folder:
+        assert os.path.basename(folder).startswith(f"{PREFIX}{os.getpid()}-") and os.getcwd() == folder
+    assert os.getcwd() == here
+    os.rmdir(folder)

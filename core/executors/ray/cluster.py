@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 import re
 import shutil
 import signal
 import sys
 import threading
-import tempfile
 import time
 from contextlib import contextmanager
 
@@ -19,12 +17,13 @@ import psutil
 from djx.core.errors import DjxError
 from djx.core.io.readers import ReadState
 from djx.core.plan.resources import cpu_count
+from djx.core.executors.ray.work_dir import empty_working_dir
 
 
 class Ours:
     """A cluster `connect` started or joined: the caller shuts it down (`shut_down`). `processes`:
     those of a local cluster it started (its head's, the driver's children); `folder`: the empty
-    working directory Ray was started from (_empty_working_dir), removed at the shutdown."""
+    working directory Ray was started from (work_dir.py), removed at the shutdown."""
 
     def __init__(self, processes: list, folder: str | None = None):
         self.processes, self.folder = processes, folder
@@ -113,7 +112,7 @@ def connect(ray, address: str | None, stop=None) -> Ours | None:
     before = set(psutil.Process().children())
     folder = None
     try:
-        with _empty_working_dir() as folder:
+        with empty_working_dir() as folder:
             ray.init(**where, logging_level=logging.ERROR)
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise DjxError(f"cannot start or join Ray (ray_address: {address!r}): {explain(e)}") from None
@@ -145,30 +144,6 @@ def _import_ray_data() -> None:
         importlib.import_module("djx.core.executors.ray.jsonl_source")  # imports ray.data
     except Exception:  # said by the driver's own import after the join
         pass
-
-
-@contextmanager
-def _empty_working_dir():
-    """ray.init puts the driver's working directory on every worker's sys.path, ahead of the
-    installed packages: a folder named `djx` there (an export folder, say) then shadows djx in
-    every stage actor ("cannot import name 'Batch' from 'djx' (unknown location)"). Ray is started
-    from an empty private folder instead, whatever the user's folder holds. Yields the folder (None
-    where there is none): it stays while the cluster runs (a local cluster's processes keep it as
-    their working directory) and goes with Ours.shut_down, or now if Ray did not start."""
-    try:
-        here = os.getcwd()
-    except OSError:  # the working directory was removed: nothing there to shadow anything
-        yield None
-        return
-    empty = tempfile.mkdtemp(prefix="djx-ray-cwd-")
-    os.chdir(empty)
-    try:
-        yield empty
-    except BaseException:
-        shutil.rmtree(empty, ignore_errors=True)
-        raise
-    finally:
-        os.chdir(here)
 
 
 def refuse_unreachable(address: str, timeout: float = 5.0) -> None:
