@@ -58,20 +58,19 @@ def _rewrite(finder: DuplicateFinder, ops: list, kept_part: str, dropped_part: s
     n = len(ops)
 
     def every():  # a sample a later op rejected is in its group (it stays rejected)
-        yield from (s for s, _ in _read(kept_part, dropped_part, n))
-        yield from (s for s, _ in _read(rejected, None, n, kept=False) if s.passed)
+        yield from (s for s, _, _ in _read(kept_part, dropped_part, n))
+        yield from (s for s, _, _ in _read(rejected, None, n, kept=False) if s.passed)
     finder.build(every)
     moved = 0
     with open(new_kept, "wb") as keep, open(new_dropped, "wb") as drop:
         # the dropped part first, as it was, but for the duplicates a later op dropped: in Data-Juicer's
         # order the deduplicator dropped them before that op saw them; then the kept part's duplicates
         for path, out in ((dropped_part, drop), (kept_part, keep)):
-            for seen, line in _read(path, None, n, kept=out is keep):
+            for seen, line, sample in _read(path, None, n, kept=out is keep):
                 found = finder.duplicate_of(seen)
                 if found is None:
                     out.write(line)
                     continue
-                sample = json.loads(line)
                 before = {k: v for k, v in (sample.get(DROP_KEY) or {}).items()
                           if k not in ("op", "op_index", "reason")}
                 sample[DROP_KEY] = {"op": ops[found.op_index].name, "op_index": found.op_index,
@@ -86,9 +85,9 @@ def _rewrite(finder: DuplicateFinder, ops: list, kept_part: str, dropped_part: s
 
 
 def _read(kept_part: str | None, dropped_part: str | None, n_ops: int,
-          kept: bool = True) -> Iterator[tuple[Seen, bytes]]:
-    """(what the phase needs of a sample, its line) for the kept part, then the dropped part
-    (`_read(path, None, n, kept=False)`: one dropped part)."""
+          kept: bool = True) -> Iterator[tuple[Seen, bytes, dict]]:
+    """(what the phase needs of a sample, its line, the line parsed) for the kept part, then the
+    dropped part (`_read(path, None, n, kept=False)`: one dropped part)."""
     for path, kept in ((kept_part, kept), (dropped_part, False)):
         if path is None or not os.path.exists(path):
             continue
@@ -98,7 +97,7 @@ def _read(kept_part: str | None, dropped_part: str | None, n_ops: int,
                     continue
                 rec = json.loads(line)
                 passed = n_ops if kept else (rec.get(DROP_KEY) or rec).get("op_index") or 0  # rejected: its own
-                yield Seen(rec[POSITION_KEY], rec.get(STATS_KEY) or {}, passed), line
+                yield Seen(rec[POSITION_KEY], rec.get(STATS_KEY) or {}, passed), line, rec
 
 
 def _recount(counts: RunCounts, ops: list, k: int, passed: int, has_images: bool) -> None:
