@@ -15,6 +15,7 @@ import contextlib
 import time
 
 PHASE = "time."
+BUSY_OF = "of its time from its first call to its last"  # what the scorer's busy share is a share of
 
 # the phases in the order a sample meets them, with the words the summary prints
 STEPS = (("decode", "decode"), ("preprocess", "preprocess"), ("wait", "wait for the scorer"),
@@ -162,7 +163,7 @@ def format_breakdown(s: dict) -> list[str]:
                          f"from the transfers and forwards {max(host, 0.0):.1f} s (assembling, in its other "
                          f"thread: {phases.get('assemble', 0.0):.1f} s)")
     if "scorer_busy_share" in b:
-        lines.append(f"    scorer busy {b['scorer_busy_share']:.0%} of its time from its first call to its last")
+        lines.append(f"    scorer busy {b['scorer_busy_share']:.0%} {BUSY_OF}")
     return lines
 
 
@@ -179,7 +180,7 @@ def time_table(s: dict) -> dict | None:
     run = (f"{line[:1].upper()}{line[1:]}. Main process: read {main.get('read', 0):.1f} s, "
            f"write {main.get('write', 0):.1f} s.")
     if "scorer_busy_share" in b:
-        run += f" The device's scorer was busy {b['scorer_busy_share']:.0%} of its time from its first call to its last."
+        run += f" The device's scorer was busy {b['scorer_busy_share']:.0%} {BUSY_OF}."
     steps = [(key, words) for key, words in (*STEPS, ("scorer_busy", "scorer busy"))
              if any(p.get(key) for p in ops.values())]
     rows = [(name, [f"{p[key]:.2f}" if key in p else "" for key, _ in steps]) for name, p in ops.items()]
