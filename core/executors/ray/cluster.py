@@ -17,6 +17,7 @@ import psutil
 from djx.core.errors import DjxError
 from djx.core.io.readers import ReadState
 from djx.core.plan.resources import cpu_count
+from djx.core.executors.ray.node_watch import alive
 from djx.core.executors.ray.work_dir import empty_working_dir
 
 
@@ -83,14 +84,21 @@ def _term_pending(pid: int) -> bool:
     return False
 
 
-def _kill(processes: list, wait: bool = True) -> None:
+def _kill(processes: list, wait: bool = True, timeout: float = 10.0) -> None:
+    """SIGKILL each process; with `wait`, until each has ended. Ended is gone or a zombie: the
+    raylet's workers and agents, orphaned when it dies, are reaped by PID 1 in its own time (1.4 s
+    on one machine, never where PID 1 reaps nothing), and a zombie holds nothing any more."""
     for p in processes:
         try:
             p.kill()
         except psutil.Error:
             pass
-    if wait:
-        psutil.wait_procs(processes, timeout=10)
+    pause, deadline = 0.001, time.monotonic() + timeout
+    while wait and processes and time.monotonic() < deadline:
+        processes = [p for p in processes if alive(p)]
+        if processes:
+            time.sleep(pause)
+            pause = min(2 * pause, 0.05)
 
 
 def connect(ray, address: str | None, stop=None) -> Ours | None:
