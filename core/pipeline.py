@@ -15,6 +15,7 @@ from typing import Iterable, Iterator
 
 from djx.core.run.chain import OpChain
 from djx.core.models.dtypes import slow_dtype_warnings
+from djx.core.plan.bytecode import bytecode_warnings
 from djx.core.errors import DjxError
 from djx.core.run.estimate import RunClock
 from djx.core.run.trial import check_limit, refuse_trial_over_full_run
@@ -131,7 +132,7 @@ class Pipeline:
             from djx.core.executors.ray.stage_plan import ray_stages
             ops = self.chain().ops
             lines.append(f"  note: {describe(ops, ray_stages(ops, True))}")
-        return "\n".join(lines + slow_dtype_warnings(specs, plan.devices))
+        return "\n".join(lines + slow_dtype_warnings(specs, plan.devices) + bytecode_warnings(specs))
 
     # -- in memory --------------------------------------------------------------------------
     def results(self, samples: Iterable[dict]) -> Iterator[SampleOutcome]:
