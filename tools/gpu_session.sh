@@ -3,7 +3,8 @@
 #
 #     bash tools/gpu_session.sh [SECONDS]        # default 420; logs to $OUT (or ./gpu-session-logs)
 #
-# 1. the machine (nvidia-smi, python, torch, transformers);
+# 1. the machine (nvidia-smi, python, torch, transformers); where torch and transformers have no
+#    bytecode and Python will not write it, compile it once into a cache of its own (PYTHONPYCACHEPREFIX);
 # 2. tools/gpu_decode_probe.py: GPU decode's parts (nvJPEG, one thread and four; the batched resize);
 # 3. tools/bench_throughput.py --only gpu: raw forward, the per-core prepare limit, djx end to end
 #    (GPU_RUNS, by default: the default plan, GPU decode, scoring: workers, scoring: device);
@@ -49,6 +50,15 @@ step machine 60 bash -c 'nvidia-smi --query-gpu=name,memory.total,driver_version
   python3 -c "import sys, os, importlib.util as u, torch; print(dict(dont_write_bytecode=sys.dont_write_bytecode,
   pycache_prefix=sys.pycache_prefix, torch_dir_writable=os.access(os.path.dirname(torch.__file__), os.W_OK),
   torch_pyc=os.path.exists(u.cache_from_source(torch.__file__))))"'  # why imports compiled from source there
+# a pip install leaves bytecode beside the sources; where this box's torch and transformers have none
+# and Python will not write it, every process compiles them from source (the last lent box: 60-70%
+# of the scorer's import samples): compile them once into a cache of this session's, as pip would
+# have at install, so the runs below measure djx, not the compiler (djx's plan warns of it too)
+python3 -c "import sys; from djx.core.plan.bytecode import uncompiled; sys.exit(3 if uncompiled() else 0)"
+if [ $? -eq 3 ]; then
+    export PYTHONPYCACHEPREFIX=/tmp/djx-pycache
+    step bytecode 150 bash -c 'python3 -m compileall -q -j 0 $(python3 -c "import os, sys; print(\" \".join(p for p in sys.path if p and os.path.isdir(p)))") >/dev/null 2>&1; echo compiled into $PYTHONPYCACHEPREFIX'
+fi
 step decode_probe 60 python3 -m djx.tools.gpu_decode_probe
 step bench 240 python3 -m djx.tools.bench_throughput --only gpu --n 2000 --repeat 8 --run-timeout 75 \
     --gpu-runs "${GPU_RUNS:-default,decode,workers,device}"
