@@ -42,11 +42,11 @@ def uncompiled(names=HEAVY, dont_write: bool | None = None) -> list[str]:
 
 def bytecode_warnings(specs, names=HEAVY, dont_write: bool | None = None) -> list[str]:
     """A `warning:` line when the run loads models and their libraries would compile from source."""
+    dont_write = sys.flags.dont_write_bytecode if dont_write is None else dont_write
     missing = uncompiled(names, dont_write) if specs else []
     if not missing:
         return []
-    why = ("PYTHONDONTWRITEBYTECODE is set" if (sys.flags.dont_write_bytecode if dont_write is None else dont_write)
-           else "their folder is read-only to you")
+    why = "PYTHONDONTWRITEBYTECODE is set" if dont_write else "their folder is read-only to you"
     if sys.pycache_prefix:  # bytecode is read from there only, the standard library's too
         paths = " ".join(p for p in sys.path if p and os.path.isdir(p))
         fix = (f"Python reads bytecode only from PYTHONPYCACHEPREFIX ({sys.pycache_prefix}): compile every folder "
