@@ -93,8 +93,10 @@ def _kill(processes: list, wait: bool = True, timeout: float = 10.0) -> None:
             p.kill()
         except psutil.Error:
             pass
+    if not wait:
+        return
     pause, deadline = 0.001, time.monotonic() + timeout
-    while wait and processes and time.monotonic() < deadline:
+    while processes and time.monotonic() < deadline:
         processes = [p for p in processes if alive(p)]
         if processes:
             time.sleep(pause)
