@@ -171,11 +171,11 @@ class WorkerReport:
     loads: dict[str, int] = field(default_factory=dict)          # model label -> loads
     load_seconds: dict[str, float] = field(default_factory=dict)
     measured_bytes: dict[str, int] = field(default_factory=dict)  # model label -> bytes
-    peak_uss: int = 0           # sampled every 0.25 s by a thread
+    peak_uss: int = 0           # sampled every second by a thread
     peak_device_bytes: int = 0
     peak_rss: int = 0           # the kernel's exact peak (counts shared pages too)
     peak_pss: int = 0           # shared pages charged 1/N to each of their N sharers
-    uss: int = 0                # at the time of the report
+    uss: int = 0                # at the time of the report (local runs: read again at the end)
     pss: int = 0
     shared_bytes: dict[str, int] = field(default_factory=dict)  # model label -> bytes mapped from the shared copy
     # its start-up: entered_at, ready_at (wall clock), scorer_wait and host_side (seconds)

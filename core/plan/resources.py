@@ -2,6 +2,7 @@
 number; RSS double-counts shared libraries and memory-mapped model files."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import resource
 import threading
@@ -33,6 +34,17 @@ def uss_pss_bytes(pid: int | None = None) -> tuple[int, int]:
             return info.uss, getattr(info, "pss", info.uss)
         except (psutil.Error, OSError):
             return 0, 0
+
+
+def read_again(report, pid: int):
+    """A worker's report (a WorkerReport) with its USS and PSS read now, from outside it: at the
+    end of a run, while every worker is alive and maps the shared weights, all at one moment (a
+    worker's own last reading may be up to a second old, from before the others mapped them)."""
+    uss, pss = uss_pss_bytes(pid)
+    if not uss:  # gone, or not readable
+        return report
+    return dataclasses.replace(report, uss=uss, pss=pss, peak_uss=max(report.peak_uss, uss),
+                               peak_pss=max(report.peak_pss, pss))
 
 
 def peak_rss_bytes() -> int:

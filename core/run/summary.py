@@ -55,7 +55,7 @@ def build_summary(recipe, paths, plan, executor, ops, counts, state, report, ses
 
 
 def _shared_memory(reports: dict) -> dict:
-    """Per worker PSS (peak, and at its last report) and, per device, the bytes of the one shared
+    """Per worker PSS (peak, and at its last report or the run's end) and, per device, the bytes of the one shared
     weight copy its workers map (empty when models are not shared)."""
     per_device: dict = {}
     for rep in reports.values():

@@ -1,15 +1,13 @@
 """Local executor: `np` worker processes, each running the whole op chain on one batch at a time.
 
-Memory is bounded: at most `max_in_flight` batches are read ahead of the oldest unfinished one,
-whatever the dataset size (by default four times what the workers hold, so that one slow batch does
-not leave the other workers without work). Results come back in input order. A worker that dies (signal,
-segfault, OOM killer) is replaced; its batch is retried once, then bisected until only the poison
-sample is left, which is rejected; the run never hangs on a dead worker.
+Memory is bounded: at most `max_in_flight` batches are read ahead of the oldest unfinished one, whatever the
+dataset size. Results come back in input order. A worker that dies (signal, segfault, OOM killer) is replaced;
+its batch is retried once, then bisected until only the poison sample is left, which is rejected.
 
-With `share_models`, the workers map one copy of each model per device: on CPU from the run
-folder (models/share/folder.py), on a GPU from that device's weight owner process (share/gpu_owner.py),
-which this executor starts before the workers, restarts when it dies and stops after them. With
-`scoring: device` that owner also scores for every worker of its device (share/scoring.py)."""
+With `share_models`, the workers map one copy of each model per device: on CPU from the run folder
+(models/share/folder.py), on a GPU from that device's weight owner process (share/gpu_owner.py), which this
+executor starts before the workers, restarts when it dies and stops after them. With `scoring: device`
+that owner also scores for every worker of its device (share/scoring.py)."""
 from __future__ import annotations
 
 import itertools
@@ -33,6 +31,7 @@ from djx.core.executors.local.worker import (Crashed, Done, Failed, Ready, Start
                                        worker_main)
 from djx.core.models.pool import preload_modules
 from djx.core.plan.planner import Plan
+from djx.core.plan.resources import read_again
 from djx.core.records import BatchResult, FailFast, WorkerReport
 from djx.core.run.stop import RUN_SAVED
 from djx.core.models.share.folder import create_run_folder, remove_run_folder
@@ -169,6 +168,8 @@ class LocalExecutor:
         return first + rest
 
     def _stop(self, workers: list[_Worker]) -> None:
+        if not any(h.requested for h in self._halt):  # memory at the end: all at one moment, all still alive
+            self.reports.update({w.rank: read_again(self.reports[w.rank], w.proc.pid) for w in workers if w.rank in self.reports})
         for w in workers:
             try:
                 send(w.conn, None)
@@ -238,8 +239,7 @@ class LocalExecutor:
                 stop.check(RUN_SAVED)
 
     def _kill_stuck(self, workers: list[_Worker]) -> float:
-        """Kill the workers stuck in one op call past sample_timeout (their sentinels then report
-        the death); the seconds until the next one could be."""
+        """Kill the workers stuck in an op call past sample_timeout; the seconds until the next one could be."""
         now, wake = time.monotonic(), self.sample_timeout
         for w in workers:
             if w.status.task_id not in w.jobs or w.timed_out:  # not computing one of its tasks
