@@ -138,8 +138,7 @@ def test_workers_map_one_copy_and_score_exactly_as_with_private_copies(tmp_path,
     assert mem["worker_last_uss_bytes"][1] < mem_private["worker_last_uss_bytes"][1] - 0.8 * weights, (mem, mem_private)
     # the two workers together are charged a good part of one copy less than with private copies
     # (not all of it: rank 0's kept heap, up to ~50 MB, and the allocator's noise count too). Both
-    # workers map the copy while either samples its memory: in a run where one is killed, the other
-    # may finish alone before the replacement maps it, and is then charged the whole copy.
+    # workers' figures are read by the run at its end, at one moment, while both map the copy.
     saved = sum(mem_private["worker_last_pss_bytes"].values()) - sum(mem["worker_last_pss_bytes"].values())
     assert saved > 0.5 * weights, (mem, mem_private)
     # a worker killed mid-run, after its models scored a batch: its replacement maps the same copy
