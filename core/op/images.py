@@ -59,10 +59,10 @@ class BatchImages:
         return ref if os.path.isabs(ref) else os.path.join(self.base_dir, ref)
 
     def file_bytes(self, ref: str) -> int:
-        try:
-            return os.path.getsize(self.path(ref))
-        except OSError as e:
-            raise SampleError(f"image {ref!r}: {e.strerror or e}", code=BAD_IMAGE) from None
+        """The image file's size in bytes (not decoded), its reference checked as for reading: a
+        URL, a folder or a FIFO is a bad image, not a size."""
+        with self._open_file(ref) as f:
+            return os.fstat(f.fileno()).st_size
 
     def size(self, ref: str) -> tuple[int, int]:
         """(width, height) of the upright image (what `rgb()` gives), from the file header only."""

@@ -107,3 +107,19 @@ def test_a_missing_or_broken_image_rejects_the_sample_with_the_file_named(make_i
     assert len(list(pipe.process(samples))) == 1
     reasons = [r["reason"] for r in pipe.last_counts["rejected_records"]]
     assert "gone.png" in reasons[0] and "broken.png" in reasons[1]
+
+
+def test_image_size_filter_rejects_what_is_no_image_file_with_the_reason(tmp_path):
+    """The size filter reads no pixels, but a folder, a FIFO, a URL or a missing file is no image
+    file: rejected (bad_image) with what it is, as every image op says it, never a size."""
+    import os
+    (tmp_path / "folder.jpg").mkdir()
+    os.mkfifo(tmp_path / "pipe.jpg")
+    refs = [str(tmp_path / "folder.jpg"), str(tmp_path / "pipe.jpg"), "https://example.com/a.jpg",
+            str(tmp_path / "gone.jpg")]
+    pipe = Pipeline(ops=[ImageSizeFilter(min_size=0)])
+    assert list(pipe.process([{"text": "", "images": [r]} for r in refs])) == []
+    rejected = pipe.last_counts["rejected_records"]
+    assert [r["code"] for r in rejected] == ["bad_image"] * 4
+    for said, expected in zip([r["reason"] for r in rejected], ["is a folder", "is a FIFO", "a URL", "file not found"]):
+        assert expected in said, said
