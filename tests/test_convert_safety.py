@@ -175,3 +175,15 @@ def test_only_keep_caption_warns_of_extra_image_tokens_and_keeps_no_copy_unless_
     res = djx_cli("convert", "djx-to-llava", tmp_path / "d.jsonl", tmp_path / "no.jsonl",
                   "--option", "only_keep_caption=true")
     assert res.rc == 1 and "--round-trip" in read_jsonl_file(tmp_path / "no.rejected.jsonl")[0]["reason"]
+
+
+def test_convert_warns_when_image_paths_name_no_file_under_the_image_folder(tmp_path, djx_cli):
+    """A wrong --image-folder (one level off) is said at convert time, with a path to look at, not
+    discovered as every sample rejected by a later `djx process`."""
+    src = _jsonl(tmp_path / "l.jsonl", [_llava(i) for i in range(6)] + [_llava(6, image="gone.jpg")])
+    res = djx_cli("convert", "llava-to-djx", src, tmp_path / "ok.jsonl", "--image-folder", DEMO_IMAGES)
+    assert res.rc == 0, res.err
+    assert "warning: 1 image path(s) name no file (the first: " + str(DEMO_IMAGES / "gone.jpg") + ")" in res.out
+    res = djx_cli("convert", "llava-to-djx", src, tmp_path / "off.jsonl", "--image-folder", DEMO_IMAGES.parent)
+    assert res.rc == 0 and "warning: 7 image path(s) name no file" in res.out and "--image-folder" in res.out
+    assert len(read_jsonl_file(tmp_path / "off.jsonl")) == 7  # written all the same: the paths are the user's

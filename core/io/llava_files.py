@@ -63,6 +63,8 @@ class Converted:
     foreign_llava: int = 0     # djx-to-llava: records whose __dj__llava__ djx did not sign (dropped)
     unsigned_llava: int = 0    # llava-to-djx: __dj__llava__ fields written unsigned (no usable key)
     key_problem: str = ""      # why the user's key is unusable, if it is
+    missing_images: int = 0    # llava-to-djx: image paths (with --image-folder, or absolute) naming no file
+    first_missing: str = ""
 
 
 @dataclass(frozen=True)
@@ -184,10 +186,13 @@ def _written(path: str, paths: _Paths, done: Converted) -> str:
     """A LLaVA image path as djx reads it from the output: joined to the image folder, absolute when
     the folder was given absolute, else relative to the output's folder (`djx process` resolves a
     dataset's relative paths from its folder, not from where convert ran)."""
-    if paths.image_folder is None:
-        done.relative_images += not os.path.isabs(path)
+    if paths.image_folder is None and not os.path.isabs(path):
+        done.relative_images += 1
         return path
-    full = os.path.normpath(os.path.join(paths.image_folder, path))
+    full = os.path.normpath(os.path.join(paths.image_folder or "", path))
+    if not os.path.isfile(full):  # a wrong --image-folder shows here, not as rejects of a later run
+        done.missing_images += 1
+        done.first_missing = done.first_missing or full
     return full if paths.absolute or os.path.isabs(path) else os.path.relpath(full, paths.out_dir)
 
 
@@ -251,6 +256,9 @@ def _convert_cmd(args) -> int:
               + (" (only_keep_caption puts one before each caption, as Data-Juicer does)" if opts.only_keep_caption
                  else "") + "; the ops that read images reject such samples: keep one turn per record, or use "
                  "--option image_broadcast=true --option split_chunk=true")
+    if done.missing_images:
+        print(f"djx convert: warning: {done.missing_images} image path(s) name no file (the first: "
+              f"{done.first_missing}); djx process rejects their samples as bad_image: check --image-folder")
     if done.relative_images:
         print(f"djx convert: note: {done.relative_images} image paths are relative to LLaVA's image folder; "
               f"djx process reads them from the output's folder: give --image-folder, or image_root in the recipe")
