@@ -193,6 +193,8 @@ def _written(path: str, paths: _Paths, done: Converted) -> str:
     if not os.path.isfile(full):  # a wrong --image-folder shows here, not as rejects of a later run
         done.missing_images += 1
         done.first_missing = done.first_missing or full
+    if paths.image_folder is None:
+        return path  # absolute, as LLaVA has it
     return full if paths.absolute or os.path.isabs(path) else os.path.relpath(full, paths.out_dir)
 
 
