@@ -14,6 +14,7 @@ import djx.ops.filter.stopwords_filter  # noqa: F401
 import djx.ops.filter.token_num_filter  # noqa: F401
 import djx.ops.filter.word_repetition_filter  # noqa: F401
 import djx.ops.filter.words_num_filter  # noqa: F401
+import djx.ops.filter.line_length_filters  # noqa: F401
 import djx.ops.filter.language_id_score_filter  # noqa: F401
 import djx.ops.filter.perplexity_filter  # noqa: F401
 import djx.ops.filter.text_action_filter  # noqa: F401

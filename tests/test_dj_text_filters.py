@@ -2,7 +2,8 @@
 tests/assets/dj_fixtures/text_filters.json (written by tools/dj_fixtures/text_filters.py through
 Data-Juicer itself), djx's stat for each text equals Data-Juicer's within 1e-6 and djx keeps the same
 texts. The texts: mojibake, curly quotes, full-width and CJK text, emoji, combining accents, HTML
-entities, tabs and newlines, repetitions, empty text, image and chunk tokens, a long text."""
+entities, tabs and newlines, every line break Python's splitlines knows (\\r, \\x0b, \\x0c, \\x1c-\\x1e, \\x85,
+U+2028/2029), trailing newlines, code, repetitions, empty text, image and chunk tokens, a long text."""
 from __future__ import annotations
 
 import importlib.util
@@ -37,6 +38,8 @@ def open_bounds(op_name: str, params: dict) -> dict:
     """The same op with bounds nothing falls outside: it keeps every text, with its stats."""
     if op_name in ("words_num_filter", "token_num_filter"):
         return {**params, "min_num": -sys.maxsize, "max_num": sys.maxsize}
+    if op_name in ("average_line_length_filter", "maximum_line_length_filter"):
+        return {**params, "min_len": -sys.maxsize, "max_len": sys.maxsize}
     return {**params, "min_ratio": -math.inf, "max_ratio": math.inf}
 
 
@@ -60,5 +63,6 @@ def test_the_fixture_covers_every_op_with_tokenization_on_and_off():
     word_ops = ("alphanumeric_filter", "word_repetition_filter", "words_num_filter", "flagged_words_filter",
                 "stopwords_filter")
     assert all((op, on) in settings for op in word_ops for on in (False, True))
-    assert {"character_repetition_filter", "special_characters_filter", "token_num_filter"} <= {c["op"] for c in FIXTURE["cases"]}
+    assert {"character_repetition_filter", "special_characters_filter", "token_num_filter", "average_line_length_filter",
+            "maximum_line_length_filter"} <= {c["op"] for c in FIXTURE["cases"]}
     assert FIXTURE["data_juicer"] == "1.6.1" and "" in {t["text"] for t in TEXTS}

@@ -60,12 +60,17 @@ CASES = [
     ("stopwords_filter", {"stopwords_dir": W, "tokenization": True, "tokenizer_model": SP, "min_ratio": 0.1}),
     ("token_num_filter", {"hf_tokenizer": TOK}),
     ("token_num_filter", {"hf_tokenizer": TOK, "min_num": 5, "max_num": 50}),
+    ("average_line_length_filter", {}),
+    ("average_line_length_filter", {"min_len": 5, "max_len": 40}),
+    ("maximum_line_length_filter", {}),
+    ("maximum_line_length_filter", {"min_len": 5, "max_len": 60}),
 ]
 PLACES = {W: "words", SP: "en.sp.model", TOK: "tokenizer"}
 STAT = {"alphanumeric_filter": None, "character_repetition_filter": "char_rep_ratio",
         "special_characters_filter": "special_char_ratio", "word_repetition_filter": "word_rep_ratio",
         "words_num_filter": "num_words", "flagged_words_filter": "flagged_words_ratio",
-        "stopwords_filter": "stopwords_ratio", "token_num_filter": "num_token"}
+        "stopwords_filter": "stopwords_ratio", "token_num_filter": "num_token",
+        "average_line_length_filter": "avg_line_length", "maximum_line_length_filter": "max_line_length"}
 
 
 def build_resources() -> None:
