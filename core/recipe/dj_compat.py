@@ -35,6 +35,36 @@ DJ_OP_KEYS = {
 }
 
 
+def take_dataset(raw: dict) -> tuple | None:
+    """Data-Juicer's `dataset: {configs: [{type: local, path: P}]}` becomes `dataset_path: P` (in place).
+    As in Data-Juicer, a `dataset_path` wins over it: then it is ignored, with why (returned). What djx
+    cannot read the same way (several sources, sampling, a hub or remote source) is refused with
+    what to write instead."""
+    if "dataset" not in raw:
+        return None
+    spec = raw.pop("dataset")
+    if raw.get("dataset_path"):
+        return ("dataset", "dataset_path is set, and takes precedence (as in Data-Juicer)")
+    configs = spec.get("configs") if isinstance(spec, dict) else None
+    if not isinstance(configs, list) or not configs or not all(isinstance(c, dict) for c in configs):
+        raise RecipeError(f"dataset: expected Data-Juicer's {{configs: [{{type: local, path: ...}}]}}, got {spec!r}")
+    if spec.get("max_sample_num") is not None:
+        raise RecipeError("dataset: max_sample_num samples the dataset at random; djx reads every sample, in "
+                          "order: write the sample first (e.g. `shuf -n N data.jsonl > part.jsonl`) and name it")
+    kinds = {c.get("type") for c in configs}
+    if kinds != {"local"}:
+        raise RecipeError(f"dataset: djx reads local files (type: local), got type {sorted(map(str, kinds))}; "
+                          f"download the dataset and give its path")
+    if len(configs) > 1:
+        raise RecipeError("dataset: djx reads one local source; put the files in one folder or match them "
+                          "with a glob, and give that as dataset_path (e.g. dataset_path: data/*.jsonl)")
+    path = configs[0].get("path")
+    if not isinstance(path, str) or not path:
+        raise RecipeError(f"dataset: configs[0] needs a path, got {configs[0]!r}")
+    raw["dataset_path"] = path
+    return None
+
+
 def refuse_mixture(path: str) -> None:
     """Data-Juicer's mixture `"0.5 a.jsonl 0.5 b.jsonl"` (weights and files): djx streams one
     dataset in a fixed order (positions, resume), so it refuses rather than samples differently."""
@@ -59,6 +89,9 @@ def _is_number(text: str) -> bool:
 
 
 _SAME_AS = {"num_proc": "np", "text_key": "text_keys", "image_keys": "image_key"}  # close in meaning, not in spelling
+_NOT_IN_DJX = {"validators": "Data-Juicer's dataset validators are not in djx: remove the key to run without "
+               "that check (djx rejects a record without its text or with a bad image on its own, with the "
+               "reason)"}
 _COMMAND_LINE = {"limit": "--limit N", "dry_run": "--dry-run", "restart": "--restart", "quiet": "--quiet",
                  "report": "--report"}  # options of `djx process`, not recipe keys
 
@@ -66,6 +99,8 @@ _COMMAND_LINE = {"limit": "--limit N", "dry_run": "--dry-run", "restart": "--res
 def unknown_key(key, fields) -> str:
     """Why `key` is not a recipe key, with the key (or command-line option) that was meant."""
     from djx.core.errors import closest
+    if key in _NOT_IN_DJX:
+        return f"recipe key {key!r}: {_NOT_IN_DJX[key]}"
     if key in _COMMAND_LINE:
         return (f"{key!r} is not a recipe key but an option of the command: "
                 f"djx process RECIPE {_COMMAND_LINE[key]}")

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import yaml
 
 from djx.core.recipe.context import RunContext
-from djx.core.recipe.dj_compat import DJ_GLOBAL_KEYS, DJ_OP_KEYS, refuse_mixture, unknown_key
+from djx.core.recipe.dj_compat import DJ_GLOBAL_KEYS, DJ_OP_KEYS, refuse_mixture, take_dataset, unknown_key
 from djx.core.errors import RecipeError
 from djx.core.op.params import coerce, _type_name
 from djx.core.io.dataset import dataset_root
@@ -151,6 +151,7 @@ def recipe_from_dict(raw: dict, base_dir: str = ".") -> Recipe:
     values: dict[str, Any] = {}
     ignored = []
     _take_executor_type(raw)
+    ignored.extend(filter(None, [take_dataset(raw)]))
     errors = []  # every unknown key and wrong type, in one error
     for key, value in raw.items():
         if key in DJ_GLOBAL_KEYS and key not in _FIELDS:

@@ -1,6 +1,7 @@
 """A Data-Juicer recipe runs as it is: the keys that mean nothing to djx are listed as ignored, with
 why; a mixture dataset_path ("0.5 a.jsonl 0.5 b.jsonl") is refused with what to do instead (djx
-streams one dataset in a fixed order, so it does not sample by weight)."""
+streams one dataset in a fixed order, so it does not sample by weight); Data-Juicer's `dataset:` key
+with one local source is read as its dataset_path."""
 from __future__ import annotations
 
 import pytest
@@ -35,3 +36,42 @@ def test_data_juicer_op_keys_are_ignored_with_why_unless_the_op_takes_them():
     assert (op.min_len, op.batch_size) == (4, 16)  # batch_size is a djx op parameter too: it takes effect
     assert recipe.notes() == [f"use_cache ignored: {DJ_GLOBAL_KEYS['use_cache']}",
                               f"process[0].text_length_filter.num_proc ignored: {DJ_OP_KEYS['num_proc']}"]
+
+
+def _dataset(*configs, **extra):
+    return {"dataset": {"configs": list(configs), **extra}, "export_path": "o.jsonl", "process": []}
+
+
+def test_data_juicers_dataset_key_with_one_local_source_is_the_dataset_path(tmp_path):
+    recipe = recipe_from_dict(_dataset({"type": "local", "path": "data/part.jsonl", "weight": 1.0}), str(tmp_path))
+    assert recipe.dataset_path == str(tmp_path / "data" / "part.jsonl")  # relative to the recipe, as dataset_path
+    assert recipe.notes() == []
+
+
+def test_a_dataset_path_wins_over_the_dataset_key_as_in_data_juicer_and_the_run_says_so(tmp_path):
+    raw = {**_dataset({"type": "local", "path": "other.jsonl"}), "dataset_path": "mine.jsonl"}
+    recipe = recipe_from_dict(raw, str(tmp_path))
+    assert recipe.dataset_path == str(tmp_path / "mine.jsonl")
+    assert recipe.notes() == ["dataset ignored: dataset_path is set, and takes precedence (as in Data-Juicer)"]
+
+
+@pytest.mark.parametrize("raw, says", [
+    (_dataset({"type": "local", "path": "a.jsonl"}, max_sample_num=100), "shuf -n N"),
+    (_dataset({"type": "local", "path": "a.jsonl"}, {"type": "local", "path": "b.jsonl"}), "data/*.jsonl"),
+    (_dataset({"type": "remote", "source": "arxiv"}), "download the dataset"),
+    (_dataset({"type": "huggingface", "path": "org/name"}), "type: local"),
+    (_dataset({"type": "local"}), "needs a path"),
+    (_dataset(), "expected Data-Juicer's {configs: [{type: local, path: ...}]}"),
+    ({"dataset": "data.jsonl", "export_path": "o.jsonl"}, "expected Data-Juicer's"),
+])
+def test_a_dataset_key_djx_cannot_read_alike_is_refused_with_what_to_write(raw, says):
+    with pytest.raises(RecipeError, match="^dataset: ") as e:
+        recipe_from_dict(raw)
+    assert says in str(e.value)
+
+
+def test_data_juicers_validators_are_refused_with_what_removing_them_means():
+    with pytest.raises(RecipeError) as e:
+        recipe_from_dict({"dataset_path": "d.jsonl", "export_path": "o.jsonl",
+                          "validators": [{"type": "required_fields", "required_fields": ["text"]}]})
+    assert "recipe key 'validators': Data-Juicer's dataset validators are not in djx: remove the key" in str(e.value)
