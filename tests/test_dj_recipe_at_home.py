@@ -124,3 +124,28 @@ def test_an_op_given_its_files_reaches_a_spawned_worker_whatever_the_cache_holds
     words = build_op("flagged_words_filter", {"flagged_words_dir": str(tmp_path / "words")})
     assert pickle.loads(pickle.dumps(op)).kenlm_model == op.kenlm_model  # Data-Juicer's cache is empty here
     assert pickle.loads(pickle.dumps(words)).vocabulary == frozenset({"badword"})
+
+
+@pytest.mark.slow
+def test_data_juicers_pile_recipe_runs_unchanged_with_its_2e5_bounds_and_line_length_filters(
+        tmp_path, dj_cache_home, djx_cli):
+    """pile-philpaper-refine.yaml (shipped unchanged) writes `max_len: 5e5` and `max_num: 2e5`, which
+    PyYAML reads as strings and Data-Juicer as numbers, and names the two line-length filters."""
+    _fill(dj_cache_home)
+    sentences = R.corpus(2000)
+    docs = {f"paper{i}": "\n".join(" ".join(sentences[j:j + 10]) for j in range(i * 400, i * 400 + 400, 10))
+            for i in range(4)}  # 40 lines of ~10 sentences: above min_num 1000 words
+    docs["one_huge_line"] = " ".join(sentences * 60)  # ~600,000 characters on one line: over max_len 5e5
+    data = tmp_path / "philpapers.jsonl"
+    data.write_text("".join(json.dumps({"id": k, "text": v}) + "\n" for k, v in docs.items()))
+    res = djx_cli("process", "--config", ASSETS / "dj_recipes" / "pile-philpaper-refine.yaml", "--quiet",
+                  "--dataset_path", data, "--export_path", tmp_path / "out" / "refined.jsonl")
+    assert res.rc == 0, res.err
+    summary = json.loads((tmp_path / "out" / "refined.summary.json").read_text())
+    by_name = {op["name"]: op for op in summary["ops"]}
+    assert len(summary["ops"]) == 16 and summary["skipped_ops"] == []
+    assert summary["input"] == summary["kept"] + summary["dropped"] == 5 and summary["rejected"] == 0
+    assert by_name["average_line_length_filter"]["dropped"] == 1
+    dropped = [json.loads(line) for line in (tmp_path / "out" / "refined.dropped.jsonl").read_text().splitlines()]
+    assert [d["id"] for d in dropped if "average_line_length_filter" in json.dumps(d)] == ["one_huge_line"]
+    assert by_name["maximum_line_length_filter"]["in"] == by_name["words_num_filter"]["in"] == 4

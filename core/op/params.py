@@ -23,7 +23,8 @@ def _type_name(tp: Any) -> str:
 
 
 def coerce(value: Any, tp: Any) -> Any:
-    """Return `value` as type `tp`, or raise TypeError. Ints widen to float; nothing else converts."""
+    """Return `value` as type `tp`, or raise TypeError. Ints widen to float and a whole float (2e5) is
+    an int; nothing else converts."""
     if tp is Any or tp is inspect.Parameter.empty:
         return value
     origin = typing.get_origin(tp)
@@ -54,6 +55,8 @@ def coerce(value: Any, tp: Any) -> Any:
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
+        if isinstance(value, float) and value.is_integer():  # 2e5, as Data-Juicer's recipes write it
+            return int(value)
         raise TypeError
     if isinstance(tp, type):
         if isinstance(value, tp):

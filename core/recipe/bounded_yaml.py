@@ -4,6 +4,8 @@ is composed first (anchors shared, nothing expanded), its expanded size is count
 graph, and only a document within the bounds is built into Python values."""
 from __future__ import annotations
 
+import re
+
 import yaml
 
 from djx.core.errors import RecipeError
@@ -12,6 +14,16 @@ from djx.core.io.regular_file import FileRefused, read_regular
 MAX_RECIPE_BYTES = 4 << 20  # a recipe is a page of YAML; this is a cap against a device or a dump
 MAX_ALIASES = 10_000
 MAX_EXPANDED = 10_000_000  # nodes (16 units each) plus scalar characters, as if every alias were copied
+
+
+class RecipeLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, reading `2e5`, `1.5e3` and `1e-3` as numbers, as Data-Juicer's config
+    parser (jsonargparse) and YAML 1.2 do; PyYAML alone (YAML 1.1) wants a dot and a signed exponent
+    (`2.0e+5`) and reads them as strings. Data-Juicer's own recipes write `max_len: 2e5`."""
+
+
+RecipeLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"), list("-+.0123456789"))
 
 
 class YamlTooLarge(ValueError):
@@ -42,7 +54,7 @@ def read_recipe_file(path: str):
 def safe_load_bounded(text: str, max_aliases: int = MAX_ALIASES, max_expanded: int = MAX_EXPANDED):
     """`yaml.safe_load(text)`, refusing (YamlTooLarge) a document with more than `max_aliases`
     aliases, recursive aliases, or an expanded size over `max_expanded`."""
-    loader = yaml.SafeLoader(text)
+    loader = RecipeLoader(text)
     try:
         try:
             node = loader.get_single_node()

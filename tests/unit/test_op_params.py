@@ -45,9 +45,10 @@ def test_an_unknown_parameter_is_named_with_the_closest_one_and_the_full_list():
     assert "(parameters: min_score, max_score, mode, labels, text_key, image_key, batch_size)" in msg
 
 
-def test_ints_widen_to_float_and_nothing_else_converts():
+def test_ints_widen_to_float_a_whole_float_is_an_int_and_nothing_else_converts():
     assert validate_params(ScoreFilter, {"min_score": 1, "max_score": 2.5}, "f") == {"min_score": 1.0, "max_score": 2.5}
     assert isinstance(coerce(1, float), float)
+    assert coerce(200000.0, int) == 200000 and type(coerce(2e5, int)) is int  # `max_len: 2e5`
     for value, tp in [("1", int), ("0.5", float), (1.5, int), ([1], int), ({"a": 1}, list)]:
         with pytest.raises(TypeError):
             coerce(value, tp)

@@ -76,3 +76,19 @@ def test_a_fasttext_model_swapped_for_a_fifo_after_the_check_is_refused_when_loa
     os.mkfifo(tmp_path / "lid.bin")
     with pytest.raises(FileRefused, match="a FIFO"):
         load_fasttext(ModelSpec("fasttext", str(tmp_path / "lid.bin")), "cpu")
+
+
+def test_numbers_with_an_exponent_load_as_numbers_as_data_juicer_reads_them(tmp_path):
+    """PyYAML alone reads 2e5 and 1.5e3 as strings; Data-Juicer's recipes write `max_len: 2e5`."""
+    from djx.core.recipe.bounded_yaml import safe_load_bounded
+    text = "a: 2e5\nb: 1e-3\nc: 1.5e3\nd: -3E+2\ne: .5e1\nf: '2e5'\ng: 1e5x\nh: 7\ni: 2.5\nj: 0x10\n"
+    assert safe_load_bounded(text) == {"a": 200000.0, "b": 0.001, "c": 1500.0, "d": -300.0, "e": 5.0,
+                                       "f": "2e5", "g": "1e5x", "h": 7, "i": 2.5, "j": 16}
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("dataset_path: d.jsonl\nexport_path: o.jsonl\n"
+                      "process:\n  - text_length_filter: {min_len: 1e1, max_len: 2e5}\n")
+    (op,) = load_recipe(str(recipe)).build_ops()
+    assert (op.min_len, op.max_len) == (10, 200000)
+    assert parse_set(["text_length_filter.max_len=3e4"]) == {"text_length_filter.max_len": 30000.0}
+    with pytest.raises(RecipeError, match="max_len: expected int, got 2.5"):
+        load_recipe(str(recipe), overrides={"text_length_filter.max_len": 2.5}).build_ops()
