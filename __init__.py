@@ -10,6 +10,7 @@ from djx.core.models.pool import ModelPool, ModelSpec, register_model_loader
 from djx.core.op.base import Batch, Filter, Mapper, Op
 from djx.core.op.deduplicator import Deduplicator, DuplicateIndex
 from djx.core.op.reasons import range_reason
+from djx.core.op.range_filter import RangeFilter
 from djx.core.pipeline import Pipeline
 from djx.core.run.outcome import SampleOutcome
 from djx.core.plan.planner import DeviceInfo, Plan, plan_workers
@@ -20,6 +21,6 @@ __version__ = "0.1.0"
 
 __all__ = ["Batch", "CheckError", "DROP_KEY", "Deduplicator", "DuplicateIndex", "DeviceInfo", "DjxError", "Filter", "Mapper",
            "ModelPool", "ModelSpec", "Op", "OpChain", "POSITION_KEY", "Pipeline", "Plan",
-           "RecipeError", "Recipe", "ResumeError", "RunContext", "STATS_KEY", "SampleError", "SampleOutcome",
+           "RangeFilter", "RecipeError", "Recipe", "ResumeError", "RunContext", "STATS_KEY", "SampleError", "SampleOutcome",
            "build_op", "check_outputs", "get_op_class", "load_recipe", "plan_workers",
            "range_reason", "register_model_loader", "register_op", "registered_ops", "UsageError"]

@@ -186,9 +186,12 @@ def _passed(op, stats: dict) -> str:
 
 
 def _thresholds(op) -> str:
+    from djx.core.op.range_filter import RANGE_SWITCHES
     from djx.core.op.reasons import fmt
     shown = [(k, v) for k, v in vars(op).items()
-             if (k.startswith(("min_", "max_")) or k in ("any_or_all", "reduce_mode")) and not callable(v)]
+             if (k.startswith(("min_", "max_")) or k in ("any_or_all", "reduce_mode")) and not callable(v)
+             and k not in RANGE_SWITCHES]
+    shown += [(k, v) for k, v in op.params().items() if k in RANGE_SWITCHES]  # as the recipe set them
     return ", ".join(f"{k} {v if isinstance(v, str) else fmt(v)}" for k, v in shown)
 
 

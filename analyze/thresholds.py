@@ -49,8 +49,9 @@ def filters_from_ops(ops) -> list[FilterInfo]:
         if not stats:
             continue
         mode = getattr(op, "any_or_all", "any")
-        out.append(FilterInfo(i, op.name, stats, mode if mode in ("any", "all") else "any",
-                              tuple(_thresholds(i, op, stats))))
+        # a reversed range keeps what lies outside its bounds: no bound line means what it says there
+        bounds = () if getattr(op, "reversed_range", False) is True else tuple(_thresholds(i, op, stats))
+        out.append(FilterInfo(i, op.name, stats, mode if mode in ("any", "all") else "any", bounds))
     return out
 
 

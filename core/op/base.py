@@ -153,7 +153,8 @@ class Filter(Op):
     list of them)."""
     verdict_params: ClassVar[tuple[str, ...] | None] = None
     """The parameters that choose the verdict from the stats without changing them (thresholds):
-    stats djx wrote are reused when only these differ. None: `any_or_all` and every min_*/max_*."""
+    stats djx wrote are reused when only these differ. None: `any_or_all` and every min_*/max_* (and,
+    always, a RangeFilter's min_closed_interval, max_closed_interval and reversed_range)."""
     stat_ranges: ClassVar[Mapping[str, tuple[float | None, float | None]]] = MappingProxyType({})
     """Per stat, the (low, high) bounds any value of it can have (None: unbounded), e.g. a length
     is never negative: a stat the input carries outside them is recomputed, never reused."""

@@ -34,10 +34,11 @@ def op_fingerprint(op) -> str:
     """What makes a stat this op's: its name, the parameters that change stats (not thresholds),
     its models and djx's version."""
     from djx import __version__
+    from djx.core.op.range_filter import RANGE_SWITCHES
     verdict_only = getattr(op, "verdict_params", None)
     params = {k: v for k, v in op.params().items()
-              if (k not in verdict_only if verdict_only is not None
-                  else not (k == "any_or_all" or k.startswith(("min_", "max_"))))}
+              if k not in RANGE_SWITCHES and (k not in verdict_only if verdict_only is not None
+                                              else not (k == "any_or_all" or k.startswith(("min_", "max_"))))}
     what = repr((op.name, sorted(params.items()), [repr(s) for s in op.model_specs()], __version__))
     return hashlib.sha256(what.encode()).hexdigest()[:16]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import threading
 
-from djx import Batch, Filter, RecipeError, SampleError
+from djx import Batch, RangeFilter, RecipeError, SampleError
 from djx.ops.common.vision import REQUIRES, VISION_EXTRA, opencv
 
 DEFAULT_CASCADE = "haarcascade_frontalface_alt.xml"  # Data-Juicer's default
@@ -100,7 +100,7 @@ def detect_faces(image, classifier, scale_factor: float, min_neighbors: int,
     return boxes
 
 
-class HaarFaceFilter(Filter):
+class HaarFaceFilter(RangeFilter):
     """Base of the face filters: per image, the faces a Haar cascade finds in the decoded image.
 
     The detector parameters are Data-Juicer's extra keyword arguments, under its names."""

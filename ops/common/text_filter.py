@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 
-from djx import Batch, Filter, RecipeError, range_reason
+from djx import Batch, RangeFilter, RecipeError
 from djx.ops.common.dj_cache import dj_models_dir, in_dj_dirs, not_found
 from djx.ops.common.text_words import TEXT_EXTRA, load_sentencepiece, refine_words, share_in, split_words
 
 
-class TextStatFilter(Filter):
+class TextStatFilter(RangeFilter):
     """Keeps a sample when its one stat `stat` lies in [low, high] (the parameters low_name, high_name)."""
 
     stat = ""
@@ -37,12 +37,11 @@ class TextStatFilter(Filter):
         return getattr(self, self.low_name), getattr(self, self.high_name)
 
     def keep(self, stats: dict) -> bool:
-        low, high = self.bounds()
-        return low <= stats[self.stat] <= high
+        return self.in_range(stats[self.stat], *self.bounds())
 
     def drop_reason(self, stats: dict) -> str:
         low, high = self.bounds()
-        return range_reason(self.stat, stats[self.stat], low, high, self.low_name, self.high_name)
+        return self.range_reason(self.stat, stats[self.stat], low, high, self.low_name, self.high_name)
 
 
 class WordsStatFilter(TextStatFilter):

@@ -1,11 +1,11 @@
 from typing import Literal
 
-from djx import Batch, Filter, range_reason, register_op
-from djx.ops.filter.per_image import image_sizes, keep_images
+from djx import Batch, RangeFilter, register_op
+from djx.ops.filter.per_image import image_sizes
 
 
 @register_op("image_aspect_ratio_filter")
-class ImageAspectRatioFilter(Filter):
+class ImageAspectRatioFilter(RangeFilter):
     """Keep samples whose images' aspect ratio (width / height) is within [min_ratio, max_ratio]."""
 
     stats_keys = ("aspect_ratios",)
@@ -24,8 +24,8 @@ class ImageAspectRatioFilter(Filter):
         batch.stats(sample)["aspect_ratios"] = [w / h for w, h in image_sizes(sample, batch)]
 
     def keep(self, stats: dict) -> bool:
-        return keep_images(stats["aspect_ratios"], self.min_ratio, self.max_ratio, self.any_or_all)
+        return self.keep_values(stats["aspect_ratios"], self.min_ratio, self.max_ratio, self.any_or_all)
 
     def drop_reason(self, stats: dict) -> str:
-        return range_reason("aspect_ratios", stats["aspect_ratios"], self.min_ratio, self.max_ratio,
+        return self.range_reason("aspect_ratios", stats["aspect_ratios"], self.min_ratio, self.max_ratio,
                             "min_ratio", "max_ratio", self.any_or_all)

@@ -1,8 +1,7 @@
 from typing import Literal
 
-from djx import Batch, range_reason, register_op
+from djx import Batch, register_op
 from djx.ops.common.faces import HaarFaceFilter
-from djx.ops.filter.per_image import keep_images
 
 
 @register_op("image_face_count_filter")
@@ -29,8 +28,8 @@ class ImageFaceCountFilter(HaarFaceFilter):
         batch.stats(sample)["face_counts"] = [len(boxes) for _, boxes in self.faces_per_image(sample, batch)]
 
     def keep(self, stats: dict) -> bool:
-        return keep_images(stats["face_counts"], self.min_face_count, self.max_face_count, self.any_or_all)
+        return self.keep_values(stats["face_counts"], self.min_face_count, self.max_face_count, self.any_or_all)
 
     def drop_reason(self, stats: dict) -> str:
-        return range_reason("face_counts", stats["face_counts"], self.min_face_count, self.max_face_count,
+        return self.range_reason("face_counts", stats["face_counts"], self.min_face_count, self.max_face_count,
                             "min_face_count", "max_face_count", self.any_or_all)

@@ -1,8 +1,7 @@
 from typing import Literal
 
-from djx import Batch, range_reason, register_op
+from djx import Batch, register_op
 from djx.ops.common.faces import HaarFaceFilter
-from djx.ops.filter.per_image import keep_images
 
 
 @register_op("image_face_ratio_filter")
@@ -31,8 +30,8 @@ class ImageFaceRatioFilter(HaarFaceFilter):
             for image, boxes in self.faces_per_image(sample, batch)]
 
     def keep(self, stats: dict) -> bool:
-        return keep_images(stats["face_ratios"], self.min_ratio, self.max_ratio, self.any_or_all)
+        return self.keep_values(stats["face_ratios"], self.min_ratio, self.max_ratio, self.any_or_all)
 
     def drop_reason(self, stats: dict) -> str:
-        return range_reason("face_ratios", stats["face_ratios"], self.min_ratio, self.max_ratio,
+        return self.range_reason("face_ratios", stats["face_ratios"], self.min_ratio, self.max_ratio,
                             "min_ratio", "max_ratio", self.any_or_all)

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from djx import Batch, DjxError, Filter, range_reason
+from djx import Batch, DjxError, RangeFilter
 from djx.core.models.oom import forward_with_backoff
 from djx.ops.filter.image_text_model_filter import default_forward_batch
 from djx.ops.common.model_op import OneModelOp, check_forward_batch
-from djx.ops.filter.per_image import decode_each_once, keep_images
+from djx.ops.filter.per_image import decode_each_once
 
 OOM_IMAGE_REASON = "CUDA out of memory even for a single image (batch halved down to 1)"
 
 
-class ImageModelFilter(OneModelOp, Filter):
+class ImageModelFilter(OneModelOp, RangeFilter):
     """Base: `score(loaded, pixels)` gives one float per image; the stat is their list."""
 
     uses_text = False
@@ -71,14 +71,14 @@ class ImageModelFilter(OneModelOp, Filter):
 
     def keep(self, stats: dict) -> bool:
         low, high = self.bounds()
-        return keep_images(stats[self.stat], low, high, self.any_or_all)
+        return self.keep_values(stats[self.stat], low, high, self.any_or_all)
 
     def bounds(self) -> tuple[float, float]:
         """The closed range of a kept image's score."""
         return self.min_score, self.max_score
 
     def drop_reason(self, stats: dict) -> str:
-        return range_reason(self.stat, stats[self.stat], *self.bounds(), "min_score", "max_score",
+        return self.range_reason(self.stat, stats[self.stat], *self.bounds(), "min_score", "max_score",
                             self.any_or_all)
 
 

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from djx import Batch, Filter, RecipeError, SampleError, range_reason, register_op
+from djx import Batch, RangeFilter, RecipeError, SampleError, register_op
 from djx.core.models.oom import OOM_REASON, forward_with_backoff
 from djx.ops.filter.image_text_model_filter import _image_side, default_forward_batch
 from djx.ops.common.model_op import OneModelOp, check_forward_batch
-from djx.ops.filter.per_image import keep_images
 
 IMAGE_COUNT = "image_count"  # rejection code: a sample without exactly two distinct images
 
 
 @register_op("image_pair_similarity_filter")
-class ImagePairSimilarityFilter(OneModelOp, Filter):
+class ImagePairSimilarityFilter(OneModelOp, RangeFilter):
     """Keep samples whose two images' CLIP cosine similarity is within [min_score, max_score].
 
     Each sample must hold exactly two images with different paths (else it is rejected with the
@@ -85,10 +84,10 @@ class ImagePairSimilarityFilter(OneModelOp, Filter):
                 batch.stats(batch.samples[i])[self.stats_keys[0]] = [float(cosine[0])]
 
     def keep(self, stats: dict) -> bool:
-        return keep_images(stats[self.stats_keys[0]], self.min_score, self.max_score, self.any_or_all)
+        return self.keep_values(stats[self.stats_keys[0]], self.min_score, self.max_score, self.any_or_all)
 
     def drop_reason(self, stats: dict) -> str:
-        return range_reason(self.stats_keys[0], stats[self.stats_keys[0]], self.min_score, self.max_score,
+        return self.range_reason(self.stats_keys[0], stats[self.stats_keys[0]], self.min_score, self.max_score,
                             "min_score", "max_score", self.any_or_all)
 
 

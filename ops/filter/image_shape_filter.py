@@ -1,12 +1,12 @@
 import sys
 from typing import Literal
 
-from djx import Batch, Filter, range_reason, register_op
+from djx import Batch, RangeFilter, register_op
 from djx.ops.filter.per_image import image_sizes
 
 
 @register_op("image_shape_filter")
-class ImageShapeFilter(Filter):
+class ImageShapeFilter(RangeFilter):
     """Keep samples whose images' width and height are within the given ranges (header-only read)."""
 
     stats_keys = ("image_width", "image_height")
@@ -32,15 +32,15 @@ class ImageShapeFilter(Filter):
         ws, hs = stats["image_width"], stats["image_height"]
         if not ws:
             return True
-        oks = [self.min_width <= w <= self.max_width and self.min_height <= h <= self.max_height
+        oks = [self.in_range(w, self.min_width, self.max_width) and self.in_range(h, self.min_height, self.max_height)
                for w, h in zip(ws, hs)]
         return any(oks) if self.any_or_all == "any" else all(oks)
 
     def drop_reason(self, stats: dict) -> str:
         ws, hs = stats["image_width"], stats["image_height"]
-        out = [range_reason(stat, values, low, high, f"min_{side}", f"max_{side}", self.any_or_all)
+        out = [self.range_reason(stat, values, low, high, f"min_{side}", f"max_{side}", self.any_or_all)
                for stat, values, low, high, side in (("image_width", ws, self.min_width, self.max_width, "width"),
                                                      ("image_height", hs, self.min_height, self.max_height, "height"))
-               if any(not low <= v <= high for v in values)]
+               if any(not self.in_range(v, low, high) for v in values)]
         return "; ".join(out)
 

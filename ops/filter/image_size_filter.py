@@ -1,8 +1,7 @@
 import re
 from typing import Literal
 
-from djx import Batch, Filter, RecipeError, range_reason, register_op
-from djx.ops.filter.per_image import keep_images
+from djx import Batch, RangeFilter, RecipeError, register_op
 
 # Data-Juicer's convention: KB and KiB alike are 1024 bytes (MB 1024**2, ...).
 _UNITS = {"": 1, "B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3, "TB": 1024 ** 4,
@@ -20,7 +19,7 @@ def parse_size(text: str | int, key: str) -> int:
 
 
 @register_op("image_size_filter")
-class ImageSizeFilter(Filter):
+class ImageSizeFilter(RangeFilter):
     """Keep samples whose image files' sizes (bytes on disk) are within [min_size, max_size]."""
 
     stats_keys = ("image_sizes",)
@@ -41,10 +40,10 @@ class ImageSizeFilter(Filter):
         batch.stats(sample)["image_sizes"] = [batch.images.file_bytes(ref) for ref in batch.image_refs(sample)]
 
     def keep(self, stats: dict) -> bool:
-        return keep_images(stats["image_sizes"], self.min_bytes, self.max_bytes, self.any_or_all)
+        return self.keep_values(stats["image_sizes"], self.min_bytes, self.max_bytes, self.any_or_all)
 
     def drop_reason(self, stats: dict) -> str:
         shown = tuple(f"{given} ({n} bytes)" if isinstance(given, str) else str(n)
                       for given, n in zip(self.size_text, (self.min_bytes, self.max_bytes)))
-        return range_reason("image_sizes", stats["image_sizes"], self.min_bytes, self.max_bytes,
+        return self.range_reason("image_sizes", stats["image_sizes"], self.min_bytes, self.max_bytes,
                             "min_size", "max_size", self.any_or_all, shown)

@@ -13,7 +13,7 @@ from typing import Literal
 
 from PIL import ImageOps
 
-from djx import Batch, Filter, RecipeError, SampleError, range_reason
+from djx import Batch, RangeFilter, RecipeError, SampleError
 from djx.core.models.oom import OOM_REASON, forward_with_backoff, free_cache, is_oom
 from djx.core.run.breakdown import forward_timed, timed
 from djx.core.recipe.context import TOKEN_MISMATCH
@@ -23,7 +23,6 @@ from djx.ops.common.pixels import processor_pixels, to_model, value_table
 from djx.ops.common.prepared import PreparedPairs, join, row_pieces, split
 from djx.ops.common.shapes import attention_without_plans, pad_tokens, text_length
 from djx.ops.models import load_host_side
-from djx.ops.filter.per_image import keep_images
 
 
 def split_chunks(text: str, n_images: int, image_token: str, eoc_token: str) -> list[tuple[str, int, int]]:
@@ -57,7 +56,7 @@ def default_forward_batch(device: str) -> int:
     return CPU_FORWARD_BATCH if device == "cpu" else GPU_FORWARD_BATCH
 
 
-class ImageTextModelFilter(OneModelOp, Filter):
+class ImageTextModelFilter(OneModelOp, RangeFilter):
     """Base of the filters that score (chunk text, image) pairs with a model."""
 
     uses_images = True
@@ -260,10 +259,10 @@ class ImageTextModelFilter(OneModelOp, Filter):
         self.finish(batch, plan, scores)
 
     def keep(self, stats: dict) -> bool:
-        return keep_images(stats[self.stat], self.min_score, self.max_score, self.any_or_all)
+        return self.keep_values(stats[self.stat], self.min_score, self.max_score, self.any_or_all)
 
     def drop_reason(self, stats: dict) -> str:
-        return range_reason(self.stat, stats[self.stat], self.min_score, self.max_score, "min_score", "max_score",
+        return self.range_reason(self.stat, stats[self.stat], self.min_score, self.max_score, "min_score", "max_score",
                             self.any_or_all)
 
     def _flip(self, image):

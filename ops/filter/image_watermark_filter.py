@@ -1,4 +1,4 @@
-from djx import range_reason, register_op
+from djx import register_op
 from djx.ops.filter.image_model_filter import ImageModelFilter, class_one_probability
 
 
@@ -29,8 +29,8 @@ class ImageWatermarkFilter(ImageModelFilter):
     def score(self, loaded, pixels) -> list[float]:
         return class_one_probability(loaded, pixels)
 
-    def bounds(self) -> tuple[float, float]:
-        return float("-inf"), self.prob_threshold
+    def bounds(self) -> tuple[None, float]:
+        return None, self.prob_threshold
 
     def drop_reason(self, stats: dict) -> str:
-        return range_reason(self.stat, stats[self.stat], *self.bounds(), "", "prob_threshold", self.any_or_all)
+        return self.range_reason(self.stat, stats[self.stat], *self.bounds(), "", "prob_threshold", self.any_or_all)

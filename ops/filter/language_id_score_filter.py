@@ -1,9 +1,9 @@
-from djx import Batch, Filter, ModelSpec, SampleError, register_op
+from djx import Batch, ModelSpec, RangeFilter, SampleError, register_op
 from djx.ops.common.text_models import LANGID_INSTALL, langid_missing, langid_model, utf8_text
 
 
 @register_op("language_id_score_filter")
-class LanguageIDScoreFilter(Filter):
+class LanguageIDScoreFilter(RangeFilter):
     """Keep samples whose fastText language id is one of `lang` (any language when empty) with a
     confidence of at least `min_score`. The text is lowercased and its newlines made spaces, as
     Data-Juicer does. `model_path`: a fastText language-id model (Data-Juicer's lid.176.bin);
@@ -40,9 +40,9 @@ class LanguageIDScoreFilter(Filter):
         stats["lang_score"] = float(scores[0])
 
     def keep(self, stats: dict) -> bool:
-        return (self.lang is None or stats["lang"] in self.lang) and stats["lang_score"] >= self.min_score
+        return (self.lang is None or stats["lang"] in self.lang) and self.in_range(stats["lang_score"], self.min_score)
 
     def drop_reason(self, stats: dict) -> str:
         if self.lang is not None and stats["lang"] not in self.lang:
             return f"lang={stats['lang']!r} not in lang {self.lang}"
-        return f"lang_score={stats['lang_score']:.4g} below min_score {self.min_score}"
+        return self.range_reason("lang_score", stats["lang_score"], self.min_score, None, "min_score", "")

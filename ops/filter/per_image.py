@@ -1,15 +1,7 @@
 """Per-image values the image filters share: sizes read from file headers, each image of a batch
-decoded once, and Data-Juicer's any_or_all keep rule over one value per image."""
+decoded once (the any_or_all keep rule is RangeFilter.keep_values)."""
 from djx import Batch, SampleError
 from djx.core.run.breakdown import timed
-
-
-def keep_images(values: list, low: float, high: float, any_or_all: str) -> bool:
-    """True when any (or all) values lie in [low, high]; a sample without images is kept."""
-    if not values:
-        return True
-    oks = [low <= v <= high for v in values]
-    return any(oks) if any_or_all == "any" else all(oks)
 
 
 def image_sizes(sample: dict, batch: Batch) -> list[tuple[int, int]]:

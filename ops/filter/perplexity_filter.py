@@ -1,9 +1,9 @@
-from djx import Batch, Filter, ModelSpec, SampleError, range_reason, register_op
+from djx import Batch, ModelSpec, RangeFilter, SampleError, register_op
 from djx.ops.common.text_models import PERPLEXITY_INSTALL, kenlm_advice, perplexity_missing, perplexity_models, utf8_text
 
 
 @register_op("perplexity_filter")
-class PerplexityFilter(Filter):
+class PerplexityFilter(RangeFilter):
     """Keep samples whose perplexity under a KenLM model is within [min_ppl, max_ppl]: the text is
     split into SentencePiece pieces, each line scored by KenLM (with sentence begin and end), and
     the perplexity is 10 ** (-log10 prob / (pieces + one end per line)), rounded to 0.1, as in
@@ -47,7 +47,7 @@ class PerplexityFilter(Filter):
         batch.stats(sample)["perplexity"] = round(ppl, 1)
 
     def keep(self, stats: dict) -> bool:
-        return self.min_ppl <= stats["perplexity"] <= self.max_ppl
+        return self.in_range(stats["perplexity"], self.min_ppl, self.max_ppl)
 
     def drop_reason(self, stats: dict) -> str:
-        return range_reason("perplexity", stats["perplexity"], self.min_ppl, self.max_ppl, "min_ppl", "max_ppl")
+        return self.range_reason("perplexity", stats["perplexity"], self.min_ppl, self.max_ppl, "min_ppl", "max_ppl")

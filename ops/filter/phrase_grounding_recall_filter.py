@@ -19,18 +19,17 @@ from typing import Literal
 
 from PIL import ImageOps
 
-from djx import Batch, Filter, SampleError, range_reason, register_op
+from djx import Batch, RangeFilter, SampleError, register_op
 from djx.core.models.oom import OOM_REASON, forward_with_backoff
 from djx.ops.common.grounding import image_recall, nltk_folder, noun_phrases
 from djx.ops.filter.image_text_model_filter import _image_side, default_forward_batch, split_chunks
 from djx.ops.common.model_op import OneModelOp, check_forward_batch
-from djx.ops.filter.per_image import keep_images
 
 NLTK_EXTRA = "pip install '.[grounding]' in djx's checkout"
 
 
 @register_op("phrase_grounding_recall_filter")
-class PhraseGroundingRecallFilter(OneModelOp, Filter):
+class PhraseGroundingRecallFilter(OneModelOp, RangeFilter):
     """Keep samples whose chunks' phrase grounding recall (OWL-ViT) is within [min_recall, max_recall].
 
     `nltk_data`: a folder holding NLTK's punkt_tab and averaged_perceptron_tagger_eng (default:
@@ -143,10 +142,10 @@ class PhraseGroundingRecallFilter(OneModelOp, Filter):
         return sum(recalls) / len(recalls)
 
     def keep(self, stats: dict) -> bool:
-        return keep_images(stats[self.stats_keys[0]], self.min_recall, self.max_recall, self.any_or_all)
+        return self.keep_values(stats[self.stats_keys[0]], self.min_recall, self.max_recall, self.any_or_all)
 
     def drop_reason(self, stats: dict) -> str:
-        return range_reason(self.stats_keys[0], stats[self.stats_keys[0]], self.min_recall, self.max_recall,
+        return self.range_reason(self.stats_keys[0], stats[self.stats_keys[0]], self.min_recall, self.max_recall,
                             "min_recall", "max_recall", self.any_or_all)
 
     def _prepare(self, image):

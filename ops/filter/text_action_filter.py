@@ -1,6 +1,6 @@
 from typing import Literal
 
-from djx import Batch, Filter, ModelSpec, register_op
+from djx import Batch, ModelSpec, RangeFilter, register_op
 from djx.ops.common.text_models import SPACY_INSTALL, remove_special_tokens, spacy_pipeline
 
 ACTION_POS = ("VERB",)
@@ -8,7 +8,7 @@ ACTION_TAGS = ("VV", "VB", "VBP", "VBZ", "VBD", "VBG", "VBN")
 
 
 @register_op("text_action_filter")
-class TextActionFilter(Filter):
+class TextActionFilter(RangeFilter):
     """Keep samples whose text holds at least `min_action_num` actions: tokens a spaCy pipeline tags
     as a verb (POS VERB with a verb tag), special tokens removed first, as in Data-Juicer.
     `spacy_model`: a pipeline package or folder; unset, Data-Juicer's unpacked
@@ -33,7 +33,7 @@ class TextActionFilter(Filter):
             batch.stats(sample)["num_action"] = sum(1 for t in doc if t.pos_ in ACTION_POS and t.tag_ in ACTION_TAGS)
 
     def keep(self, stats: dict) -> bool:
-        return stats["num_action"] >= self.min_action_num
+        return self.in_range(stats["num_action"], self.min_action_num)
 
     def drop_reason(self, stats: dict) -> str:
-        return f"num_action={stats['num_action']} below min_action_num {self.min_action_num}"
+        return self.range_reason("num_action", stats["num_action"], self.min_action_num, None, "min_action_num", "")

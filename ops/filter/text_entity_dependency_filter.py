@@ -1,6 +1,6 @@
 from typing import Literal
 
-from djx import Batch, Filter, ModelSpec, register_op
+from djx import Batch, ModelSpec, RangeFilter, register_op
 from djx.ops.common.text_models import SPACY_INSTALL, remove_special_tokens, spacy_pipeline
 
 ENTITY_POS = ("NOUN", "PROPN", "PRON")
@@ -22,7 +22,7 @@ def dependency_edges(doc) -> list[int]:
 
 
 @register_op("text_entity_dependency_filter")
-class TextEntityDependencyFilter(Filter):
+class TextEntityDependencyFilter(RangeFilter):
     """Keep samples whose entities (nouns, proper nouns, pronouns) have at least
     `min_dependency_num` dependency edges each (`all`) or at least one such entity (`any`); a text
     without entities is dropped, as in Data-Juicer. `spacy_model` as for text_action_filter."""
@@ -45,14 +45,16 @@ class TextEntityDependencyFilter(Filter):
             batch.stats(sample)["num_dependency_edges"] = dependency_edges(doc)
 
     def keep(self, stats: dict) -> bool:
-        passing = [n >= self.min_dependency_num for n in stats["num_dependency_edges"]]
-        if not passing:
-            return False
-        return any(passing) if self.any_or_all == "any" else all(passing)
+        # a text without entities is dropped, whatever the range
+        return self.keep_values(stats["num_dependency_edges"], self.min_dependency_num, None, self.any_or_all,
+                                empty=False)
 
     def drop_reason(self, stats: dict) -> str:
         edges = stats["num_dependency_edges"]
         if not edges:
             return "num_dependency_edges=[] (the text has no entity)"
+        if not self.default_switches():
+            return self.range_reason("num_dependency_edges", edges, self.min_dependency_num, None,
+                                     "min_dependency_num", "", self.any_or_all)
         return (f"num_dependency_edges={edges}: {'no' if self.any_or_all == 'any' else 'not every'} entity has "
                 f"min_dependency_num {self.min_dependency_num} (any_or_all: {self.any_or_all})")

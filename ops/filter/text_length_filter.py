@@ -1,10 +1,10 @@
 import sys
 
-from djx import Batch, Filter, range_reason, register_op
+from djx import Batch, RangeFilter, register_op
 
 
 @register_op("text_length_filter")
-class TextLengthFilter(Filter):
+class TextLengthFilter(RangeFilter):
     """Keep samples whose text length (characters) is within [min_len, max_len]."""
 
     stats_keys = ("text_len",)
@@ -20,7 +20,7 @@ class TextLengthFilter(Filter):
         batch.stats(sample)["text_len"] = len(batch.text(sample))
 
     def keep(self, stats: dict) -> bool:
-        return self.min_len <= stats["text_len"] <= self.max_len
+        return self.in_range(stats["text_len"], self.min_len, self.max_len)
 
     def drop_reason(self, stats: dict) -> str:
-        return range_reason("text_len", stats["text_len"], self.min_len, self.max_len, "min_len", "max_len")
+        return self.range_reason("text_len", stats["text_len"], self.min_len, self.max_len, "min_len", "max_len")
