@@ -149,3 +149,29 @@ def test_data_juicers_pile_recipe_runs_unchanged_with_its_2e5_bounds_and_line_le
     dropped = [json.loads(line) for line in (tmp_path / "out" / "refined.dropped.jsonl").read_text().splitlines()]
     assert [d["id"] for d in dropped if "average_line_length_filter" in json.dumps(d)] == ["one_huge_line"]
     assert by_name["maximum_line_length_filter"]["in"] == by_name["words_num_filter"]["in"] == 4
+
+
+@pytest.mark.slow
+def test_data_juicers_bloom_recipe_runs_unchanged_and_its_word_mappers_rewrite_the_text(
+        tmp_path, dj_cache_home, djx_cli):
+    """bloom-oscar.yaml (shipped unchanged) names remove_words_with_incorrect_substrings_mapper and
+    remove_long_words_mapper (max_len: 25) between its filters."""
+    _fill(dj_cache_home)
+    sentences = R.corpus(300)
+    long_word = "pneumonoultramicroscopicsilicovolcanoconiosis"  # 45 characters
+    docs = {f"doc{i}": " ".join(sentences[i * 30:i * 30 + 30]) + f" see https://example.com/{i} and {long_word} ."
+            for i in range(4)}
+    data = tmp_path / "oscar.jsonl"
+    data.write_text("".join(json.dumps({"id": k, "text": v}) + "\n" for k, v in docs.items()))
+    res = djx_cli("process", "--config", ASSETS / "dj_recipes" / "bloom-oscar.yaml", "--quiet",
+                  "--dataset_path", data, "--export_path", tmp_path / "out" / "oscar.jsonl")
+    assert res.rc == 0, res.err
+    summary = json.loads((tmp_path / "out" / "oscar.summary.json").read_text())
+    assert len(summary["ops"]) == 14 and summary["skipped_ops"] == []
+    assert summary["input"] == summary["kept"] + summary["dropped"] == 4 and summary["rejected"] == 0
+    by_name = {op["name"]: op for op in summary["ops"]}
+    assert by_name["remove_long_words_mapper"]["in"] == by_name["words_num_filter"]["in"] > 0
+    texts = [json.loads(line)["text"] for name in ("oscar.jsonl", "oscar.dropped.jsonl")
+             for line in (tmp_path / "out" / name).read_text().splitlines()]
+    mapped = [t for t in texts if "see and" in t]  # the samples that reached the mappers, as they left them
+    assert mapped and not any("https://" in t or long_word in t for t in mapped)

@@ -31,14 +31,30 @@ CONFIGS = [
     ("clean_email_mapper", {}),
     ("clean_email_mapper", {"repl": "[EMAIL]"}),
     ("clean_html_mapper", {}),
+    ("remove_long_words_mapper", {}),
+    ("remove_long_words_mapper", {"min_len": 3, "max_len": 12}),
+    ("remove_words_with_incorrect_substrings_mapper", {}),
+    ("remove_words_with_incorrect_substrings_mapper", {"substrings": ["oo", "-", "é"]}),
+    ("remove_words_with_incorrect_substrings_mapper", {"tokenization": True, "tokenizer_model": "@sp_model",
+                                                       "substrings": ["is", "om", "th", "ave"]}),
 ]
+# "@sp_model": the tests' SentencePiece model (tests/assets/dj_fixtures/text_resources/en.sp.model), which
+# Data-Juicer has no parameter for: it is put in the models cache Data-Juicer reads it from, as en.sp.model
+SP_MODEL = ROOT / "tests" / "assets" / "dj_fixtures" / "text_resources" / "en.sp.model"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "UV_OFFLINE": "1",
            "PIP_NO_INDEX": "1"}
 
 
 def run_dj(venv: Path, texts: list[str], op: str, params: dict, work: Path) -> list[str]:
+    import shutil
     import yaml
     work.mkdir(parents=True)
+    env = {**os.environ, **OFFLINE}
+    if params.get("tokenizer_model") == "@sp_model":
+        params = {k: v for k, v in params.items() if k != "tokenizer_model"}
+        (work / "models").mkdir()
+        shutil.copy(SP_MODEL, work / "models" / "en.sp.model")
+        env["DATA_JUICER_MODELS_CACHE"] = str(work / "models")
     (work / "in.jsonl").write_text("".join(json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n"
                                            for i, t in enumerate(texts)), encoding="utf-8")
     recipe = {"project_name": "mappers_fixture", "dataset_path": str(work / "in.jsonl"),
@@ -47,7 +63,7 @@ def run_dj(venv: Path, texts: list[str], op: str, params: dict, work: Path) -> l
               "open_tracer": False, "keep_stats_in_res_ds": True, "process": [{op: params}]}
     (work / "recipe.yaml").write_text(yaml.safe_dump(recipe, allow_unicode=True), encoding="utf-8")
     proc = subprocess.run([str(venv / "bin" / "dj-process"), "--config", str(work / "recipe.yaml")],
-                          env={**os.environ, **OFFLINE}, capture_output=True, text=True, timeout=600)
+                          env=env, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         sys.exit(f"Data-Juicer failed on {op} {params}:\n{proc.stderr[-3000:]}")
     rows = [json.loads(line) for line in (work / "out.jsonl").read_text(encoding="utf-8").split("\n") if line]

@@ -1,0 +1,91 @@
+"""The two word-removing mappers of Data-Juicer's BLOOM (OSCAR) recipe.
+
+Both read the text as Data-Juicer does: lines (split on newline), each split on tabs, each of those
+on spaces (empty pieces dropped); the words kept are joined back the same way, and a line or tab
+stretch left with no word disappears with its separator.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from djx import RecipeError, register_op
+from djx.ops.common.dj_cache import dj_models_dir, in_dj_dirs, not_found
+from djx.ops.common.text_mapper import TEXT_EXTRA, TextMapper
+from djx.ops.common.text_words import load_sentencepiece, special_characters, strip_special
+
+
+def keep_words(text: str, keep) -> str:
+    """`text` with only the words `keep(word)` accepts, split and joined as Data-Juicer does."""
+    lines = [[[w for w in stretch.split(" ") if w and keep(w)] for stretch in line.split("\t")]
+             for line in text.split("\n")]
+    lines = ["\t".join(" ".join(words) for words in line if words) for line in lines]
+    return "\n".join(line for line in lines if line)
+
+
+@register_op("remove_long_words_mapper")
+class RemoveLongWordsMapper(TextMapper):
+    """Remove the words whose length is outside [min_len, max_len]; a word too long is kept when it
+    fits once stripped of special characters at its ends (it is kept whole)."""
+
+    requires = {"emoji": TEXT_EXTRA}
+
+    def __init__(self, min_len: int = 1, max_len: int = sys.maxsize, **common):
+        super().__init__(**common)
+        self.min_len, self.max_len = min_len, max_len
+
+    def fits(self, word: str) -> bool:
+        if self.min_len <= len(word) <= self.max_len:
+            return True
+        return len(word) > self.max_len and \
+            self.min_len <= len(strip_special(word, special_characters())) <= self.max_len
+
+    def map_text(self, text: str) -> str:
+        return keep_words(text, self.fits)
+
+
+@register_op("remove_words_with_incorrect_substrings_mapper")
+class RemoveWordsWithIncorrectSubstringsMapper(TextMapper):
+    """Remove the words that contain any of `substrings` once stripped of special characters at
+    their ends (default: http, www, .com, href, //). With `tokenization`, the words are the pieces
+    of the SentencePiece model at `tokenizer_model` (unset: Data-Juicer's {lang}.sp.model where its
+    cache has it) and, as in Data-Juicer, a text that loses a piece is joined back without spaces."""
+
+    requires = {"emoji": TEXT_EXTRA}
+    path_params = ("tokenizer_model",)
+
+    def __init__(self, lang: str = "en", tokenization: bool = False, substrings: list[str] | None = None,
+                 tokenizer_model: str | None = None, **common):
+        super().__init__(**common)
+        self.lang, self.tokenization, self.tokenizer_model = lang, tokenization, tokenizer_model
+        self.substrings = ["http", "www", ".com", "href", "//"] if substrings is None else list(substrings)
+        self.tokenizer = None
+
+    @classmethod
+    def missing_resources(cls, params: dict) -> list[str]:
+        lang = params["lang"]
+        if not params["tokenization"] or params["tokenizer_model"] or in_dj_dirs(f"{lang}.sp.model"):
+            return []
+        return [not_found("tokenizer_model", f"a SentencePiece model for {lang!r} (tokenization: true)",
+                          os.path.join(dj_models_dir(), f"{lang}.sp.model"))]
+
+    def load_resources(self) -> None:
+        if self.tokenization and self.tokenizer is None:
+            try:
+                self.tokenizer = load_sentencepiece(self.tokenizer_model or in_dj_dirs(f"{self.lang}.sp.model"),
+                                                    self.lang)
+            except ImportError:
+                raise RecipeError(f"{self.name}: tokenization: true needs the Python package 'sentencepiece', "
+                                  f"which is not installed: {TEXT_EXTRA}") from None
+
+    def clean(self, word: str) -> bool:
+        word = strip_special(word, special_characters())
+        return not any(s in word for s in self.substrings)
+
+    def map_text(self, text: str) -> str:
+        if not self.tokenization:
+            return keep_words(text, self.clean)
+        self.load_resources()
+        pieces = [p.replace("\u2581", "") for p in self.tokenizer.encode_as_pieces(text)]
+        kept = [p for p in pieces if self.clean(p)]
+        return "".join(kept) if len(kept) != len(pieces) else text
