@@ -248,6 +248,7 @@ def test_a_report_that_cannot_be_written_fails_the_run_after_its_outputs(tmp_pat
     assert (tmp_path / "out" / "t.jsonl").exists() and (tmp_path / "out" / "t.summary.json").exists()
 
 
+@pytest.mark.slow
 def test_sharded_export_with_stats_beside_it_is_analyzed(tmp_path, write_recipe, djx_cli):
     recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(REPO_DIR / "tests/assets/demo/demo.jsonl"),
                           export_path=str(tmp_path / "out" / "s.jsonl"), np=1, keep_stats_in_res_ds=False,
@@ -298,6 +299,7 @@ def test_a_trial_run_is_analyzed_as_such(tmp_path, write_recipe, djx_cli):
     assert "a trial run (--limit 40): every figure covers its first 40 samples" in html
 
 
+@pytest.mark.slow
 def test_thumbnails_follow_image_paths_relative_to_the_export(tmp_path, write_recipe, djx_cli):
     recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(REPO_DIR / "tests/assets/demo/demo.jsonl"),
                           export_path=str(tmp_path / "elsewhere" / "out" / "i.jsonl"), np=1, image_paths="relative",

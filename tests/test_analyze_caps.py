@@ -105,6 +105,7 @@ def test_a_frequent_stat_first_seen_late_is_still_plotted(real_run, tmp_path):
     assert late["count"] == 38 and late["min"] == 2.0  # every value, not those after a sketch was free
 
 
+@pytest.mark.slow
 def test_stat_names_that_make_one_file_name_get_their_own_files(tmp_path, djx_cli):
     names = ["a/b", "a_b", "A_b", "a:b", "x" * 400]
     export = write_jsonl_file(tmp_path / "o.jsonl", [

@@ -7,6 +7,7 @@ import json
 import pytest
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ops, said", [(5, "not a list but int"), ([1], "ops[0] is int, not an object"),
                                        ([{"name": "text_length_filter"}], "ops[0] lacks in, kept, dropped, rejected")])
 def test_a_summary_with_unreadable_op_counts_is_said_not_a_traceback(tmp_path, write_jsonl, write_recipe, djx_cli,
@@ -23,6 +24,7 @@ def test_a_summary_with_unreadable_op_counts_is_said_not_a_traceback(tmp_path, w
     assert (tmp_path / "out" / "o.analysis" / "report.html").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fields, said", [({"input": "twelve"}, 'input ("twelve" is not a count)'),
                                           ({"input": -3, "dropped": 1.5}, "input (-3 is not a count)"),
                                           ({"dataset_path": 5}, "dataset_path (5 is not a text)"),

@@ -221,6 +221,7 @@ def _first_screen(html: str) -> str:
     return html[html.index('<section id="first-screen">'):html.index("</section>")]
 
 
+@pytest.mark.slow
 def test_the_first_screen_says_how_many_more_ops_dropped_and_that_nothing_was_kept(tmp_path):
     """Seven filters dropped samples: the top five are listed, then "and 2 more" with their samples;
     a run that kept nothing says so, and why, before anything else."""

@@ -157,6 +157,7 @@ def test_a_run_that_keeps_nothing_of_many_says_the_model_may_not_fit_the_data(tm
             "check its model and bounds (the demo's tiny models mean nothing on real photos)") in res.out + res.err
 
 
+@pytest.mark.slow
 def test_analyze_check_and_explain_take_the_recipe_that_ran(tmp_path, write_jsonl, write_recipe, djx_cli):
     """`djx process recipe.yaml` then `djx analyze recipe.yaml` (or `--config recipe.yaml`, as
     Data-Juicer's tools take it): the export the recipe wrote is read, with the recipe's thresholds."""

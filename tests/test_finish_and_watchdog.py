@@ -41,6 +41,7 @@ class Stop(BaseException):
     """Stands for the process dying at this instant (nothing after it runs)."""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("call", ["replace", "remove"])
 def test_a_run_stopped_at_any_instant_of_its_finish_completes_on_the_next_run(tmp_path, write_recipe,
                                                                                monkeypatch, call):
@@ -169,6 +170,7 @@ def _file_size_limit(limit: int):
     return apply
 
 
+@pytest.mark.slow
 def test_a_write_that_fails_mid_run_says_the_data_is_saved_and_the_rerun_resumes(tmp_path, write_recipe):
     (tmp_path / "d.jsonl").write_text("".join(json.dumps({"id": i, "text": "y" * (i % 300)}) + "\n"
                                               for i in range(600)))

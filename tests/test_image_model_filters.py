@@ -6,9 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-import torch
 from PIL import Image
-from transformers import AutoModelForImageClassification, AutoProcessor
 
 from djx import Pipeline, STATS_KEY
 from djx.core.models.pool import estimate_bytes, loader_for
@@ -74,6 +72,8 @@ def test_the_filters_give_data_juicers_numbers():
 
 def test_a_folder_loads_as_a_hub_id_would_and_scores_as_a_plain_forward():
     """The classifier filters score softmax(logits)[:, 1] of transformers' own model and processor."""
+    import torch
+    from transformers import AutoModelForImageClassification, AutoProcessor  # not at collection: seconds
     paths = DEMO_IMAGES[:5]
     for kind, folder in (("nsfw", NSFW), ("watermark", WATERMARK)):
         model = AutoModelForImageClassification.from_pretrained(folder).eval()

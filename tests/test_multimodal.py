@@ -6,9 +6,7 @@ import random
 from pathlib import Path
 
 import pytest
-import torch
 from PIL import Image
-from transformers import AutoProcessor, BlipForImageTextRetrieval, CLIPModel
 
 from djx import DjxError, Pipeline
 from djx.core.recipe.recipe import recipe_from_dict
@@ -59,6 +57,8 @@ def test_tiny_models_score_matching_captions_above_mismatched_ones(tmp_path, mak
 
 def reference_clip(samples, folder):
     """Data-Juicer's computation, one plain forward per chunk: logits_per_text / 100, averaged."""
+    import torch
+    from transformers import AutoProcessor, CLIPModel  # here: importing them costs every run's collection 3 s
     model = CLIPModel.from_pretrained(CLIP).eval()
     proc = AutoProcessor.from_pretrained(CLIP)
     out = []
@@ -80,6 +80,8 @@ def reference_clip(samples, folder):
 
 
 def reference_blip(samples, folder):
+    import torch
+    from transformers import AutoProcessor, BlipForImageTextRetrieval
     model = BlipForImageTextRetrieval.from_pretrained(BLIP).eval()
     proc = AutoProcessor.from_pretrained(BLIP)
     out = []

@@ -137,6 +137,7 @@ def _boom_head(tmp_path, bad: int, good: int):
                        + [{"text": f"good sample {i}"} for i in range(good)])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch_size", [1, 7, 50, 500])
 def test_bad_records_at_the_head_of_a_good_dataset_do_not_stop_it_whatever_the_batches(tmp_path, write_recipe,
                                                                                        djx_cli, batch_size):
