@@ -71,6 +71,14 @@ def test_an_empty_sentence_separator_is_refused(tmp_path, djx_cli):
     assert res.rc == 1 and "sent_separator" in res.err and not (tmp_path / "back.json").exists()
 
 
+
+def test_an_option_value_that_is_not_yaml_is_one_line_saying_how_to_quote_it(tmp_path, djx_cli):
+    src = _jsonl(tmp_path / "l.jsonl", [_llava(i) for i in range(3)])
+    res = djx_cli("convert", "llava-to-djx", src, tmp_path / "d.jsonl", "--option", "image_token=[")
+    assert res.rc == 1 and "Traceback" not in res.err and not (tmp_path / "d.jsonl").exists()
+    assert res.err.strip() == ("djx: error: --option image_token=[: the value is not valid YAML (while parsing a "
+                               "flow node); quote a string value, e.g. --option 'image_token=\"[\"'")
+
 NO_EOC = ("--option", "add_eoc_at_last=false")
 
 

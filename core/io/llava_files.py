@@ -230,13 +230,13 @@ def add_convert_parser(sub) -> None:
 
 
 def _convert_cmd(args) -> int:
-    import yaml
+    from djx.core.recipe.overrides import _yaml_value
     values = {}
     for item in args.option:
         key, eq, value = item.partition("=")
         if not eq:
             raise DjxError(f"--option expects KEY=VALUE, got {item!r}")
-        values[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+        values[key.strip()] = _yaml_value(value, f"--option {item}", key.strip(), "--option")
     try:
         opts = LlavaOptions.from_dict(values, where="--option")
     except ValueError as e:

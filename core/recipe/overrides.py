@@ -23,7 +23,7 @@ def parse_set(items: list[str]) -> dict:
     return out
 
 
-def _yaml_value(value: str, where: str, key: str):
+def _yaml_value(value: str, where: str, key: str, flag: str = "--set"):
     from djx.core.recipe.bounded_yaml import YamlTooLarge, safe_load_bounded
     try:
         return safe_load_bounded(value) if value.strip() else ""
@@ -31,7 +31,7 @@ def _yaml_value(value: str, where: str, key: str):
         raise RecipeError(f"{where}: {e}") from None
     except yaml.YAMLError as e:
         raise RecipeError(f"{where}: the value is not valid YAML ({str(e).splitlines()[0]}); "
-                          f"quote a string value, e.g. --set '{key}=\"{value}\"'") from None
+                          f"quote a string value, e.g. {flag} '{key}=\"{value}\"'") from None
 
 
 def dj_options(tokens: list[str], own_options: set[str]) -> tuple[list[str], dict]:
