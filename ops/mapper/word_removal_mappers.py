@@ -25,8 +25,9 @@ def keep_words(text: str, keep) -> str:
 
 @register_op("remove_long_words_mapper")
 class RemoveLongWordsMapper(TextMapper):
-    """Remove the words whose length is outside [min_len, max_len]; a word too long is kept when it
-    fits once stripped of special characters at its ends (it is kept whole)."""
+    """Remove the words whose length is outside [min_len, max_len].
+
+    A word too long is kept (whole) when it fits once stripped of special characters at its ends."""
 
     requires = {"emoji": TEXT_EXTRA}
 
@@ -46,10 +47,12 @@ class RemoveLongWordsMapper(TextMapper):
 
 @register_op("remove_words_with_incorrect_substrings_mapper")
 class RemoveWordsWithIncorrectSubstringsMapper(TextMapper):
-    """Remove the words that contain any of `substrings` once stripped of special characters at
-    their ends (default: http, www, .com, href, //). With `tokenization`, the words are the pieces
-    of the SentencePiece model at `tokenizer_model` (unset: Data-Juicer's {lang}.sp.model where its
-    cache has it) and, as in Data-Juicer, a text that loses a piece is joined back without spaces."""
+    """Remove the words that contain any of `substrings` (default: http, www, .com, href, //).
+
+    A word is tested once stripped of special characters at its ends. With `tokenization`, the words
+    are the pieces of the SentencePiece model at `tokenizer_model` (unset: Data-Juicer's
+    {lang}.sp.model where its cache has it) and, as in Data-Juicer, a text that loses a piece is
+    joined back without spaces."""
 
     requires = {"emoji": TEXT_EXTRA}
     path_params = ("tokenizer_model",)
