@@ -20,8 +20,10 @@ class LineLengthFilter(TextStatFilter):
 
 @register_op("average_line_length_filter")
 class AverageLineLengthFilter(LineLengthFilter):
-    """Keep samples whose average line length is within [min_len, max_len]: `avg_line_length` = the
-    text's length (line breaks included) over its number of lines (0.0 for a text with no line)."""
+    """Keep samples whose average line length is within [min_len, max_len].
+
+    `avg_line_length` = the text's length (line breaks included) over its number of lines (0.0 for a
+    text with no line)."""
 
     stat = "avg_line_length"
 
@@ -32,8 +34,9 @@ class AverageLineLengthFilter(LineLengthFilter):
 
 @register_op("maximum_line_length_filter")
 class MaximumLineLengthFilter(LineLengthFilter):
-    """Keep samples whose longest line is within [min_len, max_len] characters: `max_line_length`
-    (0 for a text with no line)."""
+    """Keep samples whose longest line is within [min_len, max_len] characters.
+
+    `max_line_length` is 0 for a text with no line."""
 
     stat = "max_line_length"
 
