@@ -126,6 +126,17 @@ def test_an_op_given_its_files_reaches_a_spawned_worker_whatever_the_cache_holds
     assert pickle.loads(pickle.dumps(words)).vocabulary == frozenset({"badword"})
 
 
+def _run_unchanged(djx_cli, recipe: str, docs: dict, export: Path) -> dict:
+    """Data-Juicer's shipped `recipe` run as its user types it, with only the data and export given
+    (the documents `docs`, by id): the run's summary."""
+    data = export.parent.parent / "data.jsonl"
+    data.write_text("".join(json.dumps({"id": k, "text": v}) + "\n" for k, v in docs.items()))
+    res = djx_cli("process", "--config", ASSETS / "dj_recipes" / recipe, "--quiet", "--dataset_path", data,
+                  "--export_path", export)
+    assert res.rc == 0, res.err
+    return json.loads(export.with_name(export.stem + ".summary.json").read_text())
+
+
 @pytest.mark.slow
 def test_data_juicers_pile_recipe_runs_unchanged_with_its_2e5_bounds_and_line_length_filters(
         tmp_path, dj_cache_home, djx_cli):
@@ -136,12 +147,7 @@ def test_data_juicers_pile_recipe_runs_unchanged_with_its_2e5_bounds_and_line_le
     docs = {f"paper{i}": "\n".join(" ".join(sentences[j:j + 10]) for j in range(i * 400, i * 400 + 400, 10))
             for i in range(4)}  # 40 lines of ~10 sentences: above min_num 1000 words
     docs["one_huge_line"] = " ".join(sentences * 60)  # ~600,000 characters on one line: over max_len 5e5
-    data = tmp_path / "philpapers.jsonl"
-    data.write_text("".join(json.dumps({"id": k, "text": v}) + "\n" for k, v in docs.items()))
-    res = djx_cli("process", "--config", ASSETS / "dj_recipes" / "pile-philpaper-refine.yaml", "--quiet",
-                  "--dataset_path", data, "--export_path", tmp_path / "out" / "refined.jsonl")
-    assert res.rc == 0, res.err
-    summary = json.loads((tmp_path / "out" / "refined.summary.json").read_text())
+    summary = _run_unchanged(djx_cli, "pile-philpaper-refine.yaml", docs, tmp_path / "out" / "refined.jsonl")
     by_name = {op["name"]: op for op in summary["ops"]}
     assert len(summary["ops"]) == 16 and summary["skipped_ops"] == []
     assert summary["input"] == summary["kept"] + summary["dropped"] == 5 and summary["rejected"] == 0
@@ -161,12 +167,7 @@ def test_data_juicers_bloom_recipe_runs_unchanged_and_its_word_mappers_rewrite_t
     long_word = "pneumonoultramicroscopicsilicovolcanoconiosis"  # 45 characters
     docs = {f"doc{i}": " ".join(sentences[i * 30:i * 30 + 30]) + f" see https://example.com/{i} and {long_word} ."
             for i in range(4)}
-    data = tmp_path / "oscar.jsonl"
-    data.write_text("".join(json.dumps({"id": k, "text": v}) + "\n" for k, v in docs.items()))
-    res = djx_cli("process", "--config", ASSETS / "dj_recipes" / "bloom-oscar.yaml", "--quiet",
-                  "--dataset_path", data, "--export_path", tmp_path / "out" / "oscar.jsonl")
-    assert res.rc == 0, res.err
-    summary = json.loads((tmp_path / "out" / "oscar.summary.json").read_text())
+    summary = _run_unchanged(djx_cli, "bloom-oscar.yaml", docs, tmp_path / "out" / "oscar.jsonl")
     assert len(summary["ops"]) == 14 and summary["skipped_ops"] == []
     assert summary["input"] == summary["kept"] + summary["dropped"] == 4 and summary["rejected"] == 0
     by_name = {op["name"]: op for op in summary["ops"]}

@@ -6,11 +6,9 @@ share Data-Juicer's `tokenization` switch: a SentencePiece model split words ins
 """
 from __future__ import annotations
 
-import os
-
 from djx import Batch, RangeFilter, RecipeError
-from djx.ops.common.dj_cache import dj_models_dir, in_dj_dirs, not_found
-from djx.ops.common.text_words import TEXT_EXTRA, load_sentencepiece, refine_words, share_in, split_words
+from djx.ops.common.sp_words import SentencePieceWords
+from djx.ops.common.text_words import TEXT_EXTRA, refine_words, share_in, split_words
 
 
 class TextStatFilter(RangeFilter):
@@ -44,36 +42,18 @@ class TextStatFilter(RangeFilter):
         return self.range_reason(self.stat, stats[self.stat], low, high, self.low_name, self.high_name)
 
 
-class WordsStatFilter(TextStatFilter):
+class WordsStatFilter(SentencePieceWords, TextStatFilter):
     """A text filter over words: Data-Juicer's `lang` and `tokenization` (a SentencePiece model at
     `tokenizer_model` splits words when on; unset, Data-Juicer's `{lang}.sp.model` where its model
     cache has it)."""
 
     requires = {"emoji": TEXT_EXTRA}
-    path_params = ("tokenizer_model",)
 
     def __init__(self, lang: str = "en", tokenization: bool = False, tokenizer_model: str | None = None,
                  **common):
         super().__init__(**common)
         self.lang, self.tokenization, self.tokenizer_model = lang, tokenization, tokenizer_model
         self.tokenizer = None  # read by load_resources; a missing model is said by missing_resources
-
-    def load_resources(self) -> None:
-        if self.tokenization and self.tokenizer is None:
-            try:
-                self.tokenizer = load_sentencepiece(self.tokenizer_model or in_dj_dirs(f"{self.lang}.sp.model"),
-                                                    self.lang)
-            except ImportError:
-                raise RecipeError(f"{self.name}: tokenization: true needs the Python package "
-                                  f"'sentencepiece', which is not installed: {TEXT_EXTRA}") from None
-
-    @classmethod
-    def missing_resources(cls, params: dict) -> list[str]:
-        lang = params["lang"]
-        if not params["tokenization"] or params["tokenizer_model"] or in_dj_dirs(f"{lang}.sp.model"):
-            return []
-        return [not_found("tokenizer_model", f"a SentencePiece model for {lang!r} (tokenization: true)",
-                          os.path.join(dj_models_dir(), f"{lang}.sp.model"))]
 
     def words(self, text: str) -> list[str]:
         self.load_resources()  # an op made in Python and used without a run: read on first use

@@ -6,13 +6,12 @@ stretch left with no word disappears with its separator.
 """
 from __future__ import annotations
 
-import os
 import sys
 
-from djx import RecipeError, register_op
-from djx.ops.common.dj_cache import dj_models_dir, in_dj_dirs, not_found
+from djx import register_op
+from djx.ops.common.sp_words import SentencePieceWords
 from djx.ops.common.text_mapper import TEXT_EXTRA, TextMapper
-from djx.ops.common.text_words import load_sentencepiece, special_characters, strip_special
+from djx.ops.common.text_words import special_characters, strip_special
 
 
 def keep_words(text: str, keep) -> str:
@@ -46,7 +45,7 @@ class RemoveLongWordsMapper(TextMapper):
 
 
 @register_op("remove_words_with_incorrect_substrings_mapper")
-class RemoveWordsWithIncorrectSubstringsMapper(TextMapper):
+class RemoveWordsWithIncorrectSubstringsMapper(SentencePieceWords, TextMapper):
     """Remove the words that contain any of `substrings` (default: http, www, .com, href, //).
 
     A word is tested once stripped of special characters at its ends. With `tokenization`, the words
@@ -55,7 +54,6 @@ class RemoveWordsWithIncorrectSubstringsMapper(TextMapper):
     joined back without spaces."""
 
     requires = {"emoji": TEXT_EXTRA}
-    path_params = ("tokenizer_model",)
 
     def __init__(self, lang: str = "en", tokenization: bool = False, substrings: list[str] | None = None,
                  tokenizer_model: str | None = None, **common):
@@ -63,23 +61,6 @@ class RemoveWordsWithIncorrectSubstringsMapper(TextMapper):
         self.lang, self.tokenization, self.tokenizer_model = lang, tokenization, tokenizer_model
         self.substrings = ["http", "www", ".com", "href", "//"] if substrings is None else list(substrings)
         self.tokenizer = None
-
-    @classmethod
-    def missing_resources(cls, params: dict) -> list[str]:
-        lang = params["lang"]
-        if not params["tokenization"] or params["tokenizer_model"] or in_dj_dirs(f"{lang}.sp.model"):
-            return []
-        return [not_found("tokenizer_model", f"a SentencePiece model for {lang!r} (tokenization: true)",
-                          os.path.join(dj_models_dir(), f"{lang}.sp.model"))]
-
-    def load_resources(self) -> None:
-        if self.tokenization and self.tokenizer is None:
-            try:
-                self.tokenizer = load_sentencepiece(self.tokenizer_model or in_dj_dirs(f"{self.lang}.sp.model"),
-                                                    self.lang)
-            except ImportError:
-                raise RecipeError(f"{self.name}: tokenization: true needs the Python package 'sentencepiece', "
-                                  f"which is not installed: {TEXT_EXTRA}") from None
 
     def clean(self, word: str) -> bool:
         word = strip_special(word, special_characters())
