@@ -20,6 +20,7 @@ import djx.ops.filter.perplexity_filter  # noqa: F401
 import djx.ops.filter.text_action_filter  # noqa: F401
 import djx.ops.filter.text_entity_dependency_filter  # noqa: F401
 import djx.ops.mapper.clean_email_mapper  # noqa: F401
+import djx.ops.mapper.clean_copyright_mapper  # noqa: F401
 import djx.ops.mapper.clean_html_mapper  # noqa: F401
 import djx.ops.mapper.clean_links_mapper  # noqa: F401
 import djx.ops.mapper.fix_unicode_mapper  # noqa: F401

@@ -1,8 +1,8 @@
 """The text mappers give Data-Juicer 1.6.1's text, byte for byte: tests/assets/dj_fixtures/mappers.json
 holds what Data-Juicer itself wrote for each mapper and parameters on texts made to be hard (mojibake,
 curly and full-width punctuation, CJK, emoji, combining accents, HTML entities and tags, links,
-emails, tabs, Unicode spaces, empty text, long words, runs of tabs and newlines); tools/dj_fixtures/mappers.py
-regenerates it.
+emails, tabs, Unicode spaces, empty text, long words, runs of tabs and newlines, source files with
+copyright comments); tools/dj_fixtures/mappers.py regenerates it.
 
 Texts holding djx's special tokens: Data-Juicer maps them as ordinary text. Where its output keeps
 every token, djx's is byte-equal; where it removes or changes one (a token inside an HTML
@@ -22,7 +22,7 @@ from helpers import TESTS_DIR
 FIXTURE = json.loads((TESTS_DIR / "assets" / "dj_fixtures" / "mappers.json").read_text(encoding="utf-8"))
 TOKENS = ("<__dj__image>", "<|__dj__eoc|>")
 SP_MODEL = TESTS_DIR / "assets" / "dj_fixtures" / "text_resources" / "en.sp.model"  # the fixture's "@sp_model"
-NEEDS = {"fix_unicode_mapper": "ftfy", "clean_html_mapper": "selectolax", "remove_long_words_mapper": "emoji",
+NEEDS = {"fix_unicode_mapper": "ftfy", "clean_html_mapper": "selectolax", "clean_copyright_mapper": "regex", "remove_long_words_mapper": "emoji",
          "remove_words_with_incorrect_substrings_mapper": "emoji"}
 CASES = [pytest.param(c, id=f"{c['op']}{c['params'] or ''}") for c in FIXTURE["cases"]]
 
@@ -46,7 +46,8 @@ def test_the_fixture_is_data_juicers_and_covers_every_text():
     assert FIXTURE["data_juicer"] == "1.6.1"
     assert {c["op"] for c in FIXTURE["cases"]} == {"fix_unicode_mapper", "punctuation_normalization_mapper",
                                                    "whitespace_normalization_mapper", "clean_links_mapper",
-                                                   "clean_email_mapper", "clean_html_mapper", "remove_long_words_mapper",
+                                                   "clean_email_mapper", "clean_html_mapper", "clean_copyright_mapper",
+                                                   "remove_long_words_mapper",
                                                    "remove_words_with_incorrect_substrings_mapper"}
     for case in FIXTURE["cases"]:
         for kind, texts in FIXTURE["texts"].items():

@@ -7,7 +7,7 @@ import json
 
 # the shape of a Data-Juicer recipe: Data-Juicer text ops djx does not have, among ops it has
 DJ_PROCESS = [
-    {"clean_copyright_mapper": None},
+    {"clean_ip_mapper": None},
     {"remove_comments_mapper": None},
     {"suffix_filter": {"suffixes": [".txt"]}},
     {"remove_header_mapper": {"drop_no_head": True}},
@@ -29,7 +29,7 @@ def test_every_unknown_op_and_bad_parameter_in_one_error(tmp_path, text_dataset,
         assert res.rc == 1 and "Traceback" not in res.err
         assert "the recipe has 7 problems" in res.err
         not_yet = "is a Data-Juicer op that djx does not implement yet; write a plug-in (see docs/plugins.md)"
-        for line in (f"process[0]: 'clean_copyright_mapper' {not_yet}",
+        for line in (f"process[0]: 'clean_ip_mapper' {not_yet}",
                      f"process[1]: 'remove_comments_mapper' {not_yet}",
                      f"process[2]: 'suffix_filter' {not_yet}",
                      f"process[3]: 'remove_header_mapper' {not_yet}",
@@ -57,7 +57,7 @@ def test_skip_unknown_ops_runs_without_them_and_lists_them(tmp_path, write_jsonl
     data = write_jsonl(tmp_path / "d.jsonl", [{"id": i, "text": "abcdefghijk"[:i]} for i in range(12)])
     recipe = write_recipe(tmp_path / "dj.yaml", dataset_path=str(data), export_path="out/o.jsonl",
                           np=1, skip_unknown_ops=True, process=DJ_PROCESS)
-    skipped = ["clean_copyright_mapper", "remove_comments_mapper", "suffix_filter", "remove_header_mapper",
+    skipped = ["clean_ip_mapper", "remove_comments_mapper", "suffix_filter", "remove_header_mapper",
                "image_text_similarity_filtr"]
     dry = djx_cli("process", recipe, "--dry-run")
     assert dry.rc == 0, dry.err
@@ -68,7 +68,7 @@ def test_skip_unknown_ops_runs_without_them_and_lists_them(tmp_path, write_jsonl
     assert "op 0: text_length_filter(min_len=5)" in dry.out and "op 3" not in dry.out
     res = djx_cli("process", recipe, "--quiet")
     assert res.rc == 0, res.err
-    assert "skipped (unknown ops, skip_unknown_ops): process[0] clean_copyright_mapper" in res.out
+    assert "skipped (unknown ops, skip_unknown_ops): process[0] clean_ip_mapper" in res.out
     summary = json.loads((tmp_path / "out" / "o.summary.json").read_text())
     assert [s["name"] for s in summary["skipped_ops"]] == skipped
     assert [op["name"] for op in summary["ops"]] == ["text_length_filter", "image_aspect_ratio_filter",
@@ -78,11 +78,11 @@ def test_skip_unknown_ops_runs_without_them_and_lists_them(tmp_path, write_jsonl
 
 def test_skip_unknown_ops_with_no_known_op_fails_instead_of_copying(tmp_path, text_dataset, write_recipe, djx_cli):
     recipe = write_recipe(tmp_path / "dj.yaml", dataset_path=str(text_dataset.path), export_path="out/o.jsonl",
-                          skip_unknown_ops=True, process=[{"clean_copyright_mapper": None},
+                          skip_unknown_ops=True, process=[{"clean_ip_mapper": None},
                                                           {"no_such_filter": {"min": 1}}])
     for args in ((), ("--dry-run",)):
         res = djx_cli("process", recipe, *args)
         assert res.rc == 1 and "Traceback" not in res.err, res.err
-        assert ("skip_unknown_ops: djx has none of this recipe's 2 op(s) (clean_copyright_mapper, no_such_filter), "
+        assert ("skip_unknown_ops: djx has none of this recipe's 2 op(s) (clean_ip_mapper, no_such_filter), "
                 "so the run would only copy its input") in res.err
     assert not (tmp_path / "out").exists()

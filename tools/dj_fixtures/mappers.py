@@ -31,6 +31,7 @@ CONFIGS = [
     ("clean_email_mapper", {}),
     ("clean_email_mapper", {"repl": "[EMAIL]"}),
     ("clean_html_mapper", {}),
+    ("clean_copyright_mapper", {}),
     ("remove_long_words_mapper", {}),
     ("remove_long_words_mapper", {"min_len": 3, "max_len": 12}),
     ("remove_words_with_incorrect_substrings_mapper", {}),
