@@ -1,8 +1,9 @@
 """Ray executor: the same op chain over Ray Data, for datasets beyond one machine.
 
-    read lines (task) -> parse (tasks) -> one actor stage per group of ops -> the driver
+    read lines (task) -> parse (tasks) -> the driver -> one actor stage per group of ops -> the driver
 
-Consecutive ops whose models overlap form one stage, so one actor (one ModelPool) holds one copy
+Ray Data reads and parses; the stages run in djx's own actors, created as soon as Ray is there so
+they load their models while Ray Data starts (stage_actors.py). Consecutive ops whose models overlap form one stage, so one actor (one ModelPool) holds one copy
 of a model its ops share; a run of model-free ops is a stage too. Every stage emits exactly one row
 per input row, in input order (preserve_order), so the driver numbers records and lines itself:
 global positions and line numbers are exact with no coordination between tasks. Rows carry pickled
@@ -21,7 +22,6 @@ import sys
 import threading
 import time
 import uuid
-import warnings
 from typing import Iterator
 
 import dill
@@ -33,13 +33,15 @@ from djx.core.op.deduplicator import Deduplicator
 from djx.core.executors.base import DatasetSource
 from djx.core.executors.process import WorkerSetup
 from djx.core.executors.ray.cluster import (connect, explain, importing_ray_data, let_fetches_end, node_memory,
-                                            refuse, settle_fsspec_http)
+                                            refuse)
 from djx.core.executors.ray.node_watch import NodeLost, local_raylet, silence_ray_logs, watched
 from djx.core.executors.ray.poison import PoisonTracker
 from djx.core.executors.ray.ray_log import log_path, logged
-from djx.core.executors.ray.scorers import LANES, RayScorers, lane_args, prepare_only_stages
-from djx.core.executors.ray.read import BLOCK_LINES, advance, file_index, parse_lines, parse_rows
-from djx.core.executors.ray.stage_plan import actor_need, fitted, largest_node_memory, ray_stages
+from djx.core.executors.ray.scorers import LANES, RayScorers, prepare_only_stages
+from djx.core.executors.ray.blocks import parsed_blocks
+from djx.core.executors.ray.read import advance
+from djx.core.executors.ray.stage_actors import StageActors, StageSpec
+from djx.core.executors.ray.stage_plan import actor_need, cpu_tokens, fitted, largest_node_memory, ray_stages
 from djx.core.executors.ray.stages import DATA, FILE, KIND, NBYTES, ChainStage, RowKind, meta_column
 from djx.core.plan.planner import Plan
 from djx.core.io.readers import ReadState
@@ -48,9 +50,9 @@ from djx.core.records import BatchResult, FailFast, WorkerReport, add_counters
 from djx.core.models.share.ray_store import share_for_ray
 from djx.core.models.share.weight_share import WeightShare
 
-# a task whose actor died is retried on a fresh actor. The poison tracker bounds the deaths of each batch (its
-# first, one per poison sample, two that name no sample: ray/poison.py); Ray's count only stops deaths it cannot
-# see (outside any batch): every row of a task (a read block, plus a batch) may be poison twice
+# a call whose actor died is retried on the restarted actor. The poison tracker bounds the deaths of each batch
+# (its first, one per poison sample, two that name no sample: ray/poison.py); Ray's count only stops deaths it
+# cannot see (outside any batch): every sample of a batch may be poison twice
 EXTRA_RETRIES = 3
 
 
@@ -59,11 +61,12 @@ class RayExecutor:
         self.chain, self.plan, self.recipe = chain, plan, recipe
         self.reports: dict[str, WorkerReport] = {}  # actor name -> its last report
         self.started_at = self.connected_at = None  # Ray asked for, Ray there (run/breakdown.py: startup_parts)
-        self.restarts = 0                           # actor deaths (Ray Data replaces dead actors itself)
+        self.restarts = 0                           # actor deaths (Ray restarts a dead stage actor itself)
         self._share = None  # the weights CPU actors read from the object store (models/share/ray_store.py)
         self.groups = ray_stages(chain.ops, recipe.scoring == "device")  # the stages (stage_plan.py), until
         self._scorers = None  # run() knows the node's memory, then the scoring actors' plan for them
         self._client, self._node_memory = None, 0.0  # scoring actors' client (scorers.py); largest node's memory
+        self._actors = None  # the stages' actors (stage_actors.py)
 
     def _use(self, groups: list) -> None:
         """Run these stages (and under scoring: device, the scoring actors' plan for them)."""
@@ -101,19 +104,11 @@ class RayExecutor:
             scored = self.recipe.scoring == "device" and bool(prepare_only_stages(self.chain.ops, self.groups))
             self._use(fitted(self.chain.ops, self.groups, self.plan.model_bytes, self.recipe.batch_size,
                              self._node_memory, scored=scored))
-            if self.groups:
-                self._poison = ray.remote(num_cpus=0)(PoisonTracker).options(
-                    name=f"djx-poison-tracker-{os.getpid()}-{uuid.uuid4().hex[:8]}").remote()
-            if self._scorers is not None and self._scorers.stages:  # scoring: device (scorers.py)
-                self._client = self._scorers.start(ray, len(self.groups) * self.plan.workers)
-            # one copy of each model per node, in the object store, where several actors load it; none
-            # when the stats are there (re-filter). A model one actor loads is read by that actor: the
-            # driver would import torch and load it first, on start-up's path, for no copy saved
-            if self.recipe.share_models and not self.chain.lazy_models and self.plan.workers > 1:
-                refs = share_for_ray(ray, self._scorers.actor_specs(self.groups) if self._client else
-                                     self.chain.model_specs(), self.plan.on_gpu)
-                self._share = None if refs is None else WeightShare(refs=refs)
-            yield from self._collect(self._dataset(ray, files, parquet, state), state, not parquet, source.limit, stop)
+            io_cpus = self._start_actors(ray)  # they load their models while Ray Data starts reading
+            blocks = parsed_blocks(ray, files, state, io_cpus, self.chain.ctx.with_(on_error="reject"),
+                                   bool(self.groups), self.recipe.batch_size, self.recipe.max_record_bytes)
+            tables = self._actors.through(blocks) if self._actors else blocks
+            yield from self._collect(tables, state, not parquet, source.limit, stop)
         except ray.exceptions.RayError as e:
             raise DjxError(f"ray executor: {explain(e)}") from None
         except NodeLost:
@@ -129,6 +124,8 @@ class RayExecutor:
             data_log.setLevel(level)
             if lost:
                 silence_ray_logs()
+            if self._actors is not None and not lost:
+                self._actors.stop()
             if self._poison is not None and not lost:
                 ray.kill(self._poison)
             if self._scorers is not None and not lost:
@@ -138,57 +135,30 @@ class RayExecutor:
                     let_fetches_end(threads)
                 ours.shut_down(ray, lost)
 
-    # -- the dataset ------------------------------------------------------------------------
-    def _dataset(self, ray, files: list[str], parquet: bool, state):
-        from ray.data import ActorPoolStrategy, DataContext
+    def _start_actors(self, ray) -> float:
+        """The run's actors: the poison tracker, the scoring actors (scoring: device) and the stages';
+        the CPUs a read or parse task declares."""
+        if self.groups:
+            self._poison = ray.remote(num_cpus=0)(PoisonTracker).options(
+                name=f"djx-poison-tracker-{os.getpid()}-{uuid.uuid4().hex[:8]}").remote()
+        if self._scorers is not None and self._scorers.stages:  # scoring: device (scorers.py)
+            self._client = self._scorers.start(ray, len(self.groups) * self.plan.workers)
+        # one copy of each model per node, in the object store, where several actors load it; none
+        # when the stats are there (re-filter). A model one actor loads is read by that actor: the
+        # driver would import torch and load it first, on start-up's path, for no copy saved
+        if self.recipe.share_models and not self.chain.lazy_models and self.plan.workers > 1:
+            refs = share_for_ray(ray, self._scorers.actor_specs(self.groups) if self._client else
+                                 self.chain.model_specs(), self.plan.on_gpu)
+            self._share = None if refs is None else WeightShare(refs=refs)
+        io_cpus, actor_cpus = cpu_tokens(float(ray.cluster_resources().get("CPU", 1)),
+                                         len(self.groups) * self.plan.workers)
+        if self.groups:
+            self._actors = StageActors(ray, ChainStage, [self._stage_spec(s, actor_cpus)
+                                                         for s in range(len(self.groups))])
+        return io_cpus
 
-        with warnings.catch_warnings():  # Ray sets and copies its own deprecated context fields
-            warnings.simplefilter("ignore", DeprecationWarning)
-            old = DataContext.get_current()
-            ctx = old.copy()
-            ctx.execution_options.preserve_order = True  # results come back in input order
-            ctx.enable_progress_bars = False             # the pipeline draws its own
-            ctx.print_on_execution_start = False
-            DataContext._set_current(ctx)                # datasets built now carry this context
-            try:
-                cpus = float(ray.cluster_resources().get("CPU", 1))
-                # CPU is a scheduling token here (real use is bounded by torch threads). The read task and
-                # a parse task take a quarter of the cluster each (1 CPU at most); actors share 90% of the
-                # rest. Whole CPUs per actor would leave a 2-CPU cluster no room to read, and fractions
-                # summing to a hair over the rest (Ray rounds to 1e-4) would make the run wait forever.
-                io_cpus = min(1.0, cpus / 4)
-                n_actors = max(1, len(self.groups) * self.plan.workers)
-                actor_cpus = max(0.001, min(1.0, int((cpus - 2 * io_cpus) * 9000 / n_actors) / 10000))
-                parse = {"ctx": self.chain.ctx.with_(on_error="reject"),  # the driver enforces "fail"
-                         "keep_orig": bool(self.groups)}
-                settle_fsspec_http()
-                if parquet:
-                    many = len(files) > 1
-                    ds = ray.data.read_parquet(files, partitioning=None, num_cpus=io_cpus, include_paths=many)
-                    parse["index"] = file_index(files) if many else None
-                else:  # a resumed run starts in its current file, at its offset
-                    from djx.core.executors.ray.jsonl_source import JsonLines
-                    limit = self.recipe.max_record_bytes
-                    ds = ray.data.read_datasource(JsonLines(files[state.file:], state.offset, state.file, limit),
-                                                  num_cpus=io_cpus)
-                    parse["max_record_bytes"] = limit
-                ds = ds.map_batches(parse_rows if parquet else parse_lines, fn_kwargs=parse,
-                                    batch_size=None, batch_format="pyarrow", num_cpus=io_cpus)
-                # blocks of a batch: Ray runs a block as one task and returns its rows at once, and a
-                # read gathers a file into blocks of up to 128 MiB; so results stream back batch by batch
-                ds = ds.repartition(target_num_rows_per_block=self.recipe.batch_size)
-                for s in range(len(self.groups)):
-                    ds = ds.map_batches(ChainStage, batch_size=self.recipe.batch_size, batch_format="pyarrow",
-                                        compute=ActorPoolStrategy(size=self.plan.workers, **lane_args(
-                                            self._client is not None and s in self._scorers.stages)), num_cpus=actor_cpus,
-                                        max_task_retries=2 * (BLOCK_LINES + self.recipe.batch_size) + EXTRA_RETRIES,
-                                        **self._stage_args(s))
-                return ds
-            finally:
-                DataContext._set_current(old)
-
-    def _stage_args(self, s: int) -> dict:
-        """Declared resources and constructor arguments of stage s's actors."""
+    def _stage_spec(self, s: int, cpus: float) -> StageSpec:
+        """Stage s's actors: how many, their declared resources and their constructor's arguments."""
         first, last, specs = self.groups[s]
         scored = self._client is not None and s in self._scorers.stages  # prepares only: no weights here
         n_model_stages = sum(1 for _, _, stage_specs in self.groups if stage_specs) or 1
@@ -207,27 +177,29 @@ class RayExecutor:
                                                       for k in getattr(op, "stats_keys", ())),
                               earlier_hashes=frozenset(k for op in self.chain.ops[:first]
                                                        if isinstance(op, Deduplicator) for k in op.stats_keys))
-        return {"memory": need, "num_gpus": 1.0 / (per_gpu * n_model_stages) if gpu else 0,
-                "fn_constructor_kwargs": {
-                    # by value, with its RunContext (tokens included); the driver enforces on_error: fail
-                    # Ray sets CUDA_VISIBLE_DEVICES to this actor's GPU: it is cuda:0 in the actor
-                    "setup": WorkerSetup(dill.dumps(stage_chain), "cuda:0" if gpu else "cpu", threads,
-                                         tuple(self.recipe.custom_ops), self.recipe.base_dir,
-                                         share=self._share if specs and not scored else None,
-                                         scoring="device" if scored else "workers",
-                                         scorer=self._client if scored else None, lanes=LANES if scored else 1),
-                    "first": first, "stage": s, "final": s == len(self.groups) - 1,
-                    "sys_path": [p for p in sys.path if p], "poison": self._poison,
-                    "sample_timeout": self.recipe.sample_timeout, "max_batch_bytes": self.recipe.max_batch_bytes}}
+        # a stage that only prepares runs LANES calls at once (threads): it prepares the next batch while
+        # the last is scored. Ray restarts a dead actor and retries its calls there
+        options = {"num_cpus": cpus, "memory": need, "num_gpus": 1.0 / (per_gpu * n_model_stages) if gpu else 0,
+                   "max_concurrency": LANES if scored else 1, "max_restarts": -1,
+                   "max_task_retries": 2 * self.recipe.batch_size + EXTRA_RETRIES}
+        return StageSpec(self.plan.workers, options, per_actor=LANES + 1 if scored else 2, kwargs={
+            # by value, with its RunContext (tokens included); the driver enforces on_error: fail
+            # Ray sets CUDA_VISIBLE_DEVICES to this actor's GPU: it is cuda:0 in the actor
+            "setup": WorkerSetup(dill.dumps(stage_chain), "cuda:0" if gpu else "cpu", threads,
+                                 tuple(self.recipe.custom_ops), self.recipe.base_dir,
+                                 share=self._share if specs and not scored else None,
+                                 scoring="device" if scored else "workers",
+                                 scorer=self._client if scored else None, lanes=LANES if scored else 1),
+            "first": first, "stage": s, "final": s == len(self.groups) - 1,
+            "sys_path": [p for p in sys.path if p], "poison": self._poison,
+            "sample_timeout": self.recipe.sample_timeout, "max_batch_bytes": self.recipe.max_batch_bytes})
 
     # -- the driver: number the rows, rebuild BatchResults ----------------------------------
-    def _collect(self, ds, state: ReadState, lines: bool, limit: int | None = None, stop=None) -> Iterator[BatchResult]:
-        """BatchResults from the returned rows; with `limit` (a trial run), none past that many
-        samples (the rows Ray made beyond it are left unread)."""
-        # a block at a time, none fetched ahead: a block is one batch (see _dataset), and a batch ready
-        # comes in at once, not when the next one is
-        for table in watched(ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0),
-                             self._raylet, stop):
+    def _collect(self, tables, state: ReadState, lines: bool, limit: int | None = None,
+                 stop=None) -> Iterator[BatchResult]:
+        """BatchResults from the returned rows (`tables`: a table per batch, in input order); with
+        `limit` (a trial run), none past that many samples (the rows Ray made beyond it are left unread)."""
+        for table in watched(tables, self._raylet, stop):
             res = BatchResult.empty(len(self.chain.ops))
             res.reach = []  # rows come in input order: the early check sees samples as locally
             col = {name: table.column(name).to_pylist() for name in table.column_names}

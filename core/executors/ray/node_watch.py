@@ -110,14 +110,16 @@ def watched(batches, raylet: psutil.Process | None, stop=None, close_s: float = 
 
 def _close(puller: threading.Thread, seconds: float) -> None:
     """Let the pulling thread close Ray's iterator. One between batches sees `leaving` at once. One
-    waiting for the next batch waits on a queue that Ray Data's own "iter_threaded" thread fills
-    from the executor (a blocking get no exception can reach): that thread polls, and an exit raised
-    in it ends Ray Data's execution as Ctrl-C in a consumer does (the iteration then ends and the
-    puller closes; SystemExit, which a thread ends on silently). No user code runs in those threads
-    (the ops run in actors)."""
+    waiting for a stage actor's result waits in slices (stage_actors.py): an exit raised in it ends
+    its wait there, and its iterators close on the way out. One waiting for the next parsed block
+    waits on a queue that Ray Data's own "iter_threaded" thread fills from the executor (a blocking
+    get no exception can reach): that thread polls, and an exit raised in it ends Ray Data's
+    execution as Ctrl-C in a consumer does (the iteration then ends and the puller closes;
+    SystemExit, which a thread ends on silently). No user code runs in those threads (the ops run
+    in actors)."""
     puller.join(2 * POLL_S)
     if puller.is_alive():
         for t in threading.enumerate():
-            if t.name == "iter_threaded" and t.ident is not None:
+            if (t.name == "iter_threaded" or t is puller) and t.ident is not None:
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident), ctypes.py_object(SystemExit))
     puller.join(seconds)

@@ -30,20 +30,6 @@ MAX_RESTARTS = 10  # deaths of one scoring actor that Ray restarts it after
 LANES = 3  # batches a stage actor that only prepares works on at once (as a local worker's lanes)
 
 
-def lane_args(scored: bool) -> dict:
-    """ActorPoolStrategy's arguments for a stage: one that only prepares (`scored`) runs LANES
-    calls at once on each actor, so it prepares the next batch while the last is scored, where
-    this Ray lets an actor's calls run side by side (enable_true_multi_threading, Ray 2.5x);
-    elsewhere one call at a time, as before."""
-    import inspect
-
-    from ray.data import ActorPoolStrategy
-    if not scored or "enable_true_multi_threading" not in inspect.signature(ActorPoolStrategy).parameters:
-        return {}
-    return {"max_concurrent_calls_per_actor": LANES, "max_tasks_in_flight_per_actor": LANES + 1,
-            "enable_true_multi_threading": True}
-
-
 def prepare_only_stages(ops: list, groups: list) -> frozenset:
     """Indices of the stages (stage_groups) with models, all of whose model ops take part."""
     return frozenset(s for s, (first, last, specs) in enumerate(groups)

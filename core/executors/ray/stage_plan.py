@@ -78,3 +78,13 @@ def fitted(ops: list, groups: Groups, model_bytes: dict, batch_size: int, node_m
         return groups
     need = actor_bytes(groups[0][2], model_bytes, batch_size, weights=not scored)
     return stage_groups(ops) if need > node_memory else groups
+
+
+def cpu_tokens(cpus: float, n_actors: int) -> tuple[float, float]:
+    """CPUs declared by a read or parse task, and by a stage actor, on a cluster of `cpus`. CPU is a
+    scheduling token here (real use is bounded by torch threads). The read task and a parse task take
+    a quarter of the cluster each (1 CPU at most); actors share 90% of the rest. Whole CPUs per actor
+    would leave a 2-CPU cluster no room to read, and fractions summing to a hair over the rest (Ray
+    rounds to 1e-4) would make the run wait forever."""
+    io_cpus = min(1.0, cpus / 4)
+    return io_cpus, max(0.001, min(1.0, int((cpus - 2 * io_cpus) * 9000 / max(1, n_actors)) / 10000))

@@ -80,7 +80,7 @@ class ChainStage:
         self.peak = PeakUss()
         self.max_batch_bytes = max_batch_bytes
         self.watchdog = _Watchdog(sample_timeout, self._stop)
-        # a stage that only prepares takes several batches at once (scorers.lane_args): like a local
+        # a stage that only prepares takes several batches at once (its actor's max_concurrency): like a local
         # worker's lanes, one computes while the others wait for the scoring actor
         from types import SimpleNamespace
 
@@ -102,7 +102,9 @@ class ChainStage:
                 pass
         os._exit(3)
 
-    def __call__(self, table: pa.Table) -> pa.Table:
+    def run(self, table: pa.Table) -> pa.Table:
+        """A batch's rows through this stage (stage_actors.py calls it; the driver gives it the batch
+        or, from the second stage on, the reference to the last stage's result)."""
         with self.lanes.working(next(self._calls)):
             return self._call(table)
 
