@@ -76,7 +76,8 @@ class ChainStage:
         self.chain, self.pool = bind_process(setup)
         self.first, self.stage, self.final = first, stage, final
         self.poison, self._ray = poison, ray
-        self.worker = f"stage{stage}:{ray.get_runtime_context().get_actor_id()[:8]}"
+        # a process's report apart from its actor's earlier ones: Ray restarts a dead actor under its id
+        self.worker = f"stage{stage}:{ray.get_runtime_context().get_actor_id()[:8]}:{os.getpid()}"
         self.peak = PeakUss()
         self.max_batch_bytes = max_batch_bytes
         self.watchdog = _Watchdog(sample_timeout, self._stop)
