@@ -1,11 +1,12 @@
-"""Ray executor: the same op chain over Ray Data, for datasets beyond one machine.
+"""Ray executor: the same op chain on Ray, for datasets beyond one machine.
 
     read lines (task) -> parse (tasks) -> the driver -> one actor stage per group of ops -> the driver
 
-Ray Data reads and parses; the stages run in djx's own actors, created as soon as Ray is there so
-they load their models while Ray Data starts (stage_actors.py). Consecutive ops whose models overlap form one stage, so one actor (one ModelPool) holds one copy
-of a model its ops share; a run of model-free ops is a stage too. Every stage emits exactly one row
-per input row, in input order (preserve_order), so the driver numbers records and lines itself:
+Ray Data reads and parses (blocks.py); the stages run in djx's own actors, created as soon as Ray
+is there so they load their models while Ray Data starts (stage_actors.py). Consecutive ops whose
+models overlap form one stage, so one actor (one ModelPool) holds one copy of a model its ops
+share; a run of model-free ops is a stage too. Every stage emits exactly one row per input row,
+and the results come back in input order, so the driver numbers records and lines itself:
 global positions and line numbers are exact with no coordination between tasks. Rows carry pickled
 samples in binary columns (no Arrow schema for heterogeneous dicts) and small columns: the row's
 kind (blank/live/dropped/rejected), the line's byte length, and per stage a side channel on the
@@ -107,7 +108,7 @@ class RayExecutor:
             io_cpus = self._start_actors(ray)  # they load their models while Ray Data starts reading
             blocks = parsed_blocks(ray, files, state, io_cpus, self.chain.ctx.with_(on_error="reject"),
                                    bool(self.groups), self.recipe.batch_size, self.recipe.max_record_bytes)
-            tables = self._actors.through(blocks) if self._actors else blocks
+            tables = self._actors.through(blocks) if self._actors is not None else blocks
             yield from self._collect(tables, state, not parquet, source.limit, stop)
         except ray.exceptions.RayError as e:
             raise DjxError(f"ray executor: {explain(e)}") from None

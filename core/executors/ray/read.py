@@ -130,4 +130,3 @@ def advance(state: ReadState, file: int, nbytes: int | None) -> None:
     if nbytes is not None:
         state.lines += 1
         state.offset += nbytes
-
