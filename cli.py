@@ -66,7 +66,7 @@ def _process(args, stop=None) -> int:
 def _ops(args) -> int:
     from djx.core.op.base import Filter
     from djx.core.op.deduplicator import Deduplicator
-    from djx.core.op.params import describe_params, shown
+    from djx.core.op.params import describe_doc, describe_params, shown
     from djx.core.op.registry import aliases, get_op_class, load_custom_ops, load_entry_point_ops, registered_ops
     load_custom_ops(_plugins(args.custom_ops), os.getcwd())
     load_entry_point_ops()
@@ -81,15 +81,15 @@ def _ops(args) -> int:
     for name in names:
         cls = get_op_class(name)
         kind = "deduplicator" if issubclass(cls, Deduplicator) else "filter" if issubclass(cls, Filter) else "mapper"
-        doc = (cls.__doc__ or "").strip().splitlines()
+        lead, rest = describe_doc(cls.__doc__)
         print(f"{name}  ({kind})" + (f"  aliases: {', '.join(alias_of[name])}" if name in alias_of else ""))
-        print(f"    {doc[0] if doc else ''}")
+        print(f"    {lead}")
         if getattr(cls, "stats_keys", ()):
             print(f"    stats: {', '.join(cls.stats_keys)}")
         for pname, ptype, default in describe_params(cls):
             print(f"    {pname}: {ptype} = {shown(default)}")
-        if args.name and len(doc) > 1:
-            print("\n".join("    " + line.strip() for line in doc[1:]))
+        if args.name and rest:
+            print("\n".join(("    " + line.strip()).rstrip() for line in rest.splitlines()))
     return 0
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+import textwrap
 import types
 import typing
 from typing import Any, Literal, Union
@@ -117,6 +118,29 @@ def describe_params(cls: type) -> list[tuple[str, str, Any]]:
             default = None if p.default is p.empty else p.default
             rows.append((n, _type_name(hints.get(n, Any)), default))
     return rows
+
+
+def describe_doc(doc: str | None) -> tuple[str, str]:
+    """An op's docstring as `djx ops` shows it: (its first sentence, one line ending in a period;
+    the rest). The sentence ends at the first '. ', ': ' or '; ' outside parentheses and
+    backquotes (not after "e.g" or "i.e"), or with its paragraph; the rest keeps its text."""
+    paragraphs = inspect.cleandoc(doc or "").split("\n\n")
+    first = " ".join(line.strip() for line in paragraphs[0].splitlines())
+    depth, quoted, cut = 0, False, len(first)
+    for i, ch in enumerate(first):
+        if ch == "`":
+            quoted = not quoted
+        elif not quoted and ch in "([{":
+            depth += 1
+        elif not quoted and ch in ")]}":
+            depth = max(0, depth - 1)
+        elif not quoted and depth == 0 and ch in ".:;" and first[i + 1:i + 2] == " " \
+                and not first[:i].endswith(("e.g", "i.e")):
+            cut = i
+            break
+    lead = first[:cut].rstrip(".:; ")
+    rest = "\n\n".join([textwrap.fill(first[cut + 1:].strip(), 96)] + paragraphs[1:]).strip()
+    return (lead + "." if lead else ""), rest
 
 
 def with_defaults(cls: type, params: dict) -> dict:

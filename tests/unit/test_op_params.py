@@ -111,3 +111,26 @@ def test_an_open_upper_bound_is_shown_as_none():
     assert shown(10) == "10" and shown(True) == "True" and shown("10KB") == "'10KB'"
     assert repr(TextLengthFilter(min_len=3, max_len=sys.maxsize)) == \
         "text_length_filter(min_len=3, max_len=none (unbounded))"
+
+
+def test_djx_ops_shows_each_ops_first_sentence_whole_and_keeps_the_rest():
+    import re
+
+    from djx.core.op.params import describe_doc
+    from djx.core.op.registry import get_op_class, registered_ops
+    for name in registered_ops():
+        doc = get_op_class(name).__doc__
+        lead, rest = describe_doc(doc)
+        assert lead.endswith(".") and not lead.endswith((":.", ";.", "..")), (name, lead)
+        words = re.findall(r"\w+", doc or "")
+        assert re.findall(r"\w+", f"{lead} {rest}") == words, name  # nothing lost, nothing reordered
+    lead, _ = describe_doc(get_op_class("character_repetition_filter").__doc__)
+    assert lead == "Keep samples whose character n-gram repetition is within [min_ratio, max_ratio]."
+
+
+def test_a_first_sentence_ends_outside_parentheses_quotes_and_abbreviations():
+    from djx.core.op.params import describe_doc
+    assert describe_doc("Keep x (a. b) `c: d` e.g. y: z\n    and more.\n\nNext part.") == \
+        ("Keep x (a. b) `c: d` e.g. y.", "z and more.\n\nNext part.")
+    assert describe_doc("One line, no period") == ("One line, no period.", "")
+    assert describe_doc(None) == ("", "")
