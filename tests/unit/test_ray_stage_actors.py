@@ -25,8 +25,9 @@ class _Method:
     def remote(self, arg):
         arg = arg.value if isinstance(arg, _Ref) else arg
         self.actor.calls.append(arg)
-        self.actor.fake.in_work += 1
-        self.actor.fake.most_in_work = max(self.actor.fake.most_in_work, self.actor.fake.in_work)
+        if self.actor.name.startswith("s0"):  # a block enters the first stage: one more block in work
+            self.actor.fake.in_work += 1
+            self.actor.fake.most_in_work = max(self.actor.fake.most_in_work, self.actor.fake.in_work)
         return _Ref(arg + [self.actor.name], ready=not self.actor.slow)
 
 
@@ -68,7 +69,7 @@ class FakeRay:
                 r.ready = True
         return [r for r in refs if r.ready], [r for r in refs if not r.ready]
 
-    def get(self, ref):
+    def get(self, ref):  # the driver takes a block's last result
         self.in_work -= 1
         return ref.value
 
@@ -97,6 +98,14 @@ def test_blocks_in_work_are_bounded_and_spread_over_the_actors():
     assert ray.most_in_work <= 2 * 3  # two actors, at most three blocks each
     a0, a1 = (len(a.calls) for a in ray.actors)
     assert a0 + a1 == 20 and abs(a0 - a1) <= 1
+
+
+def test_with_two_stages_the_first_queues_blocks_while_the_second_works():
+    ray = FakeRay(slow={"s0a0", "s1a0"})
+    actors = StageActors(ray, object, _specs(stages=2, count=1, per_actor=2))
+    out = list(actors.through(iter([[k] for k in range(9)])))
+    assert [o[0] for o in out] == list(range(9))
+    assert ray.most_in_work == 2 + 2  # blocks in work: two per actor, summed over the stages
 
 
 def test_closing_the_results_closes_the_input_and_stop_kills_every_actor():

@@ -9,8 +9,10 @@ after Ray was there on 2 cores, all of it on start-up's path (a plain actor: 0.1
 Each parsed block (one batch: read.py re-blocks by batch_size) goes to an actor of the first
 stage, whose result (an object reference: it stays in Ray's object store) goes to an actor of the
 next, and so on; the driver takes the last stage's results in input order. An actor gets a block
-when it has the fewest in work, at most `per_actor` at once (a stage that only prepares: its lanes
-plus one), so the blocks in work are bounded and a slow actor gets fewer.
+when it has the fewest in work. The blocks in work are bounded by the stages' actors times
+`per_actor` (a stage that only prepares: its lanes plus one), summed over the stages: with one
+stage, no actor holds more than `per_actor`; with several, an actor of one stage may queue blocks
+while those of the next work on theirs.
 
 An actor that dies is restarted by Ray and its calls retried on the new process (max_restarts,
 max_task_retries); the poison tracker (poison.py) names what killed it, so the retry isolates the
@@ -47,9 +49,6 @@ class _Stage:
         self.busy[k] += 1
         return k
 
-    def full(self) -> bool:
-        return min(self.busy) >= self.per_actor
-
 
 class StageActors:
     """The stages' actors of one run; `through` runs blocks through them, `stop` kills them."""
@@ -59,13 +58,14 @@ class StageActors:
         remote = ray.remote(cls)
         self.stages = [_Stage([remote.options(**spec.options).remote(**spec.kwargs) for _ in range(spec.count)],
                               spec.per_actor, [0] * spec.count) for spec in specs]
+        self.limit = sum(spec.count * spec.per_actor for spec in specs)  # blocks in work at most
 
     def through(self, blocks) -> Iterator:
         """The last stage's result for each block, in the blocks' order. Closing it closes `blocks`."""
         ray, pending = self._ray, deque()  # (the last stage's result, the actor each stage gave it to)
         try:
             for block in blocks:
-                while pending and (self._full() or ray.wait([pending[0][0]], timeout=0)[0]):
+                while pending and (len(pending) >= self.limit or ray.wait([pending[0][0]], timeout=0)[0]):
                     yield self._take(pending.popleft())
                 ref, picks = block, []
                 for stage in self.stages:
@@ -78,9 +78,6 @@ class StageActors:
         finally:
             if hasattr(blocks, "close"):
                 blocks.close()
-
-    def _full(self) -> bool:
-        return any(stage.full() for stage in self.stages)
 
     def _take(self, entry):
         ref, picks = entry
