@@ -185,6 +185,19 @@ def test_ops_sharing_a_model_run_in_one_actor_and_load_it_once(ray_address, tmp_
     assert {r["__dj__drop__"]["op_index"] for r in out["dropped"].values()} == {0, 1, 2, 3}
 
 
+def test_a_plugin_models_weights_are_loaded_once_for_the_actors_that_share_them(ray_address, tmp_path,
+                                                                                text_dataset, write_recipe):
+    # np: 2: a Ray task loads the plug-in's model (its worker imports the plug-in, as the actors do)
+    # and both actors map its weights from the object store: the summary counts one shared copy
+    both = run_both(tmp_path, write_recipe, "weights", ray_address, dataset_path=str(text_dataset.path),
+                    np=2, batch_size=4, custom_ops=[str(PLUGINS_DIR / "ray_plugin_ops.py")],
+                    process=[{"letter_weight_filter": {"model": "w", "min_score": 0.0}}])
+    summary = assert_same_run(both)
+    assert summary["kept"] > 0 and summary["dropped"] > 0
+    assert summary["memory"]["shared_weight_bytes_per_device"] == {"cpu": 26 * 26 * 4}
+    assert summary["max_model_loads_per_process"] == 1
+
+
 def test_on_error_fail_stops_at_the_same_line_as_local(ray_address, tmp_path, write_recipe):
     write_lines(tmp_path / "data.jsonl", [json.dumps({"text": LONG}).encode()] * 5 + [b"{oops"]
                 + [json.dumps({"text": LONG}).encode()] * 5)

@@ -98,7 +98,8 @@ class ModelPool:
             t0 = time.perf_counter()
             before = _device_allocated(self.device)
             shared = self.share is not None and self.share.covers(self.device)
-            model = self.share.load(loader, spec, self.device) if shared else loader(spec, self.device)
+            model, shared = self.share.load_mapped(loader, spec, self.device) if shared else \
+                (loader(spec, self.device), False)
             label = spec.label()
             self.load_seconds[label] = self.load_seconds.get(label, 0.0) + time.perf_counter() - t0
             self.loads[label] = self.loads.get(label, 0) + 1

@@ -60,3 +60,41 @@ class LetterScoreFilter(Filter):
 
     def keep(self, stats: dict) -> bool:
         return stats["letter_score"] >= self.min_score
+
+
+@register_model_loader("letter_weights", estimate=lambda spec: 26 * 26 * 4)
+def load_letter_weights(spec: ModelSpec, device: str):
+    """A plug-in's model with weights (a 26 x 26 linear map, seeded by the spec's name), which
+    several actors of a Ray run share through the object store."""
+    import torch
+    torch.manual_seed(len(spec.name))
+    return torch.nn.Linear(26, 26, bias=False).to(device)
+
+
+@register_op("letter_weight_filter")
+class LetterWeightFilter(Filter):
+    """Keep samples whose letter counts, through the linear map `model`, sum to at least min_score."""
+
+    stats_keys = ("letter_weight",)
+
+    def __init__(self, model: str = "weights", min_score: float = 0.0, **common):
+        super().__init__(**common)
+        self.spec = ModelSpec("letter_weights", model)
+        self.min_score = min_score
+
+    def model_specs(self) -> list:
+        return [self.spec]
+
+    def compute_stats(self, batch: Batch) -> None:
+        import torch
+        linear = batch.pool.get(self.spec)
+        for sample in batch.samples:
+            counts = torch.zeros(26)
+            for c in batch.text(sample).lower():
+                if "a" <= c <= "z":
+                    counts[ord(c) - ord("a")] += 1
+            with torch.no_grad():
+                batch.stats(sample)["letter_weight"] = round(float(linear(counts).sum()), 4)
+
+    def keep(self, stats: dict) -> bool:
+        return stats["letter_weight"] >= self.min_score

@@ -43,12 +43,12 @@ from djx.core.executors.ray.blocks import parsed_blocks
 from djx.core.executors.ray.read import advance
 from djx.core.executors.ray.stage_actors import StageActors, StageSpec
 from djx.core.executors.ray.stage_plan import actor_need, cpu_tokens, fitted, largest_node_memory, ray_stages
+from djx.core.executors.ray.weights import shared_weights
 from djx.core.executors.ray.stages import DATA, FILE, KIND, NBYTES, ChainStage, RowKind, meta_column
 from djx.core.plan.planner import Plan
 from djx.core.io.readers import ReadState
 from djx.core.recipe.recipe import Recipe
 from djx.core.records import BatchResult, FailFast, WorkerReport, add_counters
-from djx.core.models.share.ray_store import share_for_ray
 from djx.core.models.share.weight_share import WeightShare
 
 # a call whose actor died is retried on the restarted actor. The poison tracker bounds the deaths of each batch
@@ -144,12 +144,13 @@ class RayExecutor:
                 name=f"djx-poison-tracker-{os.getpid()}-{uuid.uuid4().hex[:8]}").remote()
         if self._scorers is not None and self._scorers.stages:  # scoring: device (scorers.py)
             self._client = self._scorers.start(ray, len(self.groups) * self.plan.workers)
-        # one copy of each model per node, in the object store, where several actors load it; none
-        # when the stats are there (re-filter). A model one actor loads is read by that actor: the
-        # driver would import torch and load it first, on start-up's path, for no copy saved
+        # one copy of each model per node, in the object store, where several actors load it (a task
+        # loads it, weights.py); none when the stats are there (re-filter). A model one actor loads is
+        # read by that actor: a shared copy would cost one more load, for no copy saved
         if self.recipe.share_models and not self.chain.lazy_models and self.plan.workers > 1:
-            refs = share_for_ray(ray, self._scorers.actor_specs(self.groups) if self._client else
-                                 self.chain.model_specs(), self.plan.on_gpu)
+            refs = shared_weights(ray, self._scorers.actor_specs(self.groups) if self._client else
+                                  self.chain.model_specs(), self.plan.on_gpu, tuple(self.recipe.custom_ops),
+                                  self.recipe.base_dir)
             self._share = None if refs is None else WeightShare(refs=refs)
         io_cpus, actor_cpus = cpu_tokens(float(ray.cluster_resources().get("CPU", 1)),
                                          len(self.groups) * self.plan.workers)

@@ -23,15 +23,23 @@ class WeightShare:
 
     def load(self, loader, spec, device: str):
         """`loader(spec, device)`'s model, its weights mapped from the shared copy."""
+        return self.load_mapped(loader, spec, device)[0]
+
+    def load_mapped(self, loader, spec, device: str) -> tuple:
+        """(the model, whether its weights are mapped from the shared copy rather than loaded here)."""
         if device in self.owners:
             from djx.core.models.share.gpu_owner import load_from_owner
-            return load_from_owner(self.owners[device], loader, spec, device)
+            return load_from_owner(self.owners[device], loader, spec, device), True
         key = spec_key(spec, device)
         if key in self.refs:
             import ray
             from djx.core.models.share.ray_store import from_payload
-            return from_payload(ray.get(self.refs[key]))
+            try:
+                payload = ray.get(self.refs[key])
+            except ray.exceptions.RayError:  # its load failed, or its form does not pickle: this process's own
+                return loader(spec, device), False  # load, which says the error where there is one
+            return from_payload(payload), True
         if self.folder:
             from djx.core.models.share.folder import load_from_folder
-            return load_from_folder(self.folder, key, loader, spec, device, self.secret)
-        return loader(spec, device)
+            return load_from_folder(self.folder, key, loader, spec, device, self.secret), True
+        return loader(spec, device), False
