@@ -32,13 +32,12 @@ class StageSpec:
     count: int
     options: dict
     kwargs: dict
-    per_actor: int = 2  # calls in work on one actor at once (one running, one waiting in its queue)
+    per_actor: int = 2  # its share of the blocks in work: per actor (one running, one waiting in its queue)
 
 
 @dataclass
 class _Stage:
     actors: list
-    per_actor: int
     busy: list = field(default_factory=list)  # calls in work per actor
     turn: int = 0                             # which actor goes first among the least busy
 
@@ -57,7 +56,7 @@ class StageActors:
         self._ray = ray
         remote = ray.remote(cls)
         self.stages = [_Stage([remote.options(**spec.options).remote(**spec.kwargs) for _ in range(spec.count)],
-                              spec.per_actor, [0] * spec.count) for spec in specs]
+                              [0] * spec.count) for spec in specs]
         self.limit = sum(spec.count * spec.per_actor for spec in specs)  # blocks in work at most
 
     def through(self, blocks) -> Iterator:
