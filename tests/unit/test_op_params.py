@@ -119,6 +119,8 @@ def test_djx_ops_shows_each_ops_first_sentence_whole_and_keeps_the_rest():
     from djx.core.op.params import describe_doc
     from djx.core.op.registry import get_op_class, registered_ops
     for name in registered_ops():
+        if not get_op_class(name).__module__.startswith("djx.ops."):
+            continue  # other tests' plug-ins, registered in this process, need not describe themselves
         doc = get_op_class(name).__doc__
         lead, rest = describe_doc(doc)
         assert lead.endswith(".") and not lead.endswith((":.", ";.", "..")), (name, lead)
