@@ -1,14 +1,14 @@
-"""One copy of each model per run in Ray's object store, loaded by a Ray task per model.
+"""One copy of each model per run in Ray's object store, loaded by one Ray task.
 
 The driver used to load each model and put its weights in the object store before it created the
 stage actors: torch's import and every load on start-up's path (3-4 s on 2 cores), the actors
 started only after. One Ray task loads them instead, each model one of its results (its worker
 imports the run's plug-ins, as a stage actor does, so a plug-in's loader is found; one task, not
 one per model: each process that imports torch costs its CPU-seconds again), and the actors are
-created at once with the references of its results: they import torch beside the loads and wait for the weights only
-when they load their models (models/share/weight_share.py), mapping them zero-copy from their
-node's shared memory. A model whose load fails there, or whose loaded form does not pickle, is
-loaded by each actor itself, which says the load's error where there is one."""
+created at once with the references of its results: they import torch beside the loads and wait
+for the weights only when they load their models (models/share/weight_share.py), mapping them
+zero-copy from their node's shared memory. A model whose load fails there, or whose loaded form
+does not pickle, is loaded by each actor itself, which says the load's error where there is one."""
 from __future__ import annotations
 
 import os
