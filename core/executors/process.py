@@ -14,7 +14,7 @@ import dill
 from djx.core.run.chain import OpChain
 from djx.core.models.pool import ModelPool, process_pool
 from djx.core.models.share.score_client import takes_part
-from djx.core.op.registry import load_builtin_ops, load_custom_ops, load_entry_point_ops
+from djx.core.op.registry import load_run_ops
 
 
 def set_thread_env(threads: int) -> None:
@@ -58,13 +58,12 @@ class WorkerSetup:
     lanes: int = 1                # tasks a local worker runs at once (lanes.py): 2 when it waits on a scorer
 
 
-def bind_process(setup: WorkerSetup) -> tuple[OpChain, ModelPool]:
-    """The chain this process runs and its model pool, bound to the setup's device and threads."""
+def bind_process(setup: WorkerSetup, sys_path: list | tuple = ()) -> tuple[OpChain, ModelPool]:
+    """The chain this process runs and its model pool, bound to the setup's device and threads
+    (sys_path: import path entries a module plug-in needs, a Ray actor's from its driver)."""
     t0 = time.perf_counter()
     set_thread_env(setup.threads)
-    load_builtin_ops()  # plug-ins first: unpickling the chain needs their classes
-    load_custom_ops(setup.custom_ops, setup.base_dir)
-    load_entry_point_ops()
+    load_run_ops(setup.custom_ops, setup.base_dir, sys_path)  # plug-ins first: unpickling the chain needs their classes
     chain = dill.loads(setup.chain_bytes)
     pool = process_pool(setup.device, setup.share, setup.scoring)
     if setup.scorer is not None:

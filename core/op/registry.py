@@ -72,6 +72,16 @@ def load_builtin_ops() -> None:
     _LOADED.add(BUILTIN_GROUP)
 
 
+def load_run_ops(custom_ops: list[str] | tuple[str, ...], base_dir: str, sys_path: list | tuple = ()) -> None:
+    """Every op a run's process can meet, as its driver found them: the built-in ops, the recipe's
+    plug-ins, the entry points' (before a chain or a model is unpickled: those need their classes
+    and loaders). sys_path: the driver's import path, so a module plug-in resolves in a Ray process."""
+    sys.path += [p for p in sys_path if p not in sys.path and os.path.isdir(p)]
+    load_builtin_ops()
+    load_custom_ops(custom_ops, base_dir)
+    load_entry_point_ops()
+
+
 FIND_OPS_HINT = "`djx ops` lists all ops; plug-ins need `custom_ops`"
 
 

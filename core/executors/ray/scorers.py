@@ -57,18 +57,15 @@ class ScoringActor:
         entered = time.time()  # the start-up's instants, which a warm-up's answer carries (startup_parts)
         from djx.core.executors.process import set_thread_env
         set_thread_env(threads)  # before anything imports torch
-        sys.path += [p for p in sys_path if p not in sys.path and os.path.isdir(p)]  # module plug-ins
         import ray
         import torch
 
         from djx.core.models.share.scoring import Scorer
-        from djx.core.op.registry import load_builtin_ops, load_custom_ops, load_entry_point_ops
+        from djx.core.op.registry import load_run_ops
         torch.set_num_threads(threads)
         if device.startswith("cuda"):
             torch.cuda.set_device(device)
-        load_builtin_ops()  # plug-ins first: unpickling an op needs its class, a model its loader
-        load_custom_ops(custom_ops, base_dir)
-        load_entry_point_ops()
+        load_run_ops(custom_ops, base_dir, sys_path)  # first: unpickling an op needs its class, a model its loader
         with warnings.catch_warnings():  # Ray's property reads its own deprecated actor_id
             warnings.simplefilter("ignore")
             self._restarted = ray.get_runtime_context().was_current_actor_reconstructed

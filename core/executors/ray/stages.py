@@ -15,7 +15,6 @@ import hashlib
 import itertools
 import os
 import pickle
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -67,13 +66,12 @@ class ChainStage:
         entered = time.time()  # the start-up's instants (the summary's startup_parts)
         from djx.core.executors.process import set_thread_env
         set_thread_env(setup.threads)  # before anything imports torch
-        sys.path += [p for p in sys_path if p not in sys.path and os.path.isdir(p)]  # module plug-ins
         import ray
 
         from djx.core.executors.process import bind_process
         from djx.core.plan.resources import PeakUss
 
-        self.chain, self.pool = bind_process(setup)
+        self.chain, self.pool = bind_process(setup, sys_path)  # sys_path: the driver's, for module plug-ins
         self.first, self.stage, self.final = first, stage, final
         self.poison, self._ray = poison, ray
         # a process's report apart from its actor's earlier ones: Ray restarts a dead actor under its id

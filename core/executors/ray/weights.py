@@ -33,14 +33,11 @@ def shared_payloads(specs: list, custom_ops: tuple, base_dir: str, sys_path: lis
     stored as it is yielded: one model at a time in this process's memory)."""
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = "1"  # before torch's import: one thread, it declares no CPU
-    sys.path += [p for p in sys_path if p not in sys.path and os.path.isdir(p)]  # module plug-ins
     from djx.core.models.pool import loader_for
     from djx.core.models.share.ray_store import ray_payload
     from djx.core.models.share.split import return_freed_memory
-    from djx.core.op.registry import load_builtin_ops, load_custom_ops, load_entry_point_ops
-    load_builtin_ops()
-    load_custom_ops(custom_ops, base_dir)
-    load_entry_point_ops()
+    from djx.core.op.registry import load_run_ops
+    load_run_ops(custom_ops, base_dir, sys_path)
     for spec in specs:
         payload = ray_payload(loader_for(spec), spec, "cpu")
         yield payload

@@ -125,7 +125,7 @@ def owner_main(device: str, address: OwnerAddress, custom_ops: tuple, base_dir: 
 
     from djx.core.executors.process import die_with_parent, set_thread_env
     from djx.core.models.share.scoring import ScoringDesk
-    from djx.core.op.registry import load_builtin_ops, load_custom_ops, load_entry_point_ops
+    from djx.core.op.registry import load_run_ops
     timeline = {"scorer_entered_at": time.time()}  # the start-up's instants (the summary's startup_parts)
     die_with_parent(parent)
     _name_process(b"djx-weights")  # what ps, top and nvidia-smi users look for
@@ -133,9 +133,7 @@ def owner_main(device: str, address: OwnerAddress, custom_ops: tuple, base_dir: 
     import torch
     torch.set_num_threads(threads)
     device_ready = _make_context(device, timeline) if device.startswith("cuda") else None
-    load_builtin_ops()
-    load_custom_ops(custom_ops, base_dir)
-    load_entry_point_ops()
+    load_run_ops(custom_ops, base_dir)
     if os.path.exists(address.path):
         os.unlink(address.path)  # a dead owner's socket
     listener = Listener(address.path, "AF_UNIX", backlog=64, authkey=address.authkey)  # workers retry until it listens
