@@ -39,9 +39,9 @@ class BatchImages:
     `load_truncated_images` is the run's choice (recipe key): False rejects a truncated or
     corrupt file as bad_image; True keeps what decodes, as Data-Juicer does.
     `max_decoded_bytes` bounds the pixels the batch holds decoded: an image whose decode (its
-    frame and RGB copy, from the header's size) would take the batch past it is rejected with
-    code decode_budget instead of the worker running out of memory (a few KB of PNG can decode
-    to 12000x12000).
+    frame and RGB copy, from the header's size) would take the batch past it is refused with code
+    decode_budget instead of the worker running out of memory (a few KB of PNG can decode to
+    12000x12000); the chain runs the samples refused again with nothing held (rerun_over_budget).
     """
 
     def __init__(self, base_dir: str, max_pixels: int, load_truncated_images: bool = False,
@@ -101,10 +101,11 @@ class BatchImages:
         """Refuse a decode that would take the batch past max_decoded_bytes."""
         cost = self._cost(w, h)
         if self.decoded_bytes + cost > self.max_decoded_bytes:
+            held = f", beside the {self.decoded_bytes >> 20} MB of images held with it," if self.decoded_bytes else ""
             raise SampleError(
-                f"image {ref!r}: {w}x{h} needs ~{cost >> 20} MB decoded and this batch already holds "
-                f"{self.decoded_bytes >> 20} MB of the worker's max_decoded_bytes {self.max_decoded_bytes >> 20} MB "
-                f"(lower batch_size, or raise max_decoded_bytes where the memory is there)", code=DECODE_BUDGET)
+                f"image {ref!r}: {w}x{h} needs ~{cost >> 20} MB decoded{held} past the worker's "
+                f"max_decoded_bytes {self.max_decoded_bytes >> 20} MB (raise it where the memory is there)",
+                code=DECODE_BUDGET)
 
     def close(self) -> None:
         for img in self._decoded.values():
@@ -200,6 +201,32 @@ class BatchImages:
                               f"{self.max_pixels} (decompression-bomb guard; raise max_image_pixels "
                               f"in the recipe if this image is legitimate)", code=BAD_IMAGE)
         return img
+
+
+def rerun_over_budget(images: BatchImages, rejected: dict, call: Callable[[list], dict], counters: dict) -> None:
+    """The samples an op rejected as decode_budget (`rejected`: index -> (reason, code, error)),
+    run again by `call(indices)` with nothing held decoded (later ops decode again what they read):
+    a batch of photos that together pass max_decoded_bytes is done in parts, never rejected for its
+    company. Those that fail again together are run one at a time: only a sample whose own images
+    pass the budget stays rejected."""
+    pending = [i for i, why in rejected.items() if why[1] == DECODE_BUDGET]
+    while pending:
+        counters["decode_budget_reruns"] = counters.get("decode_budget_reruns", 0) + len(pending)
+        for i in pending:
+            del rejected[i]
+        images.close()
+        if len(pending) > 1:
+            rejected.update(call(pending))
+            again = [i for i in pending if rejected.get(i, ("", ""))[1] == DECODE_BUDGET]
+            if len(again) < len(pending):
+                pending = again
+                continue
+            for i in again:
+                del rejected[i]
+        for i in pending:  # alone: its own images are all it holds
+            images.close()
+            rejected.update(call([i]))
+        return
 
 
 def _upright_size(img: Image.Image) -> tuple[int, int]:

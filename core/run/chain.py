@@ -9,7 +9,7 @@ from typing import Callable
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY, RunContext
 from djx.core.op.reasons import default_reason
 from djx.core.errors import SampleError
-from djx.core.op.images import BatchImages
+from djx.core.op.images import BatchImages, rerun_over_budget
 from djx.core.op.base import Batch, Filter, Mapper, Op
 from djx.core.dedup.finder import rejected_hashes
 from djx.core.io.image_paths import path_writer
@@ -158,10 +158,11 @@ class OpChain:
         step = op.batch_size or len(live) or 1
         own = [(s[POSITION_KEY], s.get(STATS_KEY)) for s in samples]  # djx's keys, whatever the op does
         before = snapshot(op, samples, live)  # a mapper: what it changes is no longer what the stats describe
+        call = lambda idx: self._call_isolated(op, samples, idx, images, pool, text_key, image_key,  # noqa: E731
+                                               result.counters, result.op_counts[k].phases)
         for start in range(0, len(live), step):
-            idx = live[start:start + step]
-            rejected.update(self._call_isolated(op, samples, idx, images, pool, text_key, image_key,
-                                                result.counters, result.op_counts[k].phases))
+            rejected.update(call(live[start:start + step]))
+        rerun_over_budget(images, rejected, call, result.counters)  # a sample's company never rejects it
         _restore_keys(samples, own)
         books.remapped(changed(before, samples))
         kept, counts = [], result.op_counts[k]
