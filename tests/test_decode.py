@@ -85,6 +85,17 @@ def ycck_jpeg(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+def exif_after_data(path: Path, img: Image.Image, orientation: int) -> None:
+    """A PNG whose eXIf chunk comes after its pixel data (older writers put it there): Pillow reads
+    it only when the pixels load."""
+    img.save(path)
+    data = path.read_bytes()
+    exif = exif_with(orientation).tobytes()
+    chunk = struct.pack(">I", len(exif)) + b"eXIf" + exif + struct.pack(">I", zlib.crc32(b"eXIf" + exif))
+    end = data.rindex(b"IEND") - 4
+    path.write_bytes(data[:end] + chunk + data[end:])
+
+
 def build_corpus(folder: Path) -> dict[str, Path]:
     """Every format case Data-Juicer users feed in, written by PIL: name -> path."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -105,6 +116,8 @@ def build_corpus(folder: Path) -> dict[str, Path]:
            b'rdf-syntax-ns#"><rdf:Description xmlns:tiff="http://ns.adobe.com/tiff/1.0/" '
            b'tiff:Orientation="6"/></rdf:RDF></x:xmpmeta>')
     save("xmp_orientation_6.jpg", upright.transpose(STORED_AS[6]), xmp=xmp)
+    files["exif_after_data_6.png"] = folder / "exif_after_data_6.png"
+    exif_after_data(files["exif_after_data_6.png"], upright.transpose(STORED_AS[6]), 6)
 
     cmyk = Image.merge("CMYK", [*picture().split(), picture(seed=3).split()[2]])
     save("cmyk.jpg", cmyk, quality=90)
@@ -119,6 +132,7 @@ def build_corpus(folder: Path) -> dict[str, Path]:
     palette = picture().convert("P", palette=Image.Palette.ADAPTIVE, colors=16)
     save("palette_trns.png", palette, transparency=3)
     save("palette.gif", palette, transparency=5)
+    save("trns_rgb.png", picture(), transparency=(0, 0, 0))  # a colour that is transparent (tRNS)
     save("L.png", picture().convert("L"))
     save("LA.png", picture().convert("LA"))
     rgba = picture().convert("RGBA")
@@ -160,9 +174,9 @@ def corpus(tmp_path_factory) -> dict[str, Path]:
 
 CASES = (
     *(f"orientation_{o}.{ext}" for o in STORED_AS for ext in ("jpg", "png")),
-    "orientation_6.webp", "orientation_8.tif", "xmp_orientation_6.jpg",
+    "orientation_6.webp", "orientation_8.tif", "xmp_orientation_6.jpg", "exif_after_data_6.png",
     "cmyk.jpg", "ycck.jpg", "progressive.jpg", "subsampling_420.jpg", "icc_large.jpg", "icc_srgb.png",
-    "palette_trns.png", "palette.gif", "L.png", "LA.png", "RGBA.png", "RGBA.webp", "bilevel.png",
+    "palette_trns.png", "palette.gif", "trns_rgb.png", "L.png", "LA.png", "RGBA.png", "RGBA.webp", "bilevel.png",
     "bilevel.tif", "I16.png", "I32.tif", "F32.tif", "rgb16.png", "rgba16.png",
     "animated.gif", "animated.webp", "animated.png", "multipage.tif", "stereo.mpo",
     "one_pixel.png", "one_pixel.jpg", "wide.jpg", "wide.png", "tall.webp",
@@ -182,17 +196,21 @@ def test_every_format_decodes_to_data_juicers_pixels(corpus, name):
     want = reference_rgb(path)
     assert got.mode == "RGB" and got.size == want.size
     assert np.array_equal(np.asarray(got), np.asarray(want))
-    assert images.size(path.name) == got.size  # header-only size = the decoded (upright) size
+    if name != "exif_after_data_6.png":  # its orientation is not in the header (docs/decoding.md)
+        assert images.size(path.name) == got.size  # header-only size = the decoded (upright) size
     images.close()
 
 
 @pytest.mark.parametrize("name", [f"orientation_{o}.{ext}" for o in STORED_AS for ext in ("png", "jpg")]
-                         + ["orientation_6.webp", "orientation_8.tif", "xmp_orientation_6.jpg"])
+                         + ["orientation_6.webp", "orientation_8.tif", "xmp_orientation_6.jpg",
+                            "exif_after_data_6.png"])
 def test_a_photo_stored_sideways_is_seen_upright(corpus, name):
     images = BatchImages(str(corpus[name].parent), 10**9)
+    header = images.size(name)  # read first: a look at the header must not hide a later eXIf chunk
     got = np.asarray(images.rgb(name), dtype=int)
     upright = np.asarray(picture(), dtype=int)
-    assert got.shape == upright.shape and images.size(name) == (48, 32)
+    assert got.shape == upright.shape
+    assert header == ((32, 48) if name == "exif_after_data_6.png" else (48, 32))
     if name.endswith(".jpg"):
         assert np.abs(got - upright).mean() < 4  # lossy, but the right way up (a wrong one: > 60)
     else:
@@ -239,6 +257,21 @@ def test_mode_conversions_follow_pillows_convert(corpus):
     grey = np.asarray(images.rgb("I16.png"))[..., 0]
     stored = np.asarray(Image.open(corpus["I16.png"]), dtype=int)
     assert np.array_equal(grey, np.minimum(stored, 255))
+
+
+@pytest.mark.parametrize("name", ["palette_trns.png", "palette.gif", "trns_rgb.png"])
+def test_a_transparency_colour_is_dropped_not_composited_onto_white_by_the_processor(corpus, name):
+    """transformers >= 5's processors composite an image with a transparency colour onto white;
+    Data-Juicer's decode (with its transformers 4.57) scores the colours stored: the decoded image
+    carries no transparency left for a processor to find."""
+    from transformers import CLIPImageProcessor
+    processor = CLIPImageProcessor.from_pretrained(Path(__file__).parent / "assets" / "models" / "tiny-clip")
+    images = BatchImages(str(corpus[name].parent), 10**9)
+    got = images.rgb(name)
+    assert "transparency" not in got.info
+    stored = Image.fromarray(np.asarray(reference_rgb(corpus[name])))  # the pixels, no info
+    assert np.array_equal(processor(got, return_tensors="np")["pixel_values"],
+                          processor(stored, return_tensors="np")["pixel_values"])
 
 
 def test_draft_decode_gives_a_smaller_upright_image(tmp_path):

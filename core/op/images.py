@@ -16,6 +16,7 @@ from typing import Callable, TypeVar
 
 from PIL import ExifTags, Image, ImageFile, ImageOps, UnidentifiedImageError
 from PIL.JpegImagePlugin import JpegImageFile
+from PIL.PngImagePlugin import PngImageFile
 from PIL.TiffImagePlugin import IMAGELENGTH, IMAGEWIDTH, TiffImageFile
 
 from djx.core.errors import SampleError
@@ -128,14 +129,21 @@ class BatchImages:
             if target and isinstance(img, JpegImageFile):  # JPEG and MPO
                 img.draft("RGB", (target, target))
             img.load()  # a multi-frame file (GIF, WebP, TIFF, MPO) gives its first frame
+            if isinstance(img, PngImageFile):  # load() read an eXIf chunk after the pixels: the header's
+                img._exif = None  # look (_upright_size) cached none, Data-Juicer's decode reads it after load
             upright = img
             if img.getexif().get(_ORIENTATION) is not None:
                 upright = ImageOps.exif_transpose(img)  # orientation 1 or unknown: an unchanged copy
             if upright.mode == "RGB":  # convert("RGB") would copy the pixels: keep them, past img's close
                 # (Pillow's own helper for a new Image over the same pixels; a copy where it has none)
                 keep = getattr(upright, "_new", None)
-                return keep(upright.im) if keep is not None else upright.copy()
-            return upright.convert("RGB")  # alpha is dropped, 16-bit values clip at 255, no ICC
+                rgb = keep(upright.im) if keep is not None else upright.copy()
+            else:
+                rgb = upright.convert("RGB")  # alpha is dropped, 16-bit values clip at 255, no ICC
+            # the alpha is gone: a processor must not find a transparency colour and composite the
+            # image onto white (transformers >= 5 does; Data-Juicer's 4.57 did not)
+            rgb.info.pop("transparency", None)
+            return rgb
 
     def _attempt(self, ref: str, what: str, read: Callable[[], T]) -> T:
         """`read()` with truncated files refused; on a decode error, again with them allowed
