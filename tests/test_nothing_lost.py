@@ -66,9 +66,10 @@ def test_each_kind_of_bad_input_is_rejected_with_a_reason(tmp_path, images):
         good,                                                        # 12 kept
         json.dumps({"text": "a url", "images": ["https://example.com/a.jpg"]}),  # 13
         json.dumps({"text": "empty path", "images": [""]}),                      # 14
+        json.dumps({"text": "nul", "images": ["img/ok\u0000.png"]}),             # 15
     ]
     summary, rej = run(tmp_path, lines, [TEXT, SHAPE, {"poison_filter": {}}], max_image_pixels=10_000_000)
-    assert_accounted(summary, 15)
+    assert_accounted(summary, 16)
     # the truncated JPEG's header is intact: header-only filters keep it (decoding ops reject it)
     assert summary["blank_lines"] == 1 and summary["kept"] == 3
     assert "not valid JSON" in rej[1]["reason"] and rej[1]["raw"] == "{not json" and rej[1]["line"] == 2
@@ -82,12 +83,24 @@ def test_each_kind_of_bad_input_is_rejected_with_a_reason(tmp_path, images):
         assert any(w in rej[pos]["reason"] for w in ("not a readable image", "cannot open"))
     assert "exceeds the limit of 10000000" in rej[11]["reason"]
     assert "a URL; djx reads local files" in rej[13]["reason"] and "an empty path" in rej[14]["reason"]
-    assert set(rej) == {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 13, 14}
+    assert "a path with a NUL byte names no file" in rej[15]["reason"] and "truncated" not in rej[15]["reason"]
+    assert set(rej) == {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 13, 14, 15}
     assert {pos: r["code"] for pos, r in rej.items()} == {
         1: "bad_input", 2: "bad_input", 3: "bad_input", 4: "bad_input", 5: "bad_input", 6: "bad_input",
-        7: "bad_image", 9: "bad_image", 10: "bad_image", 11: "bad_image", 13: "bad_image", 14: "bad_image"}
+        7: "bad_image", 9: "bad_image", 10: "bad_image", 11: "bad_image", 13: "bad_image", 14: "bad_image",
+        15: "bad_image"}
     for r in rej.values():
         assert r["reason"] and ("record" in r or "raw" in r)
+
+
+def test_a_path_with_a_nul_byte_is_a_bad_image_for_the_file_size_too(tmp_path, images):
+    from djx import Pipeline
+    from djx.ops.filter.image_size_filter import ImageSizeFilter
+    pipe = Pipeline(ops=[ImageSizeFilter()])
+    good = str(tmp_path / "img" / "ok.png")
+    kept = list(pipe.process([{"text": "x", "images": [good + "\x00"]}, {"text": "y", "images": [good]}]))
+    [rejected] = pipe.last_counts["rejected_records"]
+    assert len(kept) == 1 and rejected["code"] == "bad_image" and "NUL byte" in rejected["reason"]
 
 
 def test_a_truncated_image_is_rejected_when_pixels_are_decoded(tmp_path, images):

@@ -179,6 +179,8 @@ class BatchImages:
             raise SampleError(f"image reference {ref!r} is not a string", code=BAD_IMAGE)
         if not ref.strip():
             raise SampleError("image '': an empty path", code=BAD_IMAGE)
+        if "\x00" in ref:
+            raise SampleError(f"image {ref!r}: a path with a NUL byte names no file", code=BAD_IMAGE)
         if "://" in ref:
             raise SampleError(f"image {ref!r}: a URL; djx reads local files (download the images and "
                               f"use their paths)", code=BAD_IMAGE)
