@@ -77,3 +77,17 @@ def test_dry_run_stops_when_no_image_of_the_first_records_exists(tmp_path, write
     dry = djx_cli("process", recipe, "--dry-run")
     assert dry.rc == 1 and "none of the 5 images the first records name exists" in dry.out + dry.err
     assert "image_root" in dry.out + dry.err
+
+
+def test_the_example_reason_of_a_systematic_rejection_is_cut_at_a_word_and_quoted(tmp_path):
+    import json
+
+    from djx.core.run.ledger import first_reason
+    long = "image 'x.png': " + " ".join(f"word{i}" for i in range(100))  # ~600 characters
+    path = tmp_path / "o.rejected.jsonl"
+    path.write_text(json.dumps({"code": "bad_input", "reason": "other"}) + "\n"
+                    + json.dumps({"code": "bad_image", "reason": long}) + "\n")
+    example = first_reason(str(path), "bad_image")
+    assert example.endswith(" ...") and len(example) <= 304
+    assert long.startswith(example[:-4]) and long[len(example) - 4] == " "  # whole words only
+    assert first_reason(str(path), "bad_input") == "other"

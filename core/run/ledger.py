@@ -33,7 +33,8 @@ def first_reason(rejected_path: str, code: str) -> str | None:
     try:
         for _, rec in iter_output(rejected_path):
             if rec.get("code") == code:
-                return str(rec.get("reason"))[:200]
+                reason = str(rec.get("reason"))
+                return reason if len(reason) <= 300 else reason[:300].rsplit(" ", 1)[0] + " ..."
     except (OSError, ValueError, DjxError):
         return None
     return None
@@ -242,7 +243,7 @@ class RunLedger:
             return
         example = first_reason(self.writer.paths.rejected, code)
         raise DjxError(f"{n} of {records} samples ({n / records:.1%}) were rejected as {code}"
-                       + (f", e.g. {example}" if example else "") + f": the input does not match the recipe. The "
+                       + (f' (e.g. "{example}")' if example else "") + f": the input does not match the recipe. The "
                        f"outputs are written ({self.writer.paths.rejected} has every reason); set "
                        f"max_rejected_fraction: 1.0 to accept such a run")
 
