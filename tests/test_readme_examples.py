@@ -87,3 +87,32 @@ def test_the_readme_model_plugin_shares_clip_with_the_builtin_filter(tmp_path, w
         images = [Image.open(DEMO / ref).convert("RGB") for ref in k["images"]]
         expected = reference_prompt_scores(images, prompts)
         assert k["__dj__stats__"]["image_prompt_score"] == pytest.approx(expected, abs=1e-5)
+
+
+def readme_commands(heading: str) -> list[list[str]]:
+    """The `djx` commands of the README's ```bash block under `heading`, comments left out."""
+    import shlex
+    section = README.split(heading, 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.DOTALL).group(1)
+    lines = [line.split("#", 1)[0].strip() for line in block.splitlines()]
+    return [shlex.split(line)[1:] for line in lines if line.startswith("djx ")]
+
+
+@pytest.mark.slow
+def test_the_readme_trial_and_analysis_commands_run_in_order_after_the_demo(tmp_path, monkeypatch, djx_cli):
+    """A new user's session: the demo (the README's first command), then the trial-run block as typed."""
+    import shutil
+    shutil.copytree(REPO_DIR / "configs", tmp_path / "configs")
+    (tmp_path / "tests").symlink_to(REPO_DIR / "tests")  # the demo's data and models, read only
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BROWSER", "true")  # --open: a browser command that returns at once
+    first = re.search(r"&& (djx process configs/demo\.yaml)\n", README).group(1).split()[1:]
+    assert djx_cli(*first).rc == 0
+    commands = readme_commands("## Trial runs and the analysis")
+    assert [c[0] for c in commands] == ["process", "process", "analyze", "explain"]
+    for command in commands:
+        res = djx_cli(*command)
+        assert res.rc == 0, (command, res.err)
+    full = json.loads((tmp_path / "outputs" / "demo" / "demo.summary.json").read_text())
+    trial = json.loads((tmp_path / "outputs" / "trial" / "demo.summary.json").read_text())
+    assert (full["input"], full["partial"]) == (100, False) and (trial["input"], trial["partial"]) == (40, True)
