@@ -184,3 +184,19 @@ def test_a_plugin_that_fails_to_import_is_a_recipe_error(tmp_path, write_recipe)
                           custom_ops=["broken_ops.py"])
     with pytest.raises(RecipeError, match="importing .*broken_ops.py failed: ValueError: oops in plug-in"):
         Pipeline.from_recipe(str(recipe))
+
+
+def test_the_readme_counts_the_data_juicer_ops_djx_has():
+    import re
+
+    from conftest import REPO_DIR
+    from djx.core.op.base import Mapper
+    from djx.core.op.registry import load_builtin_ops, registered_ops
+    load_builtin_ops()
+    builtin = {n: c for n, c in registered_ops().items() if c.__module__.startswith("djx.ops.")}
+    data_juicers = [n for n in builtin if not n.startswith("ray_") and n != "image_semantic_deduplicator"]
+    mappers = [n for n in data_juicers if issubclass(builtin[n], Mapper)]
+    readme = (REPO_DIR / "README.md").read_text(encoding="utf-8")
+    words = {6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten", 11: "eleven", 12: "twelve"}
+    assert re.search(rf"\n{len(data_juicers)} of Data-Juicer 1\.6\.1's image", readme)
+    assert f"and {words.get(len(mappers), len(mappers))} text mappers" in readme
