@@ -62,15 +62,23 @@ def reference_prompt_scores(images: list[Image.Image], prompts: list[str]) -> li
         return (out.image_embeds @ out.text_embeds.T).max(dim=1).values.tolist()
 
 
+@pytest.fixture(scope="module")
+def prompt_plugin(tmp_path_factory) -> str:
+    """docs/plugins.md's image_prompt_ops.py, written once: a plug-in file is imported once per
+    process, and its op's name registers once."""
+    path = tmp_path_factory.mktemp("plugin") / "image_prompt_ops.py"
+    path.write_text(readme_block("# image_prompt_ops.py", PLUGINS_DOC))
+    return str(path)
+
+
 @pytest.mark.slow
 @pytest.mark.spawn
 @pytest.mark.models
-def test_the_readme_model_plugin_shares_clip_with_the_builtin_filter(tmp_path, write_recipe):
-    (tmp_path / "image_prompt_ops.py").write_text(readme_block("# image_prompt_ops.py", PLUGINS_DOC))
+def test_the_readme_model_plugin_shares_clip_with_the_builtin_filter(tmp_path, write_recipe, prompt_plugin):
     prompts = ["a red circle on a white background", "a blue square on a black background"]
     recipe = write_recipe(
         tmp_path / "r.yaml", dataset_path=str(DEMO / "demo.jsonl"), export_path="out/kept.jsonl",
-        np=2, start_method="spawn", custom_ops=["image_prompt_ops.py"],
+        np=2, start_method="spawn", custom_ops=[prompt_plugin],
         process=[{"image_text_similarity_filter": {"hf_clip": str(TINY_CLIP), "min_score": -1.0}},
                  {"image_prompt_filter": {"hf_clip": str(TINY_CLIP), "prompts": prompts, "min_score": -1.0}}])
     summary = Pipeline.from_recipe(str(recipe)).run(progress=False, log=lambda *a: None)
@@ -87,6 +95,31 @@ def test_the_readme_model_plugin_shares_clip_with_the_builtin_filter(tmp_path, w
         images = [Image.open(DEMO / ref).convert("RGB") for ref in k["images"]]
         expected = reference_prompt_scores(images, prompts)
         assert k["__dj__stats__"]["image_prompt_score"] == pytest.approx(expected, abs=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.models
+def test_the_model_plugins_stats_are_computed_again_when_its_image_changes(tmp_path, write_recipe, prompt_plugin):
+    """The docs' image_prompt_filter reads images: a re-run on its export reuses its stats only for
+    an unchanged image, and an image given as a single path string is read as one image."""
+    import shutil
+    photos = sorted(p for p in DEMO.rglob("*.png"))[:2] or sorted(p for p in DEMO.rglob("*.jpg"))[:2]
+    for k, photo in enumerate(photos):
+        shutil.copy(photo, tmp_path / f"p{k}{photo.suffix}")
+    names = [f"p{k}{photo.suffix}" for k, photo in enumerate(photos)]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": "x", "images": name}) + "\n" for name in names))
+    op = {"image_prompt_filter": {"hf_clip": str(TINY_CLIP), "prompts": ["a red circle"], "min_score": -1.0}}
+    first = write_recipe(tmp_path / "a.yaml", dataset_path="in.jsonl", export_path="a/o.jsonl", np=1,
+                         custom_ops=[prompt_plugin], process=[op])
+    assert Pipeline.from_recipe(str(first)).run(progress=False, log=lambda *a: None)["kept"] == 2
+    before = [r["__dj__stats__"]["image_prompt_score"] for r in read_jsonl_file(tmp_path / "a" / "o.jsonl")]
+    assert all(len(s) == 1 for s in before)  # one image each, not one per character of its path
+    Image.open(photos[1]).transpose(Image.Transpose.ROTATE_90).save(tmp_path / names[0])  # the first changes
+    again = write_recipe(tmp_path / "b.yaml", dataset_path="a/o.jsonl", export_path="b/o.jsonl", np=1,
+                         custom_ops=[prompt_plugin], process=[op])
+    summary = Pipeline.from_recipe(str(again)).run(progress=False, log=lambda *a: None)
+    after = [r["__dj__stats__"]["image_prompt_score"] for r in read_jsonl_file(tmp_path / "b" / "o.jsonl")]
+    assert summary["ops"][0]["reused_stats"] == 1 and after[1] == before[1] and after[0] != before[0]
 
 
 def readme_commands(heading: str) -> list[list[str]]:

@@ -165,3 +165,29 @@ def test_language_ids_are_reused_as_the_numbers_are(tmp_path, text_dataset, writ
                          export_path="out/o.jsonl", np=1, start_method="fork", process=process)
     two = _run(djx_cli, again)
     assert one["kept"] > 0 and two["ops"][0]["reused_stats"] == one["kept"] == two["kept"]
+
+
+def test_an_op_that_reads_images_without_declaring_them_is_told_to(tmp_path):
+    """Undeclared, its image paths would go unchecked and its stats reused after the images change:
+    each sample is rejected with the line that says what to set."""
+    from PIL import Image
+
+    from djx import Filter
+    Image.new("RGB", (8, 8), "red").save(tmp_path / "a.png")
+
+    class Redness(Filter):
+        name = "undeclared_redness_test_filter"
+        stats_keys = ("red",)
+
+        def compute_sample(self, sample, batch):
+            batch.stats(sample)["red"] = batch.images.rgb(batch.image_refs(sample)[0]).getpixel((0, 0))[0]
+
+        def keep(self, stats):
+            return True
+
+    pipe = Pipeline(ops=[Redness()])
+    assert list(pipe.process([{"text": "x", "images": [str(tmp_path / "a.png")]}])) == []
+    [rejected] = pipe.last_counts["rejected_records"]
+    assert rejected["code"] == "op_error" and "does not set uses_images = True" in rejected["reason"]
+    Redness.uses_images = True
+    assert [s["__dj__stats__"]["red"] for s in pipe.process([{"text": "x", "images": str(tmp_path / "a.png")}])] == [255]

@@ -41,7 +41,9 @@ class Batch:
         return sample[self.text_key]
 
     def image_refs(self, sample: dict) -> list[str]:
-        return sample.get(self.image_key) or []
+        """The sample's image paths: a list, a single path string read as a list of one."""
+        refs = sample.get(self.image_key) or []
+        return [refs] if isinstance(refs, str) else refs
 
     def stats(self, sample: dict) -> dict:
         return sample.setdefault(STATS_KEY, {})

@@ -213,6 +213,21 @@ class BatchImages:
         return img
 
 
+class UndeclaredImages:
+    """What `batch.images` is for an op whose class does not set `uses_images = True`: reading
+    through it raises, saying so. Undeclared, the op's image paths go unchecked and its stats would
+    be reused after its images change (djx stamps the images only of ops that declare them)."""
+
+    def __init__(self, op_name: str):
+        self._op_name = op_name
+
+    def __getattr__(self, name: str):
+        from djx.core.errors import UsageError
+        raise UsageError(f"{self._op_name} reads images (batch.images.{name}) but its class does not set "
+                         f"uses_images = True: set it, so djx checks its image paths and computes its stats "
+                         f"again when the images change")
+
+
 def rerun_over_budget(images: BatchImages, rejected: dict, call: Callable[[list], dict], counters: dict) -> None:
     """The samples an op rejected as decode_budget (`rejected`: index -> (reason, code, error)),
     run again by `call(indices)` with nothing held decoded (later ops decode again what they read):

@@ -9,7 +9,7 @@ from typing import Callable
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY, RunContext
 from djx.core.op.reasons import default_reason
 from djx.core.errors import SampleError
-from djx.core.op.images import BatchImages, rerun_over_budget
+from djx.core.op.images import BatchImages, UndeclaredImages, rerun_over_budget
 from djx.core.op.base import Batch, Filter, Mapper, Op
 from djx.core.dedup.finder import rejected_hashes
 from djx.core.io.image_paths import path_writer
@@ -32,8 +32,7 @@ class OpChain:
     def __init__(self, ops: list[Op], ctx: RunContext, export_kept: bool = True, lazy_models: bool = False,
                  reads_input: bool = True, earlier_stats: frozenset = frozenset(),
                  earlier_hashes: frozenset = frozenset()):
-        self.ops, self.earlier_hashes = list(ops), earlier_hashes  # deduplicators' stats before a Ray stage
-        self.ctx = ctx
+        self.ops, self.ctx, self.earlier_hashes = list(ops), ctx, earlier_hashes  # hashes: dedup before a Ray stage
         # a stat that an earlier filter of this run also writes is never reused: its value may come
         # from that filter (another model or parameters), not from the input
         written = set(earlier_stats)
@@ -198,7 +197,8 @@ class OpChain:
         Returns {sample index: (reason, code, exception type or None)}; the op's event counters are
         added to `counters`, the samples it put in batch.samples replace those in `samples`.
         Anything an op raises (SystemExit included) stays with its sample; only Ctrl-C stops the run."""
-        batch = Batch([samples[i] for i in idx], self.ctx, images, pool, text_key, image_key)
+        seen = images if op.uses_images else UndeclaredImages(op.name)  # reading them raises, saying why
+        batch = Batch([samples[i] for i in idx], self.ctx, seen, pool, text_key, image_key)
         try:
             _invoke(op, batch)
             out = _adopt_replacements(op, batch, samples, idx)
