@@ -353,3 +353,31 @@ def test_dry_run_says_to_set_the_format_for_llava_records(tmp_path, write_recipe
                           dataset_format="llava", process=[{"text_length_filter": {}}])
     res = djx_cli("process", recipe, "--dry-run")
     assert "4 usable" in res.out, res.out + res.err
+
+
+def test_a_turn_a_mapper_left_alone_comes_back_as_it_was_and_a_changed_one_keeps_its_keys(tmp_path, write_recipe):
+    """A mapper changes the one text of a record's turns: the turns are read from it again, each with
+    its original's keys (weights, languages, scores) and, where the mapper left it alone, exactly as
+    it was (its whitespace too)."""
+    records = [
+        {"id": "a", "image": "demo-000-0.jpg", "conversations": [
+            {"from": "human", "value": "<image>\nQ http://z.org please", "weight": 1, "lang": "en"},
+            {"from": "gpt", "value": "  padded answer  ", "score": 0.9}]},
+        {"id": "b", "image": "demo-001-0.jpg", "conversations": [
+            {"from": "human", "value": "<image>\nQ"}, {"from": "gpt", "value": "multi\n\nparagraph\n"},
+            {"from": "human", "value": "Q2 http://k.com"}, {"from": "gpt", "value": "A2"}]},
+        {"id": "c", "image": "demo-002-0.jpg", "conversations": [
+            {"from": "human", "value": "<image>\n[[gpt]]: a marker http://x.com"}, {"from": "gpt", "value": "y"}]},
+    ]
+    data = _write_array(tmp_path / "llava.json", records)
+    _run(write_recipe(tmp_path / "r.yaml", dataset_path=str(data), dataset_format="llava",
+                      image_root=str(DEMO_IMAGES), np=1, export_path="out/kept.json",
+                      stop_on_systematic_failure=False, process=[{"clean_links_mapper": {}}]))
+    kept = {r["id"]: r["conversations"] for r in json.loads((tmp_path / "out" / "kept.json").read_text())}
+    assert kept["a"] == [{"from": "human", "value": "<image>\nQ  please", "weight": 1, "lang": "en"},
+                         records[0]["conversations"][1]]
+    assert kept["b"] == [records[1]["conversations"][0], records[1]["conversations"][1],
+                         {"from": "human", "value": "Q2"}, records[1]["conversations"][3]]
+    [rejected] = json.loads((tmp_path / "out" / "kept.rejected.json").read_text())
+    assert rejected["record"]["id"] == "c" and "holds a role marker such as '[[gpt]]: '" in rejected["reason"]
+    assert "--round-trip" not in rejected["reason"]

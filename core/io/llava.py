@@ -202,11 +202,31 @@ def djx_to_llava(sample, opts: LlavaOptions, keys: Keys = Keys()) -> dict:
     if "conversations" in orig and hidden.get("text") == _fingerprint(text):
         out["conversations"] = orig["conversations"]  # the text is as read: the turns as they were
     else:
-        out["conversations"] = _conversations(text.replace(keys.image_token, opts.image_token), opts, keys, orig)
+        turns = _conversations(text.replace(keys.image_token, opts.image_token), opts, keys, orig)
+        out["conversations"] = _as_they_were(turns, orig, out, opts, keys)
     skip = {keys.text_key, keys.image_key, LLAVA_KEY, "id", "image", "conversations"}
     out.update((k, v) for k, v in sample.items() if k not in skip)
     out.update((k, v) for k, v in orig.items() if k not in ("id", "image", "conversations"))
     return out
+
+
+def _as_they_were(turns: list, orig: dict, record: dict, o: LlavaOptions, keys: Keys) -> list:
+    """The turns read from a text an op changed, each with its original's keys besides `value`, and
+    exactly as read where the op left it alone (its whitespace too); as parsed where the turns do
+    not line up with the originals."""
+    convs = orig.get("conversations")
+    if o.only_keep_caption or not isinstance(convs, list) or not all(isinstance(t, dict) for t in convs):
+        return turns
+    try:
+        text, _ = _text_and_images({"id": record.get("id"), "image": record.get("image", ""),
+                                    "conversations": convs}, o, keys.eoc_token)
+        before = _conversations(text, o, keys, orig)
+    except (FormatError, KeyError, TypeError, AttributeError):
+        return turns
+    if not len(before) == len(turns) == len(convs) or \
+            any(t["from"] != b["from"] or t["from"] != c.get("from") for t, b, c in zip(turns, before, convs)):
+        return turns
+    return [c if t == b else {**c, "value": t["value"]} for t, b, c in zip(turns, before, convs)]
 
 
 def _conversations(text: str, o: LlavaOptions, keys: Keys, orig: dict) -> list:
@@ -220,10 +240,13 @@ def _conversations(text: str, o: LlavaOptions, keys: Keys, orig: dict) -> list:
     parts = _ROLE.split(text)
     if parts[0] == "":
         parts = parts[1:]
+    if len(parts) == 1:
+        raise FormatError("the text holds no turns `[[role]]: ...` (as dataset_format llava writes them); a LLaVA "
+                          "record cannot be made of it (a caption alone, converted with only_keep_caption? convert "
+                          "it with --round-trip, which keeps the question)")
     if len(parts) % 4:
-        raise FormatError("the text is not (human, gpt) turns `[[role]]: ...` (as dataset_format llava writes "
-                          "them); a LLaVA record cannot be made of it (a caption alone, converted with "
-                          "only_keep_caption? convert it with --round-trip, which keeps the question)")
+        raise FormatError(f"the text reads as {len(parts) // 2} turns, not (human, gpt) pairs: a turn's own text "
+                          f"holds a role marker such as '[[gpt]]: ', so where one turn ends cannot be told")
     return [{"from": parts[2 * i], "value": _clean(parts[2 * i + 1], i, o, keys.eoc_token)}
             for i in range(len(parts) // 2)]
 
