@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -115,3 +116,30 @@ def test_a_minimum_above_its_maximum_is_refused_naming_both(tmp_path, djx_cli, w
     assert "image_text_similarity_filter: min_score 1.5 is above max_score 1.0" in res.err  # the default max
 
 
+
+
+def test_data_juicers_global_keys_at_their_defaults_load_and_the_ones_that_change_the_data_are_refused_when_set(
+        tmp_path, write_recipe):
+    """The global part of a recipe copied from Data-Juicer 1.6.1's config_all.yaml, at its defaults:
+    every key is known (taken, or ignored with a note); custom_operator_paths is read as custom_ops; a
+    key that would change what is read or written is refused once it asks for something."""
+    (tmp_path / "my_ops.py").write_text("")
+    globals_ = dict(export_extra_args={}, load_dataset_kwargs={}, load_jsonl_lenient=False, auto_op_parallelism=True,
+                    elastic_juicer_adaptive_batching=False, elastic_juicer_profile_seed=False, skip_op_error=True,
+                    decrypt_after_reading=False, encrypt_before_export=False, encryption_key_path=None,
+                    image_bytes_key="image_bytes", use_dag=None, read_options={}, override_num_blocks=None,
+                    partition={"mode": "auto", "size": None}, checkpoint={"enabled": True, "n_ops": 5},
+                    data_probe_algo="uniform", data_probe_ratio=1.0, hpo_config=None, job_id=None, work_dir=None,
+                    event_log_dir=None, trace_keys=[], mapper_fusion=False, open_insight_mining=False,
+                    op_list_to_mine=[], generated_dataset_config=None, export_aws_credentials=None, resume=False,
+                    custom_operator_paths=["my_ops.py"], ray_address="auto", executor_type="default")
+    recipe = write_recipe(tmp_path / "dj.yaml", dataset_path="d.jsonl", export_path="out/o.jsonl",
+                          process=[{"text_length_filter": {}}], **globals_)
+    loaded = load_recipe(str(recipe))
+    assert [os.path.basename(p) for p in loaded.custom_ops] == ["my_ops.py"]
+    ignored = {key for key, _ in loaded.ignored}
+    assert ignored == set(globals_) - {"custom_operator_paths", "ray_address", "executor_type"}
+    for key, value in (("encrypt_before_export", True), ("load_dataset_kwargs", {"columns": ["text"]}),
+                       ("generated_dataset_config", {"type": "EmptyFormatter"})):
+        with pytest.raises(RecipeError, match=f"recipe key '{key}': .*remove it, or leave it unset"):
+            load_recipe(str(recipe), {key: value})

@@ -23,7 +23,40 @@ DJ_GLOBAL_KEYS = {
     "percentiles": "not used", "event_logging": "not used",
     "audio_key": "djx has no audio ops", "video_key": "djx has no video ops",
     "audio_special_token": "djx has no audio ops", "video_special_token": "djx has no video ops",
+    "skip_op_error": "djx rejects a sample an op fails on, with its reason, and goes on (see on_error)",
+    "load_jsonl_lenient": "djx rejects a line that does not parse, with its reason, and reads on",
+    "resume": "djx resumes an interrupted run by itself (--restart starts over)",
+    "checkpoint_dir": "djx keeps its state next to export_path", "work_dir": "djx keeps its state next to export_path",
+    "job_id": "not used", "event_log_dir": "not used", "hpo_config": "not used by a run",
+    "image_bytes_key": "djx reads images from the paths under image_key",
+    "data_probe_algo": "djx analyze reads every sample", "data_probe_ratio": "djx analyze reads every sample",
+    "open_insight_mining": "not used", "op_list_to_mine": "not used", "trace_keys": "djx writes every dropped sample",
+    "mapper_fusion": "djx runs the whole op chain per batch", "mapper_fusion_vram_limit": "not used",
+    "min_common_dep_num_to_combine": "djx runs the whole op chain per batch",
+    "conflict_resolve_strategy": "not used", "use_dag": "not used", "strict_preflight": "djx checks every recipe at load",
+    "auto_op_parallelism": "the planner sizes workers", "override_num_blocks": "djx's Ray executor cuts its own batches",
+    "partition_size": "not used", "partition_dir": "not used",
+    "partition": "djx's Ray executor cuts its own batches and sizes its own actors",
+    "checkpoint": "djx checkpoints every checkpoint_every batches",
+    "elastic_juicer_adaptive_batching": "not used", "elastic_juicer_profile_seed": "not used",
 }
+# Data-Juicer keys that change what is read or written: ignored (with a note) only while unset
+DJ_UNSET_KEYS = {
+    "generated_dataset_config": "djx reads dataset_path; it does not generate a dataset",
+    "load_dataset_kwargs": "djx reads .jsonl, .json and .parquet with its own reader",
+    "read_options": "djx reads .jsonl, .json and .parquet with its own reader",
+    "export_extra_args": "the export's format follows export_path's suffix",
+    "export_aws_credentials": "djx reads and writes local files",
+    "encrypt_before_export": "djx does not encrypt", "decrypt_after_reading": "djx does not decrypt",
+    "encryption_key_path": "djx does not encrypt",
+}
+
+
+def take_custom_operator_paths(raw: dict) -> None:
+    """Data-Juicer's `custom_operator_paths` (files or folders of plug-in ops) is read as custom_ops."""
+    paths = raw.pop("custom_operator_paths", None)
+    if paths:
+        raw["custom_ops"] = list(raw.get("custom_ops") or []) + ([paths] if isinstance(paths, str) else list(paths))
 # Data-Juicer's per-op runtime keys, ignored unless the op itself takes them
 DJ_OP_KEYS = {
     "num_proc": "workers come from the recipe's np", "accelerator": "devices come from the plan",

@@ -13,7 +13,8 @@ from typing import Any, Literal
 import yaml
 
 from djx.core.recipe.context import RunContext
-from djx.core.recipe.dj_compat import DJ_GLOBAL_KEYS, DJ_OP_KEYS, refuse_mixture, take_dataset, unknown_key
+from djx.core.recipe.dj_compat import (DJ_GLOBAL_KEYS, DJ_OP_KEYS, DJ_UNSET_KEYS, refuse_mixture,
+                                       take_custom_operator_paths, take_dataset, unknown_key)
 from djx.core.errors import RecipeError
 from djx.core.op.params import coerce, _type_name
 from djx.core.io.dataset import dataset_root
@@ -151,11 +152,18 @@ def recipe_from_dict(raw: dict, base_dir: str = ".") -> Recipe:
     values: dict[str, Any] = {}
     ignored = []
     _take_executor_type(raw)
+    take_custom_operator_paths(raw)
     ignored.extend(filter(None, [take_dataset(raw)]))
     errors = []  # every unknown key and wrong type, in one error
     for key, value in raw.items():
         if key in DJ_GLOBAL_KEYS and key not in _FIELDS:
             ignored.append((key, DJ_GLOBAL_KEYS[key]))
+            continue
+        if key in DJ_UNSET_KEYS:  # harmless only while it asks for nothing
+            if value in (None, False, "", {}, []):
+                ignored.append((key, DJ_UNSET_KEYS[key]))
+            else:
+                errors.append(f"recipe key {key!r}: {DJ_UNSET_KEYS[key]}: remove it, or leave it unset")
             continue
         if key not in _FIELDS:
             errors.append(unknown_key(key, _FIELDS))
