@@ -171,7 +171,7 @@ def test_only_keep_caption_warns_of_extra_image_tokens_and_keeps_no_copy_unless_
     res = djx_cli("convert", "llava-to-djx", src, tmp_path / "d.jsonl", "--option", "only_keep_caption=true")
     assert res.rc == 0, res.err
     assert "warning: 2 records have more image tokens (<__dj__image>) in their text than images" in res.out
-    assert "only_keep_caption" in res.out
+    assert "only_keep_caption" in res.out and "image_text_similarity_filter" in res.out
     plain = read_jsonl_file(tmp_path / "d.jsonl")
     assert all(set(s) == {"id", "text", "images"} for s in plain)  # no copy of the record beside it
     res = djx_cli("convert", "llava-to-djx", src, tmp_path / "rt.jsonl", "--option", "only_keep_caption=true",

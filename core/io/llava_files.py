@@ -256,7 +256,8 @@ def _convert_cmd(args) -> int:
         print(f"djx convert: warning: {done.extra_image_tokens} records have more image tokens "
               f"({keys.image_token}) in their text than images"
               + (" (only_keep_caption puts one before each caption, as Data-Juicer does)" if opts.only_keep_caption
-                 else "") + "; the ops that read images reject such samples: keep one turn per record, or use "
+                 else "") + "; the image-text filters (image_text_similarity_filter, image_text_matching_filter, "
+                 "phrase_grounding_recall_filter) reject such samples: keep one turn per record, or use "
                  "--option image_broadcast=true --option split_chunk=true")
     if done.missing_images:
         print(f"djx convert: warning: {done.missing_images} image path(s) name no file (the first: "
