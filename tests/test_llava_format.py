@@ -233,7 +233,7 @@ def test_a_llava_export_read_again_reuses_its_stats(tmp_path, write_recipe):
     assert [r["__dj__orig_pos__"] for r in rows["b"]] == [r["__dj__pos__"] for r in rows["a"]]
 
 
-def test_format_options_export_djx_writes_djx_records(tmp_path, write_recipe):
+def test_format_options_export_djx_writes_djx_records(tmp_path, write_recipe, djx_cli):
     data, _ = _llava_dataset(tmp_path)
     recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(data), export_path="out/kept.jsonl",
                           dataset_format="llava", format_options={"export": "djx"}, image_root=str(DEMO_IMAGES),
@@ -242,6 +242,10 @@ def test_format_options_export_djx_writes_djx_records(tmp_path, write_recipe):
     kept = read_jsonl_file(tmp_path / "out" / "kept.jsonl")
     assert len(kept) == 6 and all(s["text"].startswith("[[human]]: <__dj__image>\n") for s in kept)
     assert all(Path(s["images"][0]).is_file() for s in kept)
+    # converted to LLaVA: the stats go along, the run's bookkeeping (positions, signatures) does not
+    assert djx_cli("convert", "djx-to-llava", tmp_path / "out" / "kept.jsonl", tmp_path / "back.json").rc == 0
+    back = json.loads((tmp_path / "back.json").read_text())
+    assert len(back) == 6 and all(set(r) == {"id", "image", "conversations", "__dj__stats__"} for r in back)
 
 
 MAPPER = textwrap.dedent('''

@@ -22,7 +22,9 @@ from djx.core.io.llava_seal import drop_foreign_llava, seal_llava
 from djx.core.io.private_files import new_file_beside
 from djx.core.io.user_key import user_key
 from djx.core.io.readers import ReadState, read_files
+from djx.core.recipe.context import POSITION_KEY
 from djx.core.records import Rejection
+from djx.core.run.provenance import PROVENANCE_KEY
 
 DIRECTIONS = ("llava-to-djx", "djx-to-llava")
 
@@ -177,6 +179,8 @@ def _one(record, direction: str, opts: LlavaOptions, keys: Keys, paths: _Paths, 
             done.extra_image_tokens += 1
         out[keys.image_key] = [_written(p, paths, done) for p in out[keys.image_key]]
         return out
+    if isinstance(record, dict):  # a djx export's run bookkeeping (its positions, its stats' signatures)
+        record = {k: v for k, v in record.items() if k not in (POSITION_KEY, PROVENANCE_KEY)}
     if paths.image_folder is not None and isinstance(record, dict) and isinstance(record.get(keys.image_key), list):
         record = {**record, keys.image_key: [_under(p, paths) for p in record[keys.image_key]]}
     return djx_to_llava(record, opts, keys)
