@@ -192,7 +192,9 @@ def _thresholds(op) -> str:
              if (k.startswith(("min_", "max_")) or k in ("any_or_all", "reduce_mode")) and not callable(v)
              and k not in RANGE_SWITCHES]
     shown += [(k, v) for k, v in op.params().items() if k in RANGE_SWITCHES]  # as the recipe set them
-    return ", ".join(f"{k} {v if isinstance(v, str) else fmt(v)}" for k, v in shown)
+    # the bounds as the recipe gave them (a float in full: the values it is compared with may be that close)
+    return ", ".join(f"{k} {v if isinstance(v, str) else repr(v) if isinstance(v, float) else fmt(v)}"
+                     for k, v in shown)
 
 
 def _verdict_of(kind: str, rec: dict) -> str:

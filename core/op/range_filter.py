@@ -9,8 +9,10 @@ tested, then `any_or_all` joins the results. A bound of None is not tested.
 """
 from __future__ import annotations
 
+import math
+
 from djx.core.op.base import Filter
-from djx.core.op.reasons import fmt, range_reason
+from djx.core.op.reasons import digits_apart, fmt, range_reason
 
 RANGE_SWITCHES = ("min_closed_interval", "max_closed_interval", "reversed_range")
 
@@ -53,8 +55,10 @@ class RangeFilter(Filter):
         if self.default_switches():
             return range_reason(stat, value, -float("inf") if low is None else low,
                                 float("inf") if high is None else high, low_name, high_name, any_or_all, shown)
-        low_text, high_text = shown or (fmt(low), fmt(high))
-        text = f"{stat}={fmt(value)} not in {self.kept_set(low, high, low_text, high_text)}"
+        digits = digits_apart(value if isinstance(value, list) else [value], -math.inf if low is None else low,
+                              math.inf if high is None else high)
+        low_text, high_text = shown or (fmt(low, digits), fmt(high, digits))
+        text = f"{stat}={fmt(value, digits)} not in {self.kept_set(low, high, low_text, high_text)}"
         return text + (f" (any_or_all: {any_or_all})" if isinstance(value, list) and any_or_all else "")
 
     def kept_set(self, low, high, low_text: str, high_text: str) -> str:

@@ -20,18 +20,31 @@ def default_reason(op, stats: dict) -> str:
     return f"{shown} outside the kept range" if shown else "dropped"
 
 
-def fmt(v) -> str:
-    """A stat value or bound as a person reads it: 4 significant digits, lists in brackets, an
-    unbounded integer default (sys.maxsize) as `none`."""
+def fmt(v, digits: int = 4) -> str:
+    """A stat value or bound as a person reads it: 4 significant digits (or `digits`), lists in
+    brackets, an unbounded integer default (sys.maxsize) as `none`."""
     if isinstance(v, bool):
         return str(v)
     if isinstance(v, float):
-        return f"{v:.4g}" if math.isfinite(v) else str(v)
+        return f"{v:.{digits}g}" if math.isfinite(v) else str(v)
     if isinstance(v, int):
         return "none" if v >= sys.maxsize else str(v)
     if isinstance(v, list):
-        return "[" + ", ".join(fmt(x) for x in v) + "]"
+        return "[" + ", ".join(fmt(x, digits) for x in v) + "]"
     return repr(v)
+
+
+def digits_apart(values: list, low, high) -> int:
+    """The significant digits (4 at least) at which each value that misses a bound reads apart from
+    it: a value just under `min_score 0.2362086` does not read `0.2362 below min_score 0.2362`."""
+    digits = 4
+    for v in values:
+        bound = low if v < low else high if v > high else None
+        if bound is None or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in (v, bound)):
+            continue
+        while digits < 17 and f"{float(v):.{digits}g}" == f"{float(bound):.{digits}g}":
+            digits += 1
+    return digits
 
 
 def range_reason(stat: str, value, low, high, low_name: str, high_name: str,
@@ -41,9 +54,10 @@ def range_reason(stat: str, value, low, high, low_name: str, high_name: str,
     values = value if isinstance(value, list) else [value]
     below = any(v < low for v in values)
     above = any(v > high for v in values)
-    low_text, high_text = shown or (fmt(low), fmt(high))
+    digits = digits_apart(values, low, high)
+    low_text, high_text = shown or (fmt(low, digits), fmt(high, digits))
     misses = ([f"below {low_name} {low_text}"] if below else []) + ([f"above {high_name} {high_text}"] if above else [])
-    text = f"{stat}={fmt(value)} " + " and ".join(misses or [f"outside [{low_text}, {high_text}]"])
+    text = f"{stat}={fmt(value, digits)} " + " and ".join(misses or [f"outside [{low_text}, {high_text}]"])
     passing = sum(1 for v in values if low <= v <= high)
     if isinstance(value, list) and any_or_all == "all" and passing:
         text += f" (any_or_all: all, and {len(values) - passing} of {len(values)} miss)"

@@ -90,3 +90,12 @@ def test_a_filter_without_stats_is_simply_dropped():
             return {}
 
     assert default_reason(Bare(), {}) == "dropped"
+
+
+def test_a_value_just_past_its_bound_reads_apart_from_it():
+    from djx.core.op.reasons import range_reason
+    near = range_reason("image_text_similarity", [0.23620855, 0.9], 0.2362086, 1.0, "min_score", "max_score")
+    assert near == "image_text_similarity=[0.2362085, 0.9] below min_score 0.2362086"
+    assert range_reason("image_text_similarity", [0.0397], 0.2, 1.0, "min_score", "max_score") == \
+        "image_text_similarity=[0.0397] below min_score 0.2"  # 4 digits where they are enough
+    assert range_reason("text_len", 4, 5, 100, "min_len", "max_len") == "text_len=4 below min_len 5"
