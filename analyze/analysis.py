@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from djx.core.errors import DjxError
 from djx.core.io.dataset import dataset_root
+from djx.core.io.writers import analysis_dir as default_out_dir  # noqa: F401  (analyze's name for it)
 
 from djx.analyze.collect import Collector
 from djx.analyze.dedup_sweep import threshold_sweeps
@@ -34,13 +35,6 @@ class Analysis:
     def duplicates(self) -> list:
         """Per deduplicator of the run: its groups (duplicates.OpGroups); empty without deduplicators."""
         return self.collector.duplicates.ops
-
-
-def default_out_dir(export: str) -> str:
-    """Where the analysis of an export goes unless told: `<stem>.analysis/` next to it."""
-    from djx.core.io.writers import export_format
-    folder, name = os.path.split(os.path.abspath(export))
-    return os.path.join(folder, name[:-len(export_format(name))] + ".analysis")
 
 
 def analyze(export: str, out_dir: str | None = None, ops=None, recipe=None, log=print,

@@ -26,6 +26,7 @@ from djx.core.run.ledger import RunLedger
 from djx.core.models.pool import estimate_bytes
 from djx.core.io.guards import guard_outputs
 from djx.core.io.outputs import OutputPaths, OutputWriter
+from djx.core.io.writers import analysis_dir
 from djx.core.io.user_key import user_key
 from djx.core.plan.planner import Plan, cuda_inventory, plan_workers
 from djx.core.plan.preflight import refuse_short_host_memory, refuse_unguarded_main
@@ -193,6 +194,9 @@ class Pipeline:
         summary = self._execute(run, start, plan, recipe, progress, log, limit, stop, t0, early)
         if recipe.report:
             _write_report(self.ops, recipe, run.paths.export, log, stop)
+        elif os.path.isdir(stale := analysis_dir(run.paths.export)):
+            log(f"note: {stale} holds the analysis of an earlier run, not of this one: "
+                f"`djx analyze {run.paths.export}` makes it again")
         return summary
 
     def _open(self, recipe: Recipe, log) -> "_RunFiles":

@@ -219,6 +219,8 @@ def test_a_parquet_export_is_analyzed(tmp_path, write_recipe, djx_cli):
     assert res.rc == 0, res.err
     table = _stats_csv(tmp_path / "out" / "p.analysis" / "stats.csv")
     assert table["text_len"]["count"] == 100  # kept (parquet) + dropped
+    again = djx_cli("process", recipe, "--restart")  # new outputs, the analysis beside them is the old one's
+    assert again.rc == 0 and f"note: {tmp_path / 'out' / 'p.analysis'} holds the analysis of an earlier run" in again.out
 
 
 def test_outputs_of_an_unknown_plugin_filter_are_summarised_without_thresholds(tmp_path, write_jsonl, djx_cli):

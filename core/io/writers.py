@@ -29,6 +29,12 @@ def export_format(path: str) -> str:
     raise DjxError(f"export_path: {path!r} must end in .jsonl, .json or .parquet (the export's format)")
 
 
+def analysis_dir(export: str) -> str:
+    """Where the analysis of an export goes unless told: `<stem>.analysis/` next to it."""
+    folder, name = os.path.split(os.path.abspath(export))
+    return os.path.join(folder, name[:-len(export_format(name))] + ".analysis")
+
+
 def dumps(obj) -> str:
     return json.dumps(obj, ensure_ascii=False, default=str)
 
