@@ -186,11 +186,15 @@ def _passed(op, stats: dict) -> str:
 
 
 def _thresholds(op) -> str:
+    """The op's verdict parameters under their recipe names, as given or by default (`lang` of
+    language_id_score_filter, `max_size` as '1TB'), then the range switches the recipe set."""
+    from djx.core.op.params import with_defaults
     from djx.core.op.range_filter import RANGE_SWITCHES
     from djx.core.op.reasons import fmt
-    shown = [(k, v) for k, v in vars(op).items()
-             if (k.startswith(("min_", "max_")) or k in ("any_or_all", "reduce_mode")) and not callable(v)
-             and k not in RANGE_SWITCHES]
+    params = with_defaults(type(op), op.params())
+    verdict = op.verdict_params
+    shown = [(k, v) for k, v in params.items() if k not in RANGE_SWITCHES and (
+        k in verdict if verdict is not None else k.startswith(("min_", "max_")) or k in ("any_or_all", "reduce_mode"))]
     shown += [(k, v) for k, v in op.params().items() if k in RANGE_SWITCHES]  # as the recipe set them
     # the bounds as the recipe gave them (a float in full: the values it is compared with may be that close)
     return ", ".join(f"{k} {v if isinstance(v, str) else repr(v) if isinstance(v, float) else fmt(v)}"

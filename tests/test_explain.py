@@ -81,3 +81,13 @@ def test_explain_shows_the_text_a_llava_records_filters_judged(tmp_path, make_im
     assert "DROPPED: text_len=" in out
     assert 'text the ops saw (dataset_format: llava): "[[human]]: <__dj__image>\\nDescribe the photo.\\n' \
            '[[gpt]]: a red circle <|__dj__eoc|>"' in out
+
+
+def test_explain_names_the_thresholds_as_the_recipe_does():
+    from djx.analyze.explain import _thresholds
+    from djx.core.op.registry import build_op, load_builtin_ops
+    load_builtin_ops()
+    size = _thresholds(build_op("image_size_filter", {"max_size": "124KB"}))
+    assert size == "min_size 0, max_size 124KB, any_or_all any"  # the recipe's names, not min_bytes
+    lang = _thresholds(build_op("language_id_score_filter", {"lang": "en", "min_score": 0.5}, load_resources=False))
+    assert lang == "lang en, min_score 0.5"
