@@ -1,6 +1,6 @@
 """Throughput of a model filter against the machine's limit, measured in one run.
 
-    python tools/bench_throughput.py [--n 600] [--work DIR] [--full-clip] [--dtype float32|bfloat16]
+    python tools/bench_throughput.py [--n 600] [--work DIR] [--full-clip] [--dtype float32|bfloat16] [--ray]
 
 1. The per-core prepare limit: djx's own decode (Data-Juicer's pixels) of 640-px photo-like JPEGs
    plus the model's own processor (CLIP's 224-px resize, crop, normalise) and tokenizer, one thread,
@@ -17,6 +17,7 @@
    GPU's busy share during the djx run (nvidia-smi utilization, sampled).
 5. With the simulated device: the share of its rate a run reaches (--only device), and the CPU per
    sample of the serial parts (main process, scorer) when the device decodes (tools/serial_ceiling.py).
+   `--ray`: the simulated device on a local Ray too (stage actors prepare, a scoring actor scores).
 """
 from __future__ import annotations
 
@@ -105,11 +106,13 @@ def prepare_limit(model: Path, data: Path, n: int) -> float:
 
 def djx_run(model: Path, data: Path, out: Path, np_: int | None, dtype: str = "float32",
             devices: list[str] | None = None, scoring: str | None = "workers", seconds_per_pair: float | None = None,
-            image_decode: str | None = None, timeout: float | None = None, profile: Path | None = None) -> dict | None:
+            image_decode: str | None = None, timeout: float | None = None, profile: Path | None = None,
+            executor: str = "local") -> dict | None:
     """A `djx process` run in its own process (as a user runs it); its summary, or None when it did
     not finish within `timeout` seconds. `profile`: py-spy samples the run and its processes into
     this file (collapsed stacks, one line a stack, each rooted at its process); the rest: write_recipe."""
-    recipe = write_recipe(model, data, out, np_, dtype, devices, scoring, seconds_per_pair, image_decode)
+    recipe = write_recipe(model, data, out, np_, dtype, devices, scoring, seconds_per_pair, image_decode,
+                          executor=executor)
     cmd = [sys.executable, "-m", "djx.cli", "process", str(recipe), "--quiet"]
     if profile is not None:
         cmd = [shutil.which("py-spy") or "py-spy", "record", "--subprocesses", "--nonblocking", "--rate", "40",
@@ -131,7 +134,7 @@ def djx_run(model: Path, data: Path, out: Path, np_: int | None, dtype: str = "f
 def write_recipe(model: Path, data: Path, out: Path, np_: int | None = None, dtype: str = "float32",
                  devices: list[str] | None = None, scoring: str | None = "workers",
                  seconds_per_pair: float | None = None, image_decode: str | None = None,
-                 jpeg_files: bool = False) -> Path:
+                 jpeg_files: bool = False, executor: str = "local") -> Path:
     """out/recipe.json: image_text_similarity_filter over `data` with `model`, exporting into `out`.
     `seconds_per_pair`: the simulated device (tools/simulated_device.py) in place of the model's
     forward, preparing JPEG files as image_decode: device does where `jpeg_files`; `scoring` None:
@@ -140,7 +143,7 @@ def write_recipe(model: Path, data: Path, out: Path, np_: int | None = None, dty
     if image_decode is not None:
         op["image_decode"] = image_decode
     name = "image_text_similarity_filter"
-    recipe = {"dataset_path": str(data), "export_path": str(out / "o.jsonl"), "batch_size": 32}
+    recipe = {"dataset_path": str(data), "export_path": str(out / "o.jsonl"), "batch_size": 32, "executor": executor}
     if scoring is not None:
         recipe["scoring"] = scoring
     if seconds_per_pair is not None:
@@ -218,21 +221,23 @@ def steady(summary: dict) -> float:
 PROXY_SAMPLES = 2400
 
 
-def device_proxy(work: Path, data: Path, cores: int) -> None:
+def device_proxy(work: Path, data: Path, cores: int, executor: str = "local") -> None:
     """The simulated device: the shipped tiny CLIP's preparing (decode, processor, tokenizer) on the
     workers, and a scorer that takes a fixed time per pair outside the GIL (as a GPU does). First a
     free device gives the rate the workers prepare at (R); then a device of exactly that speed: a
     shape where workers and device never wait for each other reaches R again. Target >= 0.9 R.
     Over at least PROXY_SAMPLES samples (the data's named again): the first batch's preparing and
-    the last group's scoring wait on each other in any shape, ~10% of a 600-sample run here."""
+    the last group's scoring wait on each other in any shape, ~10% of a 600-sample run here.
+    executor: ray: the same on a local Ray (stage actors preparing, a scoring actor; R measured there)."""
     if len(data.read_text().splitlines()) < PROXY_SAMPLES:
         data = named_again(data, PROXY_SAMPLES, "proxy.jsonl")
-    free = djx_run(TINY / "tiny-clip", data, work / "out-sim-free", None, scoring="device", devices=["cpu"],
-                   seconds_per_pair=0.0)
+    free = djx_run(TINY / "tiny-clip", data, work / f"out-sim-free-{executor}", None, scoring="device",
+                   devices=["cpu"], seconds_per_pair=0.0, executor=executor)
     rate = steady(free)
-    sim = djx_run(TINY / "tiny-clip", data, work / "out-sim-device", None, scoring="device", devices=["cpu"],
-                  seconds_per_pair=1.0 / rate)
-    print(f"\n## simulated device (tiny CLIP prepared on {free.get('workers')} workers, scoring: device)\n"
+    sim = djx_run(TINY / "tiny-clip", data, work / f"out-sim-device-{executor}", None, scoring="device",
+                  devices=["cpu"], seconds_per_pair=1.0 / rate, executor=executor)
+    on = "" if executor == "local" else f", executor: {executor}"
+    print(f"\n## simulated device (tiny CLIP prepared on {free.get('workers')} workers, scoring: device{on})\n"
           f"free device: R = {rate:,.1f} samples/s; a device of R pairs/s ({1000.0 / rate:.3f} ms a pair): "
           f"{steady(sim):,.1f} samples/s = **{steady(sim) / rate:.2f} x R** (target >= 0.9)", flush=True)
 
@@ -253,6 +258,7 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--only", choices=["device", "gpu"],
                     help="device: the simulated-device proxy alone; gpu: the GPU section alone")
+    ap.add_argument("--ray", action="store_true", help="the simulated-device proxy on a local Ray as well")
     ap.add_argument("--repeat", type=int, default=1, help="each photo named this many times (n x repeat samples)")
     ap.add_argument("--run-timeout", type=float, default=240.0, help="seconds a GPU section run may take")
     ap.add_argument("--gpu-runs", default="default,workers,device,decode",
@@ -267,6 +273,8 @@ def main() -> None:
         gpu_section(work, data, args.n, cores, args.run_timeout, tuple(args.gpu_runs.split(",")))
         return
     device_proxy(work, data, cores)
+    if args.ray:
+        device_proxy(work, data, cores, executor="ray")
     from djx.tools import serial_ceiling
     print(serial_ceiling.report(serial_ceiling.measure(work, data), cores), flush=True)
     if args.only == "device":

@@ -21,35 +21,35 @@ SIZES = (2400, 12000)
 
 
 def process_cpu(recipe: Path) -> dict:
-    """CPU seconds of the run's main process, its scorer and its workers (summed), polled until the
-    run ends. The scorer is the main process's child started by spawn that never has children (the
-    workers' forkserver has them; the resource tracker runs `resource_tracker`)."""
+    """CPU seconds of the run's main process, its scorer and its workers (summed, with their
+    forkserver), polled until the run ends. The scorer is the process that names itself djx-weights
+    (the weight owner, where scoring: device scores); the resource tracker is left out."""
     import psutil
     proc = subprocess.Popen([sys.executable, "-m", "djx.cli", "process", str(recipe), "--quiet"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    root, seen, parents = psutil.Process(proc.pid), {}, set()
+    root, seen = psutil.Process(proc.pid), {}
     while proc.poll() is None:
         try:
-            procs = [(root, None)] + [(c, c.ppid()) for c in root.children(recursive=True)]
+            procs = [root] + root.children(recursive=True)
         except psutil.Error:
             procs = []
-        for p, ppid in procs:
+        for p in procs:
             try:
                 with p.oneshot():
-                    seen[p.pid] = (ppid, " ".join(p.cmdline()), sum(p.cpu_times()[:2]))
+                    kind = "main" if p.pid == root.pid else "scorer" if p.name() == "djx-weights" else \
+                        None if "resource_tracker" in " ".join(p.cmdline()) else "workers"
+                    seen[p.pid] = (kind, sum(p.cpu_times()[:2]))
             except psutil.Error:
                 continue
-            if ppid is not None:
-                parents.add(ppid)
         time.sleep(0.05)
     if proc.returncode != 0:
         raise SystemExit(f"djx run failed ({proc.returncode}): {proc.stderr.read()[-2000:]}")
-    out = {"main": seen[root.pid][2], "scorer": 0.0, "workers": 0.0}
-    for pid, (ppid, cmd, cpu) in seen.items():
-        if ppid == root.pid and pid not in parents and "resource_tracker" not in cmd:
-            out["scorer"] += cpu
-        elif ppid is not None and ppid != root.pid:
-            out["workers"] += cpu
+    out = {"main": 0.0, "scorer": 0.0, "workers": 0.0}
+    for kind, cpu in seen.values():
+        if kind is not None:
+            out[kind] += cpu
+    if not any(kind == "scorer" for kind, _ in seen.values()):
+        raise SystemExit("no process named djx-weights was seen: the run did not score on a device's scorer")
     return out
 
 
