@@ -153,3 +153,22 @@ def test_the_device_path_resizes_a_batch_of_mixed_sizes_as_the_processor_does_ea
     for chunk in (1 << 24, small):
         got = device_decode.resize_all(tensors, geo, done={4}, chunk_pixels=chunk)
         assert got.shape == host.shape and torch.equal(got, host), chunk
+
+
+def test_pixels_made_a_group_at_a_time_equal_one_call_and_each_group_is_released_as_it_is_made(tmp_path,
+                                                                                               monkeypatch):
+    from djx.ops.common import pixels as pixel_module
+    proc, images = image_processor(tmp_path, "clip-224"), photos()[:7]
+    group = sum(im.width * im.height * 3 for im in images[:3])
+    monkeypatch.setattr(pixel_module, "GROUP_BYTES", group)  # a group of three photos
+    released, made = [], []
+    rows = pixel_module.PixelRows(proc, released.append)
+    for k, image in enumerate(images):
+        rows.add(f"p{k}", image)
+        made.append(list(released))
+    assert made[1] == [] and made[2] == ["p0", "p1", "p2"]  # released once their pixels are made
+    pixels, table = rows.pixels()
+    assert released == [f"p{k}" for k in range(7)]
+    whole, whole_table = processor_pixels(proc, images)
+    assert torch.equal(pixels, whole) and torch.equal(table, whole_table)
+    assert pixel_module.PixelRows(proc, released.append).pixels() == (None, None)

@@ -122,3 +122,40 @@ def _check(image_processor, images):
 def _float32():
     import torch
     return torch.float32
+
+
+GROUP_BYTES = 256 << 20  # decoded RGB a batch's images hold before the processor makes their pixels
+
+
+class PixelRows:
+    """The processor's pixels of a batch's decoded images, made a group at a time as they decode
+    (a group: up to GROUP_BYTES of RGB), each group's full-size images released (`release(ref)`)
+    once its pixels are made: a batch of 12-megapixel photos holds one group decoded, not the whole
+    batch. The rows come out in the order the images were added, as one processor call gives them."""
+
+    def __init__(self, image_processor, release):
+        self.image_processor, self.release = image_processor, release
+        self.pending, self.refs, self.done, self.table, self.bytes = [], [], [], None, 0
+
+    def add(self, ref: str, image) -> None:
+        self.pending.append(image)
+        self.refs.append(ref)
+        self.bytes += image.width * image.height * 3
+        if self.bytes >= GROUP_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.pending:
+            pixels, self.table = processor_pixels(self.image_processor, self.pending)
+            self.done.append(pixels)
+            for ref in self.refs:
+                self.release(ref)
+            self.pending, self.refs, self.bytes = [], [], 0
+
+    def pixels(self):
+        """(pixels of every image added, their table or None); (None, None) when none was."""
+        import torch
+        self._flush()
+        if not self.done:
+            return None, None
+        return (self.done[0] if len(self.done) == 1 else torch.cat(self.done)), self.table

@@ -19,7 +19,7 @@ from djx.core.run.breakdown import forward_timed, timed
 from djx.core.recipe.context import TOKEN_MISMATCH
 from djx.ops.common.model_op import OneModelOp, check_forward_batch
 from djx.ops.common import device_decode
-from djx.ops.common.pixels import processor_pixels, to_model, value_table
+from djx.ops.common.pixels import PixelRows, to_model, value_table
 from djx.ops.common.prepared import PreparedPairs, join, row_pieces, split
 from djx.ops.common.shapes import attention_without_plans, pad_tokens, text_length
 from djx.ops.models import load_host_side
@@ -172,7 +172,7 @@ class ImageTextModelFilter(OneModelOp, RangeFilter):
         target = _image_side(processor) if self.draft_decode else 0
         geo = self._device_geometry(processor.image_processor)
         texts, text_ids, images, image_ids = [], {}, [], {}
-        plan, pairs = [], []
+        plan, pairs, rows = [], [], PixelRows(processor.image_processor, batch.images.release)
         for i, sample in enumerate(batch.samples):
             refs = batch.image_refs(sample)
             try:
@@ -185,6 +185,9 @@ class ImageTextModelFilter(OneModelOp, RangeFilter):
                             image = image if image is not None else self._flip(batch.images.rgb(ref, target))
                         image_ids[ref] = len(images)
                         images.append(image)
+                        if not isinstance(image, device_decode.JpegFile):  # pixels made a group at a time
+                            with timed(batch.counters, "preprocess"):
+                                rows.add(ref, image)
             except SampleError as e:
                 batch.reject(i, str(e), e.code)
                 plan.append(None)
@@ -200,15 +203,15 @@ class ImageTextModelFilter(OneModelOp, RangeFilter):
             plan.append(sample_chunks)
         with timed(batch.counters, "preprocess"):
             tokens = processor.tokenizer(texts, truncation=True, max_length=text_len)["input_ids"] if texts else []
-            return self._with_pixels(PreparedPairs(None, tokens, pairs), processor.image_processor, images, geo), plan
+            return self._with_pixels(PreparedPairs(None, tokens, pairs), processor.image_processor, images, geo,
+                                     rows), plan
 
-    def _with_pixels(self, prepared: PreparedPairs, image_processor, images: list, geo) -> PreparedPairs:
+    def _with_pixels(self, prepared: PreparedPairs, image_processor, images: list, geo, rows) -> PreparedPairs:
         """`prepared` with the images' pixels (uint8 and their table where the processor allows it)
         and, with `image_decode: device`, the JPEG files' bytes in their rows."""
         import torch
-        decoded = [im for im in images if not isinstance(im, device_decode.JpegFile)]
-        prepared.pixels, prepared.pixel_table = processor_pixels(image_processor, decoded) if decoded else (None, None)
-        if len(decoded) < len(images):
+        prepared.pixels, prepared.pixel_table = rows.pixels()
+        if any(isinstance(im, device_decode.JpegFile) for im in images):
             prepared.pixel_table = value_table(image_processor)
             prepared.jpeg_rows = [i for i, im in enumerate(images) if isinstance(im, device_decode.JpegFile)]
             prepared.jpegs = [torch.frombuffer(bytearray(images[i].data), dtype=torch.uint8) for i in prepared.jpeg_rows]
