@@ -366,7 +366,7 @@ def test_a_turn_a_mapper_left_alone_comes_back_as_it_was_and_a_changed_one_keeps
     records = [
         {"id": "a", "image": "demo-000-0.jpg", "conversations": [
             {"from": "human", "value": "<image>\nQ http://z.org please", "weight": 1, "lang": "en"},
-            {"from": "gpt", "value": "  padded answer  ", "score": 0.9}]},
+            {"from": "gpt", "value": "\u2003padded answer  ", "score": 0.9}]},
         {"id": "b", "image": "demo-001-0.jpg", "conversations": [
             {"from": "human", "value": "<image>\nQ"}, {"from": "gpt", "value": "multi\n\nparagraph\n"},
             {"from": "human", "value": "Q2 http://k.com"}, {"from": "gpt", "value": "A2"}]},
@@ -385,3 +385,9 @@ def test_a_turn_a_mapper_left_alone_comes_back_as_it_was_and_a_changed_one_keeps
     [rejected] = json.loads((tmp_path / "out" / "kept.rejected.json").read_text())
     assert rejected["record"]["id"] == "c" and "holds a role marker such as '[[gpt]]: '" in rejected["reason"]
     assert "--round-trip" not in rejected["reason"]
+    # a change at a turn's very ends is a change too: written as Data-Juicer's cleaning leaves it
+    _run(write_recipe(tmp_path / "w.yaml", dataset_path=str(data), dataset_format="llava",
+                      image_root=str(DEMO_IMAGES), np=1, export_path="w/kept.json", stop_on_systematic_failure=False,
+                      process=[{"whitespace_normalization_mapper": {}}]))
+    kept = {r["id"]: r["conversations"] for r in json.loads((tmp_path / "w" / "kept.json").read_text())}
+    assert kept["a"] == [records[0]["conversations"][0], {"from": "gpt", "value": "padded answer", "score": 0.9}]

@@ -139,6 +139,8 @@ def test_data_juicers_global_keys_at_their_defaults_load_and_the_ones_that_chang
     assert [os.path.basename(p) for p in loaded.custom_ops] == ["my_ops.py"]
     ignored = {key for key, _ in loaded.ignored}
     assert ignored == set(globals_) - {"custom_operator_paths", "ray_address", "executor_type"}
+    with pytest.raises(RecipeError, match="custom_operator_paths: expected a path or a list of paths"):
+        load_recipe(str(recipe), {"custom_operator_paths": 5})
     for key, value in (("encrypt_before_export", True), ("load_dataset_kwargs", {"columns": ["text"]}),
                        ("generated_dataset_config", {"type": "EmptyFormatter"})):
         with pytest.raises(RecipeError, match=f"recipe key '{key}': .*remove it, or leave it unset"):

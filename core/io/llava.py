@@ -202,35 +202,36 @@ def djx_to_llava(sample, opts: LlavaOptions, keys: Keys = Keys()) -> dict:
     if "conversations" in orig and hidden.get("text") == _fingerprint(text):
         out["conversations"] = orig["conversations"]  # the text is as read: the turns as they were
     else:
-        turns = _conversations(text.replace(keys.image_token, opts.image_token), opts, keys, orig)
-        out["conversations"] = _as_they_were(turns, orig, out, opts, keys)
+        text = text.replace(keys.image_token, opts.image_token)
+        out["conversations"] = _as_they_were(_conversations(text, opts, keys, orig), text, orig, out, opts, keys)
     skip = {keys.text_key, keys.image_key, LLAVA_KEY, "id", "image", "conversations"}
     out.update((k, v) for k, v in sample.items() if k not in skip)
     out.update((k, v) for k, v in orig.items() if k not in ("id", "image", "conversations"))
     return out
 
 
-def _as_they_were(turns: list, orig: dict, record: dict, o: LlavaOptions, keys: Keys) -> list:
-    """The turns read from a text an op changed, each with its original's keys besides `value`, and
-    exactly as read where the op left it alone (its whitespace too); as parsed where the turns do
-    not line up with the originals."""
+def _as_they_were(turns: list, text: str, orig: dict, record: dict, o: LlavaOptions, keys: Keys) -> list:
+    """The turns read from a `text` an op changed, each with its original's keys besides `value`,
+    and exactly as read where the op left its text alone, its ends included (compared before
+    Data-Juicer's cleaning strips them); as parsed where the turns do not line up with the originals."""
     convs = orig.get("conversations")
     if o.only_keep_caption or not isinstance(convs, list) or not all(isinstance(t, dict) for t in convs):
         return turns
     try:
-        text, _ = _text_and_images({"id": record.get("id"), "image": record.get("image", ""),
-                                    "conversations": convs}, o, keys.eoc_token)
-        before = _conversations(text, o, keys, orig)
+        was, _ = _text_and_images({"id": record.get("id"), "image": record.get("image", ""),
+                                   "conversations": convs}, o, keys.eoc_token)
+        before, now = _conversations(was, o, keys, orig, raw=True), _conversations(text, o, keys, orig, raw=True)
     except (FormatError, KeyError, TypeError, AttributeError):
         return turns
-    if not len(before) == len(turns) == len(convs) or \
+    if not len(before) == len(now) == len(turns) == len(convs) or \
             any(t["from"] != b["from"] or t["from"] != c.get("from") for t, b, c in zip(turns, before, convs)):
         return turns
-    return [c if t == b else {**c, "value": t["value"]} for t, b, c in zip(turns, before, convs)]
+    return [c if n == b else {**c, "value": t["value"]} for t, n, b, c in zip(turns, now, before, convs)]
 
 
-def _conversations(text: str, o: LlavaOptions, keys: Keys, orig: dict) -> list:
-    """dj_to_llava.py's turns of a text (with LLaVA's image token)."""
+def _conversations(text: str, o: LlavaOptions, keys: Keys, orig: dict, raw: bool = False) -> list:
+    """dj_to_llava.py's turns of a text (with LLaVA's image token); `raw`: each turn's text as it
+    stands between the role markers, before the cleaning (not for only_keep_caption)."""
     if o.only_keep_caption:  # dj_to_llava's restore_questions: the question as read, the caption as now
         convs = orig.get("conversations")
         if not isinstance(convs, list) or len(convs) < 2:
@@ -247,7 +248,7 @@ def _conversations(text: str, o: LlavaOptions, keys: Keys, orig: dict) -> list:
     if len(parts) % 4:
         raise FormatError(f"the text reads as {len(parts) // 2} turns, not (human, gpt) pairs: a turn's own text "
                           f"holds a role marker such as '[[gpt]]: ', so where one turn ends cannot be told")
-    return [{"from": parts[2 * i], "value": _clean(parts[2 * i + 1], i, o, keys.eoc_token)}
+    return [{"from": parts[2 * i], "value": parts[2 * i + 1] if raw else _clean(parts[2 * i + 1], i, o, keys.eoc_token)}
             for i in range(len(parts) // 2)]
 
 

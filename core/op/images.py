@@ -223,35 +223,11 @@ class UndeclaredImages:
 
     def __getattr__(self, name: str):
         from djx.core.errors import UsageError
+        if name.startswith("__"):  # copy, pickle and friends probing for their hooks
+            raise AttributeError(name)
         raise UsageError(f"{self._op_name} reads images (batch.images.{name}) but its class does not set "
                          f"uses_images = True: set it, so djx checks its image paths and computes its stats "
                          f"again when the images change")
-
-
-def rerun_over_budget(images: BatchImages, rejected: dict, call: Callable[[list], dict], counters: dict) -> None:
-    """The samples an op rejected as decode_budget (`rejected`: index -> (reason, code, error)),
-    run again by `call(indices)` with nothing held decoded (later ops decode again what they read):
-    a batch of photos that together pass max_decoded_bytes is done in parts, never rejected for its
-    company. Those that fail again together are run one at a time: only a sample whose own images
-    pass the budget stays rejected."""
-    pending = [i for i, why in rejected.items() if why[1] == DECODE_BUDGET]
-    while pending:
-        counters["decode_budget_reruns"] = counters.get("decode_budget_reruns", 0) + len(pending)
-        for i in pending:
-            del rejected[i]
-        images.close()
-        if len(pending) > 1:
-            rejected.update(call(pending))
-            again = [i for i in pending if rejected.get(i, ("", ""))[1] == DECODE_BUDGET]
-            if len(again) < len(pending):
-                pending = again
-                continue
-            for i in again:
-                del rejected[i]
-        for i in pending:  # alone: its own images are all it holds
-            images.close()
-            rejected.update(call([i]))
-        return
 
 
 def _upright_size(img: Image.Image) -> tuple[int, int]:

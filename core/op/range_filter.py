@@ -56,7 +56,7 @@ class RangeFilter(Filter):
             return range_reason(stat, value, -float("inf") if low is None else low,
                                 float("inf") if high is None else high, low_name, high_name, any_or_all, shown)
         digits = digits_apart(value if isinstance(value, list) else [value], -math.inf if low is None else low,
-                              math.inf if high is None else high)
+                              math.inf if high is None else high, both=True)
         low_text, high_text = shown or (fmt(low, digits), fmt(high, digits))
         text = f"{stat}={fmt(value, digits)} not in {self.kept_set(low, high, low_text, high_text)}"
         return text + (f" (any_or_all: {any_or_all})" if isinstance(value, list) and any_or_all else "")

@@ -34,16 +34,18 @@ def fmt(v, digits: int = 4) -> str:
     return repr(v)
 
 
-def digits_apart(values: list, low, high) -> int:
+def digits_apart(values: list, low, high, both: bool = False) -> int:
     """The significant digits (4 at least) at which each value that misses a bound reads apart from
-    it: a value just under `min_score 0.2362086` does not read `0.2362 below min_score 0.2362`."""
+    it (`both`: from either bound, as under reversed_range): a value just under `min_score
+    0.2362086` does not read `0.2362 below min_score 0.2362`."""
     digits = 4
     for v in values:
-        bound = low if v < low else high if v > high else None
-        if bound is None or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in (v, bound)):
-            continue
-        while digits < 17 and f"{float(v):.{digits}g}" == f"{float(bound):.{digits}g}":
-            digits += 1
+        bounds = (low, high) if both else (low,) if v < low else (high,) if v > high else ()
+        for bound in bounds:
+            if not all(isinstance(x, (int, float)) and math.isfinite(x) for x in (v, bound)):
+                continue
+            while digits < 17 and v != bound and f"{float(v):.{digits}g}" == f"{float(bound):.{digits}g}":
+                digits += 1
     return digits
 
 

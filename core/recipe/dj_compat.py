@@ -55,8 +55,13 @@ DJ_UNSET_KEYS = {
 def take_custom_operator_paths(raw: dict) -> None:
     """Data-Juicer's `custom_operator_paths` (files or folders of plug-in ops) is read as custom_ops."""
     paths = raw.pop("custom_operator_paths", None)
-    if paths:
-        raw["custom_ops"] = list(raw.get("custom_ops") or []) + ([paths] if isinstance(paths, str) else list(paths))
+    if paths in (None, "", []):
+        return
+    paths = [paths] if isinstance(paths, str) else paths
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise RecipeError(f"custom_operator_paths: expected a path or a list of paths, got {paths!r:.80}")
+    ops = raw.get("custom_ops")
+    raw["custom_ops"] = (ops if isinstance(ops, list) else [] if ops is None else [ops]) + paths
 # Data-Juicer's per-op runtime keys, ignored unless the op itself takes them
 DJ_OP_KEYS = {
     "num_proc": "workers come from the recipe's np", "accelerator": "devices come from the plan",

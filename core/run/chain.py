@@ -9,7 +9,7 @@ from typing import Callable
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY, RunContext
 from djx.core.op.reasons import default_reason
 from djx.core.errors import SampleError
-from djx.core.op.images import BatchImages, UndeclaredImages, rerun_over_budget
+from djx.core.op.images import BatchImages, UndeclaredImages
 from djx.core.op.base import Batch, Filter, Mapper, Op
 from djx.core.dedup.finder import rejected_hashes
 from djx.core.io.image_paths import path_writer
@@ -18,6 +18,7 @@ from djx.core.io.llava_seal import seal_llava
 from djx.core.records import BatchResult, FailFast, Item, Rejection, add_counters, parse_pending
 from djx.core.io.reinput import input_sample, unwrap_rejected
 from djx.core.run.breakdown import add_counters_and_phases
+from djx.core.run.budget_rerun import rerun_over_budget
 from djx.core.run.early_check import reach
 from djx.core.run.mapped import as_read, changed, seen_by_op, snapshot
 from djx.core.run.provenance import StatBooks
@@ -33,8 +34,7 @@ class OpChain:
                  reads_input: bool = True, earlier_stats: frozenset = frozenset(),
                  earlier_hashes: frozenset = frozenset()):
         self.ops, self.ctx, self.earlier_hashes = list(ops), ctx, earlier_hashes  # hashes: dedup before a Ray stage
-        # a stat that an earlier filter of this run also writes is never reused: its value may come
-        # from that filter (another model or parameters), not from the input
+        # a stat an earlier filter of this run also writes is never reused: it may be that filter's
         written = set(earlier_stats)
         self.may_reuse = []
         for op in self.ops:
@@ -161,7 +161,7 @@ class OpChain:
                                                result.counters, result.op_counts[k].phases)
         for start in range(0, len(live), step):
             rejected.update(call(live[start:start + step]))
-        rerun_over_budget(images, rejected, call, result.counters)  # a sample's company never rejects it
+        rerun_over_budget(images, rejected, call, result.counters, step)  # a sample's company never rejects it
         _restore_keys(samples, own)
         books.remapped(changed(before, samples))
         kept, counts = [], result.op_counts[k]

@@ -138,6 +138,8 @@ class PixelRows:
         self.pending, self.refs, self.done, self.table, self.bytes = [], [], [], None, 0
 
     def add(self, ref: str, image) -> None:
+        """Take `image` (its row comes next). Returns None: a caller keeps nothing of the image,
+        whose pixels are made here (holding it would keep its full size past its group)."""
         self.pending.append(image)
         self.refs.append(ref)
         self.bytes += image.width * image.height * 3

@@ -184,10 +184,10 @@ class ImageTextModelFilter(OneModelOp, RangeFilter):
                             image = device_decode.read_jpeg(batch.images, ref) if geo else None
                             image = image if image is not None else self._flip(batch.images.rgb(ref, target))
                         image_ids[ref] = len(images)
+                        if not isinstance(image, device_decode.JpegFile):  # pixels made a group at a time,
+                            with timed(batch.counters, "preprocess"):  # then the image goes (a flip's copy too)
+                                image = rows.add(ref, image)
                         images.append(image)
-                        if not isinstance(image, device_decode.JpegFile):  # pixels made a group at a time
-                            with timed(batch.counters, "preprocess"):
-                                rows.add(ref, image)
             except SampleError as e:
                 batch.reject(i, str(e), e.code)
                 plan.append(None)
@@ -211,7 +211,7 @@ class ImageTextModelFilter(OneModelOp, RangeFilter):
         and, with `image_decode: device`, the JPEG files' bytes in their rows."""
         import torch
         prepared.pixels, prepared.pixel_table = rows.pixels()
-        if any(isinstance(im, device_decode.JpegFile) for im in images):
+        if any(im is not None for im in images):  # JPEG files the device decodes
             prepared.pixel_table = value_table(image_processor)
             prepared.jpeg_rows = [i for i, im in enumerate(images) if isinstance(im, device_decode.JpegFile)]
             prepared.jpegs = [torch.frombuffer(bytearray(images[i].data), dtype=torch.uint8) for i in prepared.jpeg_rows]

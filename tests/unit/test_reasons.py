@@ -99,3 +99,12 @@ def test_a_value_just_past_its_bound_reads_apart_from_it():
     assert range_reason("image_text_similarity", [0.0397], 0.2, 1.0, "min_score", "max_score") == \
         "image_text_similarity=[0.0397] below min_score 0.2"  # 4 digits where they are enough
     assert range_reason("text_len", 4, 5, 100, "min_len", "max_len") == "text_len=4 below min_len 5"
+
+
+def test_under_reversed_range_a_value_near_a_bound_reads_apart_from_it():
+    from djx.core.op.registry import build_op, load_builtin_ops
+    load_builtin_ops()
+    op = build_op("text_length_filter", {"min_len": 5, "max_len": 9, "reversed_range": True})
+    assert op.range_reason("s", 0.23620861, 0.2362086, 0.9, "min_score", "max_score") == \
+        "s=0.23620861 not in (-inf, 0.2362086] or [0.9, inf)"
+    assert op.range_reason("s", 0.5, 0.1, 0.9, "min_score", "max_score") == "s=0.5 not in (-inf, 0.1] or [0.9, inf)"
