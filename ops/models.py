@@ -74,16 +74,25 @@ def _load(model_cls_name: str, spec: ModelSpec, device: str) -> LoadedModel:
     try:
         model = model_cls.from_pretrained(spec.name, **kw)
     except (OSError, ValueError) as e:
-        where = ("the folder exists but holds no loadable model" if os.path.isdir(spec.name) else
-                 "no such local folder; as a hub id it must be in the local Hugging Face cache or reachable: "
-                 "give a local folder saved with save_pretrained, or set HF_HUB_OFFLINE=1 to fail at once "
-                 "where the hub cannot be reached")
-        raise DjxError(f"cannot load {model_cls_name} from {spec.name!r} ({where}): "
-                       f"{type(e).__name__}: {str(e).splitlines()[0][:300]}") from None
+        raise cannot_load(model_cls_name, spec, e) from None
     dtype = _torch_dtype(spec.dtype, device)
     model = model.to(device=device, dtype=dtype).eval()
     processor = auto_processor(spec.name, **kw)
     return LoadedModel(model, processor, device, dtype)
+
+
+def cannot_load(what: str, spec: ModelSpec, e: Exception) -> DjxError:
+    """Why `spec` did not load, with what to do: a folder without a model, or a hub id that is
+    neither a local folder nor in the cache (and, where the hub may be tried, how to fail at once)."""
+    if os.path.isdir(spec.name):
+        where = "the folder exists but holds no loadable model"
+    else:
+        where = ("no such local folder; as a hub id it must be in the local Hugging Face cache" +
+                 (" (HF_HUB_OFFLINE is set: it is not tried)" if os.environ.get("HF_HUB_OFFLINE") else
+                  " or reachable: set HF_HUB_OFFLINE=1 to fail at once where the hub cannot be reached") +
+                 "; or give a local folder saved with save_pretrained")
+    return DjxError(f"cannot load {what} from {spec.name!r} ({where}): "
+                    f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
 
 
 def _estimate(model_cls_name: str):

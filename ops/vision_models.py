@@ -6,26 +6,16 @@ and estimate their footprint from the config alone (no weights read) for the pla
 """
 from __future__ import annotations
 
-import os
-
 from djx import DjxError, ModelSpec, register_model_loader
 from djx.core.models.weights_header import stored_parameter_count
-from djx.ops.models import _DTYPE_BYTES, _FALLBACK_BYTES, HF_PRELOAD, LoadedModel, _torch_dtype, auto_processor
+from djx.ops.models import (_DTYPE_BYTES, _FALLBACK_BYTES, HF_PRELOAD, LoadedModel, _torch_dtype, auto_processor,
+                            cannot_load)
 
 
 def _config(spec: ModelSpec, **kw):
     import transformers
     return transformers.AutoConfig.from_pretrained(spec.name, revision=spec.revision,
                                                    trust_remote_code=spec.trust_remote_code, **kw)
-
-
-def _cannot_load(what: str, spec: ModelSpec, e: Exception) -> DjxError:
-    where = ("the folder exists but holds no loadable model" if os.path.isdir(spec.name) else
-             "no such local folder; as a hub id it must be in the local Hugging Face cache or reachable: "
-                 "give a local folder saved with save_pretrained, or set HF_HUB_OFFLINE=1 to fail at once "
-                 "where the hub cannot be reached")
-    return DjxError(f"cannot load {what} from {spec.name!r} ({where}): "
-                    f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
 
 
 def _finish(model, processor, spec: ModelSpec, device: str) -> LoadedModel:
@@ -69,7 +59,7 @@ def load_image_classifier(spec: ModelSpec, device: str) -> LoadedModel:
         model = transformers.AutoModelForImageClassification.from_pretrained(spec.name, **kw)
         processor = auto_processor(spec.name, **kw)
     except (OSError, ValueError, KeyError) as e:
-        raise _cannot_load("an image classifier", spec, e) from None
+        raise cannot_load("an image classifier", spec, e) from None
     if model.config.num_labels < 2:
         raise DjxError(f"{spec.name!r} has {model.config.num_labels} label(s); the filter reads the "
                        f"probability of label 1, so the classifier needs two or more")
@@ -113,5 +103,5 @@ def load_aesthetics_predictor(spec: ModelSpec, device: str) -> LoadedModel:
         model = cls.from_pretrained(spec.name, config=config, **kw)
         processor = _clip_image_processor_class().from_pretrained(spec.name, **kw)
     except (OSError, ValueError, KeyError) as e:
-        raise _cannot_load("an aesthetics predictor", spec, e) from None
+        raise cannot_load("an aesthetics predictor", spec, e) from None
     return _finish(model, processor, spec, device)

@@ -189,3 +189,15 @@ def test_checkpoints_the_aesthetics_package_wrote_load_with_their_own_head():
         op = ImageAestheticsFilter(hf_scorer_model=str(REPO / folder), min_score=-1e9, max_score=1e9)
         kept, counts = run([op], samples)
         assert [s[STATS_KEY]["image_aesthetics_scores"][0] for s in kept] == pytest.approx(expected, abs=1e-5), folder
+
+
+def test_a_hub_id_that_does_not_load_is_told_what_to_do_and_not_to_set_what_is_set(monkeypatch):
+    from djx import ModelSpec
+    from djx.ops.models import cannot_load
+    spec = ModelSpec("hf_clip", "no-such-org/no-such-model")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    online = str(cannot_load("CLIPModel", spec, OSError("not found")))
+    assert "set HF_HUB_OFFLINE=1 to fail at once" in online and "save_pretrained" in online
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    offline = str(cannot_load("CLIPModel", spec, OSError("not found")))
+    assert "HF_HUB_OFFLINE is set: it is not tried" in offline and "set HF_HUB_OFFLINE=1" not in offline
