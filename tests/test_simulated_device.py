@@ -49,10 +49,10 @@ def test_jpeg_files_are_prepared_as_the_device_decode_prepares_them(tmp_path):
 
 
 def test_serial_ceiling_finds_the_scorer_by_its_name_and_counts_each_part(tmp_path):
-    from djx.tools.bench_throughput import TINY, write_photos, write_recipe
+    from djx.tools.bench_throughput import write_photos, write_recipe
     from djx.tools.serial_ceiling import process_cpu
     data = write_photos(tmp_path / "photos", 40)
-    recipe = write_recipe(TINY / "tiny-clip", data, tmp_path / "out", np_=1, devices=["cpu"], scoring="device",
+    recipe = write_recipe(REPO_DIR / "tests" / "assets" / "models" / "tiny-clip", data, tmp_path / "out", np_=1, devices=["cpu"], scoring="device",
                           seconds_per_pair=0.0, jpeg_files=True)
     cpu = process_cpu(recipe)
     assert set(cpu) == {"main", "scorer", "workers"} and all(v > 0 for v in cpu.values())
