@@ -159,18 +159,22 @@ DECODING_OP = textwrap.dedent("""
 
 
 def decoded_pixels(tmp: Path) -> tuple[bool, str]:
-    """Small PNGs that decode to 5000x5000 each, three in one batch, against max_decoded_bytes 400 MB:
-    the image the batch has no room for is rejected (decode_budget) and the rest kept."""
+    """Small PNGs that decode to 5000x5000 each (175 MB counted), three alone and one sample naming
+    all three, in one batch, against max_decoded_bytes 400 MB: the batch is done in parts, so each
+    photo alone is kept whatever its company; the sample whose own three images pass the budget is
+    rejected (decode_budget)."""
     from PIL import Image
     for i in range(3):
         Image.new("RGB", (5000, 5000), (i, i, i)).save(tmp / f"big{i}.png")
     (tmp / "pixel_ops.py").write_text(DECODING_OP)
-    write_jsonl(tmp / "d.jsonl", [{"text": "x", "images": [f"big{i}.png"]} for i in range(3)])
-    _recipe(tmp, [{"first_pixel_filter": {}}], custom_ops=["pixel_ops.py"], batch_size=3,
+    write_jsonl(tmp / "d.jsonl", [{"text": "x", "images": [f"big{i}.png"]} for i in range(3)]
+                + [{"text": "all", "images": [f"big{i}.png" for i in range(3)]}])
+    _recipe(tmp, [{"first_pixel_filter": {}}], custom_ops=["pixel_ops.py"], batch_size=4,
             max_decoded_bytes=400 << 20)
     proc = djx("process", "r.yaml", "--quiet", cwd=tmp, timeout=300)
-    codes = _summary(tmp).get("rejected_by_code") if proc.returncode == 0 else None
-    return codes == {"decode_budget": 1}, f"exit {proc.returncode}, rejected {codes}"
+    summary = _summary(tmp) if proc.returncode == 0 else {}
+    codes, kept = summary.get("rejected_by_code"), summary.get("kept")
+    return codes == {"decode_budget": 1} and kept == 3, f"exit {proc.returncode}, kept {kept}, rejected {codes}"
 
 
 BLOCKING_PLUGIN = """
