@@ -51,6 +51,16 @@ DJ_UNSET_KEYS = {
     "encryption_key_path": "djx does not encrypt",
 }
 
+# Data-Juicer's per-op runtime keys, ignored unless the op itself takes them
+DJ_OP_KEYS = {
+    "num_proc": "workers come from the recipe's np", "accelerator": "devices come from the plan",
+    "mem_required": "the planner sizes workers from the models' footprint",
+    "cpu_required": "the planner sizes workers", "gpu_required": "the planner sizes workers",
+    "turbo": "not used", "skip_op_error": "see on_error", "work_dir": "not used",
+    "index_key": "not used", "auto_op_parallelism": "not used", "runtime_np": "not used",
+    "ray_execution_mode": "not used",
+}
+
 
 def take_custom_operator_paths(raw: dict) -> None:
     """Data-Juicer's `custom_operator_paths` (files or folders of plug-in ops) is read as custom_ops."""
@@ -62,15 +72,7 @@ def take_custom_operator_paths(raw: dict) -> None:
         raise RecipeError(f"custom_operator_paths: expected a path or a list of paths, got {paths!r:.80}")
     ops = raw.get("custom_ops")
     raw["custom_ops"] = (ops if isinstance(ops, list) else [] if ops is None else [ops]) + paths
-# Data-Juicer's per-op runtime keys, ignored unless the op itself takes them
-DJ_OP_KEYS = {
-    "num_proc": "workers come from the recipe's np", "accelerator": "devices come from the plan",
-    "mem_required": "the planner sizes workers from the models' footprint",
-    "cpu_required": "the planner sizes workers", "gpu_required": "the planner sizes workers",
-    "turbo": "not used", "skip_op_error": "see on_error", "work_dir": "not used",
-    "index_key": "not used", "auto_op_parallelism": "not used", "runtime_np": "not used",
-    "ray_execution_mode": "not used",
-}
+
 
 
 def take_dataset(raw: dict) -> tuple | None:

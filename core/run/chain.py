@@ -34,7 +34,7 @@ class OpChain:
                  reads_input: bool = True, earlier_stats: frozenset = frozenset(),
                  earlier_hashes: frozenset = frozenset()):
         self.ops, self.ctx, self.earlier_hashes = list(ops), ctx, earlier_hashes  # hashes: dedup before a Ray stage
-        # a stat an earlier filter of this run also writes is never reused: it may be that filter's
+        # never reused: a stat an earlier filter of this run also writes (its value may be that filter's)
         written = set(earlier_stats)
         self.may_reuse = []
         for op in self.ops:
