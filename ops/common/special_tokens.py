@@ -66,8 +66,7 @@ def map_keeping_tokens(text: str, tokens: tuple[str, ...], fn: Callable[[str], s
     pieces = split_at_tokens(text, tokens)
     if len(pieces) == 1:
         return map_between_tokens(text, tokens, fn)
-    free = (chr(c) for c in range(0xE000, 0xF900) if chr(c) not in text)
-    left, right = next(free, None), next(free, None)
+    left, right = _free_pair(text)
     if right is None:
         return map_between_tokens(text, tokens, fn)
     marked = "".join(f"{left}{i // 2}{right}" if i % 2 else p for i, p in enumerate(pieces))
@@ -81,6 +80,52 @@ def map_keeping_tokens(text: str, tokens: tuple[str, ...], fn: Callable[[str], s
     if after != pieces[1::2]:
         raise TokenMade(_made(pieces[1::2], after, tokens))
     return joined
+
+
+def delete_keeping_tokens(text: str, tokens: tuple[str, ...],
+                          spans_of: Callable[[str], list[tuple[int, int]]]) -> str:
+    """`text` less the ordinary characters of the spans `spans_of` finds in it, every special token
+    kept where it stands: `spans_of` sees the text with a placeholder for each token (as
+    map_keeping_tokens gives it), so a token is one opaque piece of the text to it, and a span
+    that takes a token in loses its text around the token, never the token. For the mappers that
+    cut text away (a LaTeX preamble, comments, a bibliography). Raises TokenMade as
+    map_between_tokens does."""
+    pieces = split_at_tokens(text, tokens)
+    left, right = _free_pair(text) if len(pieces) > 1 else (None, None)
+    if right is None:  # no token, or no free placeholder: the tokens are found as they are written
+        marked, kept = text, [m.span() for m in _tokens_in(text, tokens)]
+    else:
+        marked = "".join(f"{left}{i // 2}{right}" if i % 2 else p for i, p in enumerate(pieces))
+        kept = [m.span() for m in re.finditer(f"{left}[0-9]+{right}", marked)]
+    out, at, k = [], 0, 0
+    for start, end in sorted(spans_of(marked)):
+        start = max(start, at)
+        out.append(marked[at:start])
+        while k < len(kept) and kept[k][1] <= start:  # the tokens before this span
+            k += 1
+        j = k
+        while j < len(kept) and kept[j][0] < end:  # the tokens in it
+            out.append(marked[max(kept[j][0], start):min(kept[j][1], end)])
+            j += 1
+        at = max(at, end)
+    out = "".join(out) + marked[at:]
+    if right is not None:
+        out = re.sub(f"{left}([0-9]+){right}", lambda m: pieces[int(m.group(1)) * 2 + 1], out)
+    after = split_at_tokens(out, tokens)[1::2]
+    if after != pieces[1::2]:
+        raise TokenMade(_made(pieces[1::2], after, tokens))
+    return out
+
+
+def _free_pair(text: str) -> tuple[str | None, str | None]:
+    """Two private-use characters `text` lacks (None where it holds nearly all of them)."""
+    free = (chr(c) for c in range(0xE000, 0xF900) if chr(c) not in text)
+    return next(free, None), next(free, None)
+
+
+def _tokens_in(text: str, tokens: tuple[str, ...]):
+    tokens = tuple(t for t in tokens if t)
+    return _splitter(tokens).finditer(text) if tokens else iter(())
 
 
 class TokenMade(ValueError):
