@@ -29,6 +29,7 @@ import djx.ops.mapper.whitespace_normalization_mapper  # noqa: F401
 import djx.ops.mapper.word_removal_mappers  # noqa: F401
 import djx.ops.mapper.latex_mappers  # noqa: F401
 import djx.ops.mapper.expand_macro_mapper  # noqa: F401
+import djx.ops.filter.suffix_filter  # noqa: F401
 import djx.ops.filter.image_pair_similarity_filter  # noqa: F401
 import djx.ops.filter.phrase_grounding_recall_filter  # noqa: F401
 import djx.ops.filter.image_face_count_filter  # noqa: F401
