@@ -197,6 +197,7 @@ def test_the_readme_counts_the_data_juicer_ops_djx_has():
     data_juicers = [n for n in builtin if not n.startswith("ray_") and n != "image_semantic_deduplicator"]
     mappers = [n for n in data_juicers if issubclass(builtin[n], Mapper)]
     readme = (REPO_DIR / "README.md").read_text(encoding="utf-8")
-    words = {6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten", 11: "eleven", 12: "twelve"}
+    words = {6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten", 11: "eleven", 12: "twelve", 13: "thirteen",
+             14: "fourteen", 15: "fifteen"}
     assert re.search(rf"\n{len(data_juicers)} of Data-Juicer 1\.6\.1's image", readme)
     assert f"and {words.get(len(mappers), len(mappers))} text mappers" in readme
