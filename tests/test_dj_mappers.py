@@ -22,8 +22,7 @@ from helpers import TESTS_DIR
 FIXTURE = json.loads((TESTS_DIR / "assets" / "dj_fixtures" / "mappers.json").read_text(encoding="utf-8"))
 TOKENS = ("<__dj__image>", "<|__dj__eoc|>")
 SP_MODEL = TESTS_DIR / "assets" / "dj_fixtures" / "text_resources" / "en.sp.model"  # the fixture's "@sp_model"
-NEEDS = {"fix_unicode_mapper": "ftfy", "clean_html_mapper": "selectolax", "clean_copyright_mapper": "regex", "remove_long_words_mapper": "emoji",
-         "remove_words_with_incorrect_substrings_mapper": "emoji"}
+NEEDS = {"fix_unicode_mapper": "ftfy", "clean_html_mapper": "selectolax", "clean_copyright_mapper": "regex"}
 CASES = [pytest.param(c, id=f"{c['op']}{c['params'] or ''}") for c in FIXTURE["cases"]]
 
 

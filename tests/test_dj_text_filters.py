@@ -22,7 +22,6 @@ PLACES = {"@words": RESOURCES / "words", "@sp_model": RESOURCES / "en.sp.model",
 FIXTURE = json.loads((ASSETS / "text_filters.json").read_text(encoding="utf-8"))
 TEXTS = [json.loads(line) for line in (ASSETS / FIXTURE["texts"]).read_text(encoding="utf-8").splitlines()]
 
-pytest.importorskip("emoji", reason="the text filters need the text extra: pip install -e '.[text]'")
 HAS_SENTENCEPIECE = importlib.util.find_spec("sentencepiece") is not None
 
 

@@ -21,7 +21,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools" / "dj_fixtu
 from word_resources import train_sentencepiece  # noqa: E402
 
 pytestmark = pytest.mark.slow  # importing transformers, training a SentencePiece model: seconds
-pytest.importorskip("emoji", reason="the text filters need the text extra: pip install -e '.[text]'")
 
 SENTENCE = "the cat sat on the mat and the dog sat on the log"
 
@@ -117,7 +116,7 @@ def test_flagged_words_with_tokenization_reads_pieces(sp_model, word_lists):
     assert 0.0 <= stats_of(op, "damn it, damn")["flagged_words_ratio"] <= 1.0
 
 
-HIDE = 'import sys\nfor m in ("emoji", "sentencepiece", "stopwordsiso"):\n    sys.modules[m] = None\n'
+HIDE = 'import sys\nfor m in ("sentencepiece", "stopwordsiso"):\n    sys.modules[m] = None\n'
 
 
 def test_without_the_text_extra_djx_imports_and_a_recipe_says_what_to_install(tmp_path):
@@ -126,13 +125,14 @@ def test_without_the_text_extra_djx_imports_and_a_recipe_says_what_to_install(tm
     (shim / "sitecustomize.py").write_text(HIDE)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(shim), os.environ.get("PYTHONPATH")])))
     probe = subprocess.run([sys.executable, "-c", "import djx.ops, djx\nassert 'words_num_filter' in djx.registered_ops()\n"
-                            "import emoji"], env=env, capture_output=True, text=True, timeout=300)
+                            "import stopwordsiso"], env=env, capture_output=True, text=True, timeout=300)
     assert probe.returncode == 1 and "ModuleNotFoundError" in probe.stderr.splitlines()[-1], probe.stderr
     (tmp_path / "data.jsonl").write_text(json.dumps({"text": "some words here"}) + "\n")
     (tmp_path / "recipe.yaml").write_text(yaml.safe_dump({"dataset_path": "data.jsonl", "export_path": "out/kept.jsonl",
-                                                          "process": [{"words_num_filter": {"min_num": 1}}]}))
+                                                          "process": [{"words_num_filter": {"min_num": 1}},
+                                                                      {"stopwords_filter": {"min_ratio": 0}}]}))
     proc = subprocess.run([sys.executable, "-m", "djx.cli", "process", "recipe.yaml"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "words_num_filter" in proc.stderr and "pip install '.[text]' in djx's checkout" in proc.stderr
+    assert "stopwords_filter" in proc.stderr and "pip install '.[text]' in djx's checkout" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "out" / "kept.jsonl").exists()

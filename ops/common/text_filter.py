@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from djx import Batch, RangeFilter, RecipeError
 from djx.ops.common.sp_words import SentencePieceWords
-from djx.ops.common.text_words import TEXT_EXTRA, refine_words, share_in, split_words
+from djx.ops.common.text_words import refine_words, share_in, split_words
 
 
 class TextStatFilter(RangeFilter):
@@ -46,8 +46,6 @@ class WordsStatFilter(SentencePieceWords, TextStatFilter):
     """A text filter over words: Data-Juicer's `lang` and `tokenization` (a SentencePiece model at
     `tokenizer_model` splits words when on; unset, Data-Juicer's `{lang}.sp.model` where its model
     cache has it)."""
-
-    requires = {"emoji": TEXT_EXTRA}
 
     def __init__(self, lang: str = "en", tokenization: bool = False, tokenizer_model: str | None = None,
                  **common):

@@ -6,8 +6,9 @@ Data-Juicer 1.6.1's definitions (ops/common/helper_func.py, special_characters.p
 - refinement: optionally lower-cased, each word stripped of SPECIAL_CHARACTERS at both ends (words
   left empty dropped), then optionally augmented with the joins of each run of `group_size` words;
 - SPECIAL_CHARACTERS: string.punctuation + digits + whitespace, a fixed set of other symbols, and
-  every emoji of the installed `emoji` package (one character each is what a membership test of a
-  character can match).
+  the emoji of the `emoji` package at the version Data-Juicer pins, 2.2.0 (emoji_chars.py: the
+  one-character ones are what a membership test of a character can match), whatever version is
+  installed beside djx.
 Word lists are Data-Juicer's format: JSON files {lang: [words]}; every file in the folder whose name
 contains the list's type and ends in .json, merged per language, plus 'all' (every language).
 """
@@ -22,6 +23,7 @@ from functools import lru_cache
 
 from djx import RecipeError
 from djx.core.io.regular_file import FileRefused, read_regular
+from djx.ops.common.emoji_chars import EMOJI_RANGES
 
 TEXT_EXTRA = "pip install '.[text]' in djx's checkout"
 MAX_WORD_LIST_BYTES = 64 << 20  # Data-Juicer's lists are a few hundred KB
@@ -48,9 +50,8 @@ _SPLIT = re.compile("[ \n\t]")
 @lru_cache(maxsize=1)
 def special_characters() -> frozenset[str]:
     """Data-Juicer's SPECIAL_CHARACTERS (the characters of it a text can hold one at a time)."""
-    import emoji
     chars = set(string.punctuation + string.digits + string.whitespace + _OTHER_SPECIAL)
-    chars.update(e for e in emoji.EMOJI_DATA if len(e) == 1)
+    chars.update(chr(c) for low, high in EMOJI_RANGES for c in range(low, high + 1))
     return frozenset(chars)
 
 

@@ -28,6 +28,13 @@ class StopWordsFilter(WordShareFilter):
         stopwords_dir = stopwords_dir or dj_word_lists_dir("stopwords")
         self.stopwords_dir = stopwords_dir
 
+    def notes(self) -> list[str]:
+        if self.stopwords_dir:
+            return []
+        return [f"{self.name}: no stopwords_dir and no stopwords.json in Data-Juicer's asset cache: the "
+                f"stopwordsiso lists are used, and their numbers differ from Data-Juicer's; give stopwords_dir "
+                f"(a folder of stopwords*.json, Data-Juicer's format) for its numbers"]
+
     def read_vocabulary(self) -> frozenset[str]:
         d = self.stopwords_dir
         lists = read_word_lists(d, "stopwords", "stopwords_dir") if d else stopwords_iso()

@@ -10,7 +10,7 @@ import sys
 
 from djx import register_op
 from djx.ops.common.sp_words import SentencePieceWords
-from djx.ops.common.text_mapper import TEXT_EXTRA, TextMapper
+from djx.ops.common.text_mapper import TextMapper
 from djx.ops.common.text_words import special_characters, strip_special
 
 
@@ -27,8 +27,6 @@ class RemoveLongWordsMapper(TextMapper):
     """Remove the words whose length is outside [min_len, max_len].
 
     A word too long is kept (whole) when it fits once stripped of special characters at its ends."""
-
-    requires = {"emoji": TEXT_EXTRA}
 
     def __init__(self, min_len: int = 1, max_len: int = sys.maxsize, **common):
         super().__init__(**common)
@@ -52,8 +50,6 @@ class RemoveWordsWithIncorrectSubstringsMapper(SentencePieceWords, TextMapper):
     are the pieces of the SentencePiece model at `tokenizer_model` (unset: Data-Juicer's
     {lang}.sp.model where its cache has it) and, as in Data-Juicer, a text that loses a piece is
     joined back without spaces."""
-
-    requires = {"emoji": TEXT_EXTRA}
 
     def __init__(self, lang: str = "en", tokenization: bool = False, substrings: list[str] | None = None,
                  tokenizer_model: str | None = None, **common):

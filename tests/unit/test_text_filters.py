@@ -12,8 +12,6 @@ import pytest
 from djx import STATS_KEY, Pipeline, RecipeError, build_op
 from djx.ops.common.text_words import TEXT_EXTRA, refine_words, special_characters, split_words
 
-pytest.importorskip("emoji", reason="the text filters need the text extra: pip install -e '.[text]'")
-
 SENTENCE = "the cat sat on the mat and the dog sat on the log"
 
 
@@ -116,10 +114,9 @@ def test_a_bad_word_list_file_is_named(tmp_path):
 
 
 def test_a_missing_package_names_the_text_extra(monkeypatch):
-    monkeypatch.setitem(sys.modules, "emoji", None)  # as if not installed: find_spec fails
-    for name in ("special_characters_filter", "words_num_filter", "stopwords_filter"):
-        with pytest.raises(RecipeError, match=r"needs the Python package 'emoji'.*pip install '\.\[text\]' in djx's checkout"):
-            build_op(name, {})
+    monkeypatch.setitem(sys.modules, "stopwordsiso", None)  # as if not installed: find_spec fails
+    with pytest.raises(RecipeError, match=r"'stopwordsiso', which is not installed: pip install '\.\[text\]' in djx's checkout"):
+        build_op("stopwords_filter", {}).load_resources()
     monkeypatch.undo()
     monkeypatch.setitem(sys.modules, "sentencepiece", None)
     with pytest.raises(RecipeError, match=r"'sentencepiece', which is not installed: pip install '\.\[text\]' in djx's checkout"):
@@ -127,11 +124,32 @@ def test_a_missing_package_names_the_text_extra(monkeypatch):
     assert TEXT_EXTRA == "pip install '.[text]' in djx's checkout"
 
 
+def test_the_special_characters_are_data_juicers_whatever_emoji_release_is_installed(monkeypatch):
+    """Data-Juicer pins emoji 2.2.0: its emoji are special characters, later ones (Emoji 15.1 on) are
+    not; the words filters and mappers need no emoji package at all."""
+    monkeypatch.setitem(sys.modules, "emoji", None)
+    special_characters.cache_clear()
+    chars = special_characters()
+    assert {"\U0001f600", "\u00a9", "\U0001faf8", "\u2764"} <= chars  # in emoji 2.2.0
+    assert not {"\U0001fae9", "\U0001fac6", "\U0001fa89", "\U0001f6d8"} & chars  # added after it
+    assert stats_of("special_characters_filter", {}, "hi \U0001fac6\U0001f600") == {"special_char_ratio": 0.4}
+    assert stats_of("words_num_filter", {}, "hello \U0001fae9 \U0001f600") == {"num_words": 2}
+    mapper = Pipeline(ops=[build_op("remove_long_words_mapper", {"max_len": 3})])
+    assert [s["text"] for s in mapper.process([{"text": "ab \U0001f600abc\U0001f600 abcd"}])] == ["ab \U0001f600abc\U0001f600"]
+
+
 def test_stopwords_default_to_the_stopwordsiso_lists():
     stopwordsiso = pytest.importorskip("stopwordsiso")
     op = build_op("stopwords_filter", {})
     assert op.vocabulary == frozenset(stopwordsiso.stopwords("en")) and "the" in op.vocabulary
     assert stats_of("stopwords_filter", {}, "The cat is on the mat") == {"stopwords_ratio": 4 / 6}
+
+
+def test_a_run_on_the_stopwordsiso_lists_says_its_numbers_are_not_data_juicers(word_lists, tmp_path, monkeypatch):
+    monkeypatch.setenv("DATA_JUICER_ASSETS_CACHE", str(tmp_path / "no_assets"))  # nothing of Data-Juicer's here
+    (note,) = build_op("stopwords_filter", {}).notes()
+    assert note.startswith("stopwords_filter: ") and "stopwordsiso" in note and "give stopwords_dir" in note
+    assert build_op("stopwords_filter", {"stopwords_dir": word_lists}).notes() == []
 
 
 @pytest.mark.parametrize("model", ["tiny-clip", "tiny-blip-itm"])
