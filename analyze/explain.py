@@ -190,15 +190,19 @@ def _thresholds(op) -> str:
     language_id_score_filter, `max_size` as '1TB'), then the range switches the recipe set."""
     from djx.core.op.params import with_defaults
     from djx.core.op.range_filter import RANGE_SWITCHES
-    from djx.core.op.reasons import fmt
     params = with_defaults(type(op), op.params())
     verdict = op.verdict_params
     shown = [(k, v) for k, v in params.items() if k not in RANGE_SWITCHES and (
         k in verdict if verdict is not None else k.startswith(("min_", "max_")) or k in ("any_or_all", "reduce_mode"))]
     shown += [(k, v) for k, v in op.params().items() if k in RANGE_SWITCHES]  # as the recipe set them
-    # the bounds as the recipe gave them (a float in full: the values it is compared with may be that close)
-    return ", ".join(f"{k} {v if isinstance(v, str) else repr(v) if isinstance(v, float) else fmt(v)}"
-                     for k, v in shown)
+    # the bounds as the recipe gave them (a float in full: the values it is compared with may be that
+    # close; null: no bound)
+    return ", ".join(f"{k} {_bound(v)}" for k, v in shown)
+
+
+def _bound(v) -> str:
+    from djx.core.op.reasons import fmt
+    return "none" if v is None else v if isinstance(v, str) else repr(v) if isinstance(v, float) else fmt(v)
 
 
 def _verdict_of(kind: str, rec: dict) -> str:

@@ -91,3 +91,4 @@ def test_explain_names_the_thresholds_as_the_recipe_does():
     assert size == "min_size 0, max_size 124KB, any_or_all any"  # the recipe's names, not min_bytes
     lang = _thresholds(build_op("language_id_score_filter", {"lang": "en", "min_score": 0.5}, load_resources=False))
     assert lang == "lang en, min_score 0.5"
+    assert _thresholds(build_op("text_length_filter", {"min_len": None, "max_len": 5})) == "min_len none, max_len 5"

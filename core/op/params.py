@@ -90,6 +90,9 @@ def validate_params(cls: type, params: dict, where: str) -> dict:
                               + (f"; did you mean {hint!r}?" if hint else "")
                               + f" (parameters: {', '.join(accepted) or 'none'})")
         tp = hints.get(key, Any)
+        if value is None and getattr(cls, "none_bound_is_open", False) and key.startswith(("min_", "max_")):
+            out[key] = None  # `max_len: null`: no bound, as Data-Juicer reads it
+            continue
         try:
             out[key] = coerce(value, tp)
         except TypeError:

@@ -21,6 +21,8 @@ class RangeFilter(Filter):
     """Base of the filters whose verdict is a stat within [low, high]: subclasses test each value
     with `in_range` (or `keep_values` for one value per image) and say why with `range_reason`."""
 
+    none_bound_is_open = True  # a min_X or max_X given as null is no bound (validate_params)
+
     def __init__(self, min_closed_interval: bool = True, max_closed_interval: bool = True,
                  reversed_range: bool = False, **common):
         super().__init__(**common)

@@ -40,7 +40,7 @@ class ImagePairSimilarityFilter(OneModelOp, RangeFilter):
                  forward_batch_size: int | None = None, draft_decode: bool = False, **common):
         super().__init__(**common)
         for name, value in (("min_score", min_score), ("max_score", max_score)):
-            if not 0 <= value <= 1:  # Data-Juicer's ClosedUnitInterval
+            if value is not None and not 0 <= value <= 1:  # Data-Juicer's ClosedUnitInterval; None: no bound
                 raise RecipeError(f"{self.name}.{name}: must be within [0, 1], got {value}")
         check_forward_batch(self.name, forward_batch_size)
         self.hf_clip, self.trust_remote_code, self.dtype = hf_clip, trust_remote_code, dtype

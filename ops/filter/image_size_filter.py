@@ -8,9 +8,9 @@ _UNITS = {"": 1, "B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3, "TB": 102
           "KIB": 1024, "MIB": 1024 ** 2, "GIB": 1024 ** 3, "TIB": 1024 ** 4}
 
 
-def parse_size(text: str | int, key: str) -> int:
-    """'6MB' -> 6291456, '1KiB' -> 1024, 500 -> 500."""
-    if isinstance(text, int):
+def parse_size(text: str | int | None, key: str) -> int | None:
+    """'6MB' -> 6291456, '1KiB' -> 1024, 500 -> 500, None (no bound) -> None."""
+    if text is None or isinstance(text, int):
         return text
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", text)
     if not m or m.group(2).upper() not in _UNITS:
@@ -43,7 +43,7 @@ class ImageSizeFilter(RangeFilter):
         return self.keep_values(stats["image_sizes"], self.min_bytes, self.max_bytes, self.any_or_all)
 
     def drop_reason(self, stats: dict) -> str:
-        shown = tuple(f"{given} ({n} bytes)" if isinstance(given, str) else str(n)
+        shown = tuple(f"{given} ({n} bytes)" if isinstance(given, str) else str(n).lower()
                       for given, n in zip(self.size_text, (self.min_bytes, self.max_bytes)))
         return self.range_reason("image_sizes", stats["image_sizes"], self.min_bytes, self.max_bytes,
                             "min_size", "max_size", self.any_or_all, shown)

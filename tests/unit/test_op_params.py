@@ -7,9 +7,13 @@ from typing import Literal
 
 import pytest
 
-from djx import Filter, RecipeError, UsageError
+from djx import Filter, Pipeline, RecipeError, UsageError, build_op
 from djx.core.op.params import check_ranges, coerce, describe_params, shown, validate_params
 from djx.ops.filter.text_length_filter import TextLengthFilter
+
+from conftest import REPO_DIR
+
+MODELS = REPO_DIR / "tests" / "assets" / "models"
 
 
 class ScoreFilter(Filter):
@@ -96,6 +100,22 @@ def test_a_minimum_above_its_maximum_is_refused_naming_both():
     with pytest.raises(RecipeError, match="min_score 1.5 is above max_score 1.0"):  # against the default maximum
         check_ranges(ScoreFilter, {"min_score": 1.5}, "score_filter")
     TextLengthFilter(min_len=3, max_len=3)  # one length passes: allowed
+
+
+def test_a_range_bound_given_as_null_is_no_bound_as_data_juicer_reads_it():
+    """`max_len: null` in a Data-Juicer recipe: that side is not tested. Only a range filter's min_/max_
+    bounds read null so; any other typed parameter still refuses it."""
+    def kept(name: str, params: dict, texts: list[str]) -> list[str]:
+        return [s["text"] for s in Pipeline(ops=[build_op(name, params)]).process([{"text": t} for t in texts])]
+
+    assert kept("text_length_filter", {"min_len": 3, "max_len": None}, ["ab", "abc", "x" * 100_000]) == ["abc", "x" * 100_000]
+    assert kept("words_num_filter", {"min_num": None, "max_num": 2}, ["", "a b", "a b c"]) == ["", "a b"]
+    assert build_op("image_size_filter", {"min_size": None, "max_size": "1MB"}).min_bytes is None
+    pair = build_op("image_pair_similarity_filter", {"hf_clip": str(MODELS / "tiny-clip"), "max_score": None})
+    assert pair.max_score is None and pair.min_score == 0.1
+    assert error_of({"max_score": None}) == "process[2].score_filter.max_score: expected float, got None"
+    with pytest.raises(RecipeError, match="words_num_filter.tokenization: expected bool, got None"):
+        build_op("words_num_filter", {"tokenization": None})
 
 
 def test_params_are_described_own_first_with_types_and_defaults():
