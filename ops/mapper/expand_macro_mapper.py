@@ -13,6 +13,7 @@ from djx.ops.common.text_mapper import TextMapper
 from djx.ops.common.work_budget import DEFAULT_STEPS, WorkBudget
 
 _NAME_CHARS = re.compile(r"[a-zA-Z0-9]*")
+SCAN_STEP = 32  # characters a literal search passes over in about the time of one character written
 # Unicode's White_Space characters (what Data-Juicer's `\s` takes: Python's str.isspace also takes
 # the separators \x1c-\x1f, which it does not)
 _SPACES = re.compile("[\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*")
@@ -87,8 +88,10 @@ class ExpandMacroMapper(TextMapper):
     and it is not itself the start of another use (`\\x\\x.`: the second stays). Each macro in
     turn is replaced over the whole text, its definition included, so a later macro also expands in
     an earlier one's values. Macros with arguments stay as they are. The characters the expansions
-    write are counted against `work_budget` (macros that expand into each other can double the
-    text with each one): a text that would take more is rejected, code `work_budget`."""
+    write (macros that expand into each other can double the text with each one) and each macro's
+    pass over the text (a 32nd of its length: thousands of macros in a long text cost their count
+    times its length) are counted against `work_budget`: a text that would take more is rejected,
+    code `work_budget`."""
 
     def __init__(self, work_budget: int = DEFAULT_STEPS, **common):
         super().__init__(**common)
@@ -97,6 +100,7 @@ class ExpandMacroMapper(TextMapper):
     def map_text(self, text: str) -> str:
         budget = WorkBudget(self.work_budget, f"{self.name}: the expanded macros")
         for name, value in macro_definitions(text).items():
+            budget.spend(len(text) // SCAN_STEP + 1)  # a pass over the whole text per macro
             if name not in text:
                 continue
 
