@@ -8,9 +8,9 @@ import json
 # the shape of a Data-Juicer recipe: Data-Juicer text ops djx does not have, among ops it has
 DJ_PROCESS = [
     {"clean_ip_mapper": None},
-    {"remove_comments_mapper": None},
-    {"suffix_filter": {"suffixes": [".txt"]}},
-    {"remove_header_mapper": {"drop_no_head": True}},
+    {"remove_repeat_sentences_mapper": None},
+    {"specified_field_filter": {"field_key": "meta.src", "target_value": ["web"]}},
+    {"sentence_split_mapper": {"lang": "en"}},
     {"text_length_filter": {"min_len": 5, "num_proc": 4}},
     {"image_aspect_ratio_filter": {"min_ratio": 0.333, "max_ratio": 3.0}},
     {"image_shape_filter": {"max_width": 1000}},
@@ -30,9 +30,9 @@ def test_every_unknown_op_and_bad_parameter_in_one_error(tmp_path, text_dataset,
         assert "the recipe has 7 problems" in res.err
         not_yet = "is a Data-Juicer op that djx does not implement yet; write a plug-in (see docs/plugins.md)"
         for line in (f"process[0]: 'clean_ip_mapper' {not_yet}",
-                     f"process[1]: 'remove_comments_mapper' {not_yet}",
-                     f"process[2]: 'suffix_filter' {not_yet}",
-                     f"process[3]: 'remove_header_mapper' {not_yet}",
+                     f"process[1]: 'remove_repeat_sentences_mapper' {not_yet}",
+                     f"process[2]: 'specified_field_filter' {not_yet}",
+                     f"process[3]: 'sentence_split_mapper' {not_yet}",
                      "process[4].text_length_filter.min_len: expected int, got 'five'",
                      "process[5].image_aspect_ratio_filter: unknown parameter 'colour'",
                      "process[7]: unknown op 'image_text_similarity_filtr'; did you mean "
@@ -57,7 +57,8 @@ def test_skip_unknown_ops_runs_without_them_and_lists_them(tmp_path, write_jsonl
     data = write_jsonl(tmp_path / "d.jsonl", [{"id": i, "text": "abcdefghijk"[:i]} for i in range(12)])
     recipe = write_recipe(tmp_path / "dj.yaml", dataset_path=str(data), export_path="out/o.jsonl",
                           np=1, skip_unknown_ops=True, process=DJ_PROCESS)
-    skipped = ["clean_ip_mapper", "remove_comments_mapper", "suffix_filter", "remove_header_mapper",
+    skipped = ["clean_ip_mapper", "remove_repeat_sentences_mapper", "specified_field_filter",
+               "sentence_split_mapper",
                "image_text_similarity_filtr"]
     dry = djx_cli("process", recipe, "--dry-run")
     assert dry.rc == 0, dry.err
