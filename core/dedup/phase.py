@@ -5,7 +5,10 @@ it (those a later filter dropped too: in Data-Juicer's op order that filter neve
 
 Exactly-once: the phase writes two new parts in the run's state folder and returns; the ledger
 records them in the manifest ("move") before they replace the old, and a run interrupted anywhere
-redoes the phase (before "move") or the move (after), which give the same outputs."""
+redoes the phase (before "move") or the move (after), which give the same outputs. So a stop asked
+for in the phase (SIGTERM: the installed core.run.stop.Stop, checked between records) and a write
+that fails (a full disk) leave it at once: its half-written parts are removed, and the failure is
+said as the streaming pass says it (DjxError, Stopped); the same command redoes the phase."""
 from __future__ import annotations
 
 import json
@@ -16,10 +19,15 @@ from typing import Iterator
 
 from djx.core.dedup.finder import DuplicateFinder, Seen
 from djx.core.dedup.key_rows import DEFAULT_BUDGET, IndexSpace
+from djx.core.errors import DjxError
+from djx.core.io.durable import write_failed
 from djx.core.io.writers import encode_line
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
 from djx.core.records import add_counters
 from djx.core.run.resume import RunCounts
+from djx.core.run.stop import check_installed
+
+CHECK_EVERY = 1024  # records read between two looks at a stop request
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,11 @@ def deduplicate(ops: list, kept_part: str, dropped_part: str, rejected: str, new
     with cluster.session() if cluster is not None else nullcontext():
         try:
             result = _rewrite(finder, ops, kept_part, dropped_part, rejected, new_kept, new_dropped, counts, image_key)
+        except BaseException as e:  # a stop, a full disk: the new parts are no one's yet (the ledger records them)
+            _discard(new_kept, new_dropped)
+            if isinstance(e, OSError):
+                raise DjxError(write_failed(os.path.dirname(new_kept), e)) from None
+            raise
         finally:
             finder.close()
     if cluster is not None:
@@ -81,6 +94,7 @@ def _rewrite(finder: DuplicateFinder, ops: list, kept_part: str, dropped_part: s
         for f in (keep, drop):
             f.flush()
             os.fsync(f.fileno())
+    check_installed()  # a stop asked for since the last record: the ledger records nothing
     return DedupResult(moved, os.path.getsize(new_kept), os.path.getsize(new_dropped))
 
 
@@ -92,12 +106,22 @@ def _read(kept_part: str | None, dropped_part: str | None, n_ops: int,
         if path is None or not os.path.exists(path):
             continue
         with open(path, "rb") as f:
-            for line in f:
+            for i, line in enumerate(f):
+                if i % CHECK_EVERY == 0:
+                    check_installed()
                 if not line.strip():
                     continue
                 rec = json.loads(line)
                 passed = n_ops if kept else (rec.get(DROP_KEY) or rec).get("op_index") or 0  # rejected: its own
                 yield Seen(rec[POSITION_KEY], rec.get(STATS_KEY) or {}, passed), line, rec
+
+
+def _discard(*paths: str) -> None:
+    for path in paths:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
 
 
 def _recount(counts: RunCounts, ops: list, k: int, passed: int, has_images: bool) -> None:

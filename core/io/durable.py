@@ -2,6 +2,7 @@
 and the sha256 digests that let a resumed run check its parts are the ones it signed."""
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -31,3 +32,12 @@ def write_durable(path: str, obj) -> str:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     return hashlib.sha256(data).hexdigest()
+
+
+def write_failed(state_dir: str, e: OSError) -> str:
+    """What a failed write of a run's parts means (a full disk, a quota, an I/O error): the data up
+    to the last checkpoint survived in `state_dir`, and how to go on."""
+    why = "the disk is full" if e.errno == errno.ENOSPC else (e.strerror or str(e))
+    return (f"could not write the outputs in {state_dir} ({why}); every sample up to the last checkpoint "
+            f"is saved there and the input is untouched: free space (or fix the cause) and run the same "
+            f"command again to resume")
