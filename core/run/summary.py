@@ -175,3 +175,43 @@ def nothing_kept_warning(s: dict, many: int = 20) -> str | None:
     return (f"the run kept none of its {s['input']} samples; {worst.get('name')} dropped {worst['dropped']} "
             f"of the {worst.get('in')} it saw: check its model and bounds (the demo's tiny models mean nothing on "
             f"real photos); `djx analyze` shows the scores against the bounds")
+
+
+SYSTEMATIC_SHARE = 0.9  # rejected samples (one code, or all codes together) for this share of the input: failed
+
+
+def first_reason(rejected_path: str, code: str) -> str | None:
+    """The reason of the first rejection with `code` in a rejected file (None if unreadable)."""
+    from djx.core.errors import DjxError
+    from djx.core.io.output_reader import iter_output
+    try:
+        for _, rec in iter_output(rejected_path):
+            if rec.get("code") == code:
+                reason = str(rec.get("reason"))
+                return reason if len(reason) <= 300 else reason[:300].rsplit(" ", 1)[0] + " ..."
+    except (OSError, ValueError, DjxError):
+        return None
+    return None
+
+
+def systematic_rejection(rejected_by_code: dict, records: int, rejected_path: str) -> str | None:
+    """Why a finished run failed when nearly every sample was rejected (SYSTEMATIC_SHARE of its
+    `records`, for one reason or several together: images not where the records say, a text key that
+    is not there), quoting the first reason of the commonest code; None when it did its job. The
+    caller skips it where the recipe sets its own bound (max_rejected_fraction)."""
+    if not records:
+        return None
+    total = sum(rejected_by_code.values())
+    if total < SYSTEMATIC_SHARE * records:
+        return None
+    code, n = max(rejected_by_code.items(), key=lambda kv: kv[1])
+    example = first_reason(rejected_path, code)
+    quoted = f' (e.g. "{example}")' if example else ""
+    if n >= SYSTEMATIC_SHARE * records:
+        what = f"{n} of {records} samples ({n / records:.1%}) were rejected as {code}{quoted}"
+    else:
+        codes = ", ".join(f"{c} {k}" for c, k in sorted(rejected_by_code.items(), key=lambda kv: -kv[1]))
+        what = (f"{total} of {records} samples ({total / records:.1%}) were rejected ({codes})"
+                + (f'; {code} e.g. "{example}"' if example else ""))
+    return (f"{what}: the input does not match the recipe. The outputs are written ({rejected_path} has every "
+            f"reason); set max_rejected_fraction: 1.0 to accept such a run")
