@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import os
+import stat
 
 from djx.core.errors import DjxError
 from djx.core.io.export_input import export_shards
@@ -23,7 +24,7 @@ def dataset_files(path: str) -> list[str]:
     run printed it; a folder's .jsonl/.json/.parquet files (recursively, hidden names skipped); or
     the files a glob pattern (`**` included) matches."""
     if _is_glob(path):
-        files = sorted(p for p in glob.glob(path, recursive=True) if os.path.isfile(p))
+        files = sorted(p for p in glob.glob(path, recursive=True) if not os.path.isdir(p))
         if not files:
             raise DjxError(f"dataset_path: no file matches {path}")
     elif os.path.isdir(path):
@@ -45,6 +46,8 @@ def dataset_files(path: str) -> list[str]:
     else:
         raise DjxError(f"dataset not found: {path}")
     for f in files:
+        _check_member(f, path)
+    for f in files:
         if f.lower().endswith(COMPRESSED):
             raise DjxError(f"{f}: a compressed file; djx reads .jsonl, .json and .parquet files as they are: "
                            f"decompress it first (e.g. gunzip -k, unzstd, xz -dk)")
@@ -56,6 +59,23 @@ def dataset_files(path: str) -> list[str]:
         if file_kind(f) == "json":
             _check_json_end(f)
     return files
+
+
+def _check_member(f: str, path: str) -> None:
+    """A file of a folder or glob dataset must be a regular file, as a single dataset_path must: a
+    FIFO would block the run forever (and never read the same again on resume), a dangling link
+    has nothing to read."""
+    try:
+        st = os.stat(f)
+    except OSError as e:
+        if os.path.islink(f):
+            raise DjxError(f"dataset_path {path}: {f} is a symbolic link to {os.readlink(f)}, which does not "
+                           f"exist ({e.strerror}): remove the link, or restore its target") from None
+        raise DjxError(f"dataset_path {path}: cannot read {f} ({e.strerror or e})") from None
+    if not stat.S_ISREG(st.st_mode):
+        from djx.core.io.regular_file import kind_of
+        raise DjxError(f"dataset_path {path}: {f} is not a regular file ({kind_of(st.st_mode)}); djx reads files "
+                       f"it can read again on resume: write the data to a file first, or move it out of the dataset")
 
 
 def _check_json_end(path: str) -> None:
