@@ -16,6 +16,7 @@ def guard_outputs(dataset_path: str, paths: OutputPaths) -> None:
     that the next run would read."""
     _refuse_outputs_that_are_inputs(dataset_path, paths)
     _refuse_outputs_inside_input(dataset_path, paths)
+    _refuse_json_export_of_binary(dataset_path, paths)
     check_writable(os.path.dirname(os.path.abspath(paths.export)))
 
 
@@ -34,6 +35,15 @@ def _refuse_outputs_that_are_inputs(dataset_path: str, paths: OutputPaths) -> No
     refuse_inputs_as_outputs(dataset_files(dataset_path), _outputs(paths), "export_path",
                              "choose an export_path whose outputs (.jsonl, .dropped.jsonl, .rejected.jsonl, "
                              ".summary.json) are neither input files nor folders")
+
+
+def _refuse_json_export_of_binary(dataset_path: str, paths: OutputPaths) -> None:
+    """A .jsonl or .json export of parquet columns JSON cannot hold (binary, timestamps, decimals)
+    would write them as text: refuse it now, naming the column, rather than after all the work."""
+    from djx.core.io.dataset import dataset_files
+    from djx.core.io.parquet_reader import json_export_problem
+    if paths.fmt != ".parquet" and (problem := json_export_problem(dataset_files(dataset_path))):
+        raise DjxError(f"export_path {paths.export}: {problem}")
 
 
 def refuse_inputs_as_outputs(input_files: list[str], outputs: dict[str, str], where: str, fix: str) -> None:

@@ -117,3 +117,44 @@ def _too_deep_json(row: dict, columns: list[str]) -> str | None:
             if problem:
                 return f"column {k!r}: {problem}"
     return None
+
+
+def json_export_problem(files: list[str]) -> str | None:
+    """Why a JSON export of these parquet files cannot hold their values (None: it can): the first
+    column whose type (at any depth) is binary, a timestamp, date, time, duration or decimal. Read
+    from the files' footers, before any work."""
+    import pyarrow.parquet as pq
+    for path in files:
+        if not path.lower().endswith(".parquet"):
+            continue
+        try:
+            schema = pq.read_schema(path)
+        except Exception:  # a damaged file: the reader says so with its own message when it gets there
+            continue
+        for field in schema:
+            what = _not_json(field.type)
+            if what:
+                return (f"column {field.name!r} of {path} is {field.type} ({what}), which JSON cannot hold: "
+                        f"use an export_path ending in .parquet (it keeps the column's values and type), or "
+                        f"write the dataset without that column")
+    return None
+
+
+def _not_json(t) -> str | None:
+    """What in an arrow type JSON cannot hold, in words (None: nothing)."""
+    import pyarrow as pa
+    checks = ((pa.types.is_binary, "binary"), (pa.types.is_large_binary, "binary"),
+              (pa.types.is_fixed_size_binary, "binary"), (pa.types.is_timestamp, "a timestamp"),
+              (pa.types.is_date, "a date"), (pa.types.is_time, "a time of day"),
+              (pa.types.is_duration, "a duration"), (pa.types.is_interval, "an interval"),
+              (pa.types.is_decimal, "a decimal"))
+    for check, what in checks:
+        if check(t):
+            return what
+    if pa.types.is_map(t):
+        inner = [t.key_type, t.item_type]
+    elif pa.types.is_struct(t):
+        inner = [t.field(i).type for i in range(t.num_fields)]
+    else:  # a list's or a dictionary's values
+        inner = [t.value_type] if hasattr(t, "value_type") else []
+    return next((what for what in map(_not_json, inner) if what), None)

@@ -14,6 +14,7 @@ import os
 from typing import Callable, Iterable, Iterator
 
 from djx.core.errors import DjxError
+from djx.core.io.json_values import NotJson, loads, strict, tagged
 from djx.core.io.private_files import new_file_beside, remove_leftover_temps
 
 FORMATS = (".jsonl", ".json", ".parquet")
@@ -36,7 +37,15 @@ def analysis_dir(export: str) -> str:
 
 
 def dumps(obj) -> str:
-    return json.dumps(obj, ensure_ascii=False, default=str)
+    """JSON text, with values JSON cannot hold (bytes, timestamps, decimals: io/json_values.py)
+    as djx's one-key objects, which `read_part` turns back into the values."""
+    return json.dumps(obj, ensure_ascii=False, default=tagged)
+
+
+def _json_export(obj) -> str:
+    """JSON text for a .jsonl or .json export, which must not hold a value JSON cannot hold (a
+    repr or djx's encoding of it would be read as text): NotJson for one."""
+    return json.dumps(obj, ensure_ascii=False, default=strict)
 
 
 def encode_line(obj) -> bytes:
@@ -59,11 +68,16 @@ def write_records(records: Callable[[], Iterable[dict]], dest: str, fmt: str) ->
                 os.fsync(f.fileno())
         else:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                if fmt == ".json":
-                    _write_json_array(records(), f)
-                else:
-                    for rec in records():
-                        f.write(dumps(rec) + "\n")
+                try:
+                    if fmt == ".json":
+                        _write_json_array(records(), f)
+                    else:
+                        for rec in records():
+                            f.write(_json_export(rec) + "\n")
+                except NotJson as e:
+                    raise DjxError(f"cannot write {dest} as {fmt[1:]}: a sample holds {e}; the processed samples "
+                                   f"stay in the run's state folder: run again with --restart and an export_path "
+                                   f"ending in .parquet, which keeps such values") from None
                 f.flush()
                 os.fsync(f.fileno())
         os.replace(tmp, dest)
@@ -104,14 +118,14 @@ def read_part(part: str, start: int = 0, end: int | None = None) -> Iterator[dic
     with open(part, "rb") as f:
         lines = (line for line in f if line.strip())
         for line in itertools.islice(lines, start, end):
-            yield json.loads(line)
+            yield loads(line)
 
 
 def _write_json_array(records: Iterable[dict], f) -> None:
     f.write("[")
     sep = "\n"
     for rec in records:
-        f.write(sep + dumps(rec))
+        f.write(sep + _json_export(rec))
         sep = ",\n"
     f.write("\n]\n")
 
@@ -167,13 +181,23 @@ def _parquet_schema(records: Callable[[], Iterable[dict]]) -> tuple[dict, set]:
             if k in as_json:
                 continue
             try:
-                t = pa.array([rec.get(k) for rec in chunk]).type
+                values = [rec.get(k) for rec in chunk]
+                t = _with_nanoseconds(pa.array(values).type, values)
                 types[k] = pa.unify_schemas([pa.schema([(k, types[k])]), pa.schema([(k, t)])],
                                             promote_options="permissive").field(k).type
             except (pa.ArrowException, TypeError, ValueError, OverflowError):
                 as_json.add(k)
     as_json.update(k for k, t in types.items() if not _parquet_writable(t))
     return types, as_json
+
+
+def _with_nanoseconds(t, values: list):
+    """A timestamp[us] column whose values are pandas Timestamps (read from a timestamp[ns]
+    column) as timestamp[ns], which keeps their nanoseconds."""
+    import pyarrow as pa
+    if pa.types.is_timestamp(t) and t.unit == "us" and any(hasattr(v, "nanosecond") for v in values):
+        return pa.timestamp("ns", t.tz)
+    return t
 
 
 def _parquet_writable(t) -> bool:
@@ -256,7 +280,7 @@ def decode_json_columns(row: dict, columns: list[str]) -> dict:
     for k in columns:
         if isinstance(row.get(k), str):
             try:
-                row[k] = json.loads(row[k])
+                row[k] = loads(row[k])
             except ValueError:
                 pass
     return row

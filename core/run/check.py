@@ -3,7 +3,8 @@
 Stats completeness: a kept sample carries every stat of every filter; a dropped sample carries the
 stats of every filter up to and including the one that dropped it; every value is a finite number
 (or a list of them, non-empty when the sample has images). Accounting: input = kept + dropped +
-rejected and every input position appears exactly once across the three files. Verdicts: given
+rejected and every input position appears exactly once across the three files; a file the run
+wrote (its summary lists it) is there. Verdicts: given
 the recipe's ops, every kept sample passes every filter on its recorded stats, and every dropped
 sample fails the op its `__dj__drop__` names (an export made with other thresholds, or a stat
 edited afterwards, fails the check).
@@ -146,16 +147,31 @@ def _bad_value(value, has_images: bool) -> str | None:
     return f"of unexpected type {type(value).__name__}"
 
 
+def written_outputs(summary: dict) -> tuple[str, ...]:
+    """The outputs besides the export that the run of `summary` wrote ("dropped", "rejected"): those
+    its "outputs" name, or for a summary without them, the dropped file its recipe exported."""
+    outs = summary.get("outputs")
+    if isinstance(outs, dict):
+        return tuple(kind for kind in ("dropped", "rejected") if outs.get(kind))
+    recipe = summary.get("recipe")
+    return ("dropped",) if isinstance(recipe, dict) and recipe.get("export_dropped") is True else ()
+
+
 def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str | None,
                   filters: list[tuple[str, tuple[str, ...]]], image_key: str = "images",
                   input_count: int | None = None, dropped_count: int | None = None,
-                  ops: list | None = None) -> CheckReport:
+                  ops: list | None = None, written: tuple[str, ...] = ()) -> CheckReport:
     """Check the three output files against the op list [(op name, stats keys), ...].
 
     Without a dropped file (export_dropped: false), `dropped_count` (from the summary) stands in
-    for it in the count check. With `ops` (the recipe's ops, in the order of `filters`), each
-    sample's verdicts are re-applied to its recorded stats."""
+    for it in the count check. `written`: the outputs the run wrote ("dropped", "rejected"; from
+    its summary, written_outputs): one that is missing fails the check. With `ops` (the recipe's
+    ops, in the order of `filters`), each sample's verdicts are re-applied to its recorded stats."""
     check = _OutputCheck(filters, image_key, input_count, Judge(ops) if ops is not None else None)
+    for kind, path in (("dropped", dropped_path), ("rejected", rejected_path)):
+        if kind in written and not (path and os.path.exists(path)):
+            check.report.add(f"the {kind} file {path} is missing, although the run wrote it (its summary "
+                             f"lists it): restore it, or run again", -1)
     check.ranges = {op.name: dict(op.stat_ranges) for op in ops or () if isinstance(op, Filter)}
     check.shapes = {op.name: dict(op.stat_shapes) for op in ops or () if isinstance(op, Filter)}
     for _, sample in iter_output(kept_path):

@@ -46,10 +46,21 @@ def op_fingerprint(op) -> str:
 def _mac(key: bytes, sample: dict, prov: dict) -> str | None:
     try:
         body = json.dumps([{k: v for k, v in sample.items() if k not in _UNSIGNED}, prov["stats"],
-                           prov.get("images")], sort_keys=True, ensure_ascii=False, allow_nan=False)
+                           prov.get("images")], sort_keys=True, ensure_ascii=False, allow_nan=False,
+                          default=_exact)  # bytes, timestamps, decimals: as the part files hold them
     except (TypeError, ValueError):
         return None  # not JSON as is: never vouched for
     return hmac.new(key, body.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+
+
+def _exact(value):
+    """A value JSON cannot hold (a parquet column's bytes, timestamp or decimal) as djx writes it
+    (io/json_values.py), so that such samples are signed too; any other object is not signed."""
+    from djx.core.io.json_values import tagged
+    encoded = tagged(value)
+    if isinstance(encoded, str):
+        raise TypeError(f"{type(value).__name__} is not JSON")
+    return encoded
 
 
 def image_stamps(sample: dict, image_key: str, dataset_dir: str) -> list | None:

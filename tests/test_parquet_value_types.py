@@ -1,0 +1,54 @@
+"""A parquet dataset's binary (Hugging Face's Image struct), timestamp and decimal columns through a
+whole run: kept by a .parquet export, with the samples' stats signed and reused by the next run; a
+.jsonl export refused before any work, naming the column (audit D3)."""
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\xff"
+IMG = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+
+
+def _dataset(path):
+    pq.write_table(pa.table({
+        "text": ["an hf style image struct sample", "a second sample with some words"],
+        "image": pa.array([{"bytes": PNG, "path": "a.png"}, {"bytes": PNG, "path": "b.png"}], IMG),
+        "raw": pa.array([b"\x00\xff", b"ab"], pa.binary()),
+        "ts": pa.array([datetime.datetime(2020, 1, 1, 12, 30)] * 2, pa.timestamp("us")),
+        "dec": pa.array([decimal.Decimal("1.10")] * 2, pa.decimal128(5, 2))}), path)
+    return path
+
+
+def _recipe(tmp_path, write_recipe, dataset, export):
+    return write_recipe(tmp_path / f"{export.replace('/', '_')}.yaml", dataset_path=str(dataset), export_path=export,
+                        np=1, start_method="fork", process=[{"text_length_filter": {"min_len": 5}}])
+
+
+def test_a_parquet_export_keeps_binary_timestamp_and_decimal_values_and_signs_the_stats(
+        tmp_path, write_recipe, djx_cli):
+    data = _dataset(tmp_path / "in.parquet")
+    out = tmp_path / "out" / "kept.parquet"
+    assert djx_cli("process", _recipe(tmp_path, write_recipe, data, str(out)), "--quiet").rc == 0
+    table = pq.read_table(out)
+    assert table.schema.field("image").type == IMG and table.schema.field("raw").type == pa.binary()
+    assert table.schema.field("ts").type == pa.timestamp("us") and pa.types.is_decimal(table.schema.field("dec").type)
+    rows = table.to_pylist()
+    assert rows[0]["raw"] == b"\x00\xff" and rows[0]["image"]["bytes"] == PNG
+    assert rows[0]["dec"] == decimal.Decimal("1.10") and rows[0]["ts"] == datetime.datetime(2020, 1, 1, 12, 30)
+    assert all(r["__djx__stats_provenance__"] for r in rows)
+    again = tmp_path / "again" / "kept.parquet"
+    assert djx_cli("process", _recipe(tmp_path, write_recipe, out, str(again)), "--quiet").rc == 0
+    summary = json.loads((tmp_path / "again" / "kept.summary.json").read_text())
+    assert [op["reused_stats"] for op in summary["ops"]] == [2]
+
+
+def test_a_jsonl_export_of_a_binary_column_is_refused_before_any_work(tmp_path, write_recipe, djx_cli):
+    data = _dataset(tmp_path / "in.parquet")
+    result = djx_cli("process", _recipe(tmp_path, write_recipe, data, str(tmp_path / "out" / "kept.jsonl")), "--quiet")
+    assert result.rc != 0 and "column 'image'" in result.err and ".parquet" in result.err
+    assert not (tmp_path / "out" / "kept.jsonl").exists()

@@ -1,0 +1,82 @@
+"""Values JSON cannot hold (bytes, timestamps, decimals from parquet) survive the part files and a
+parquet export, or are refused by a JSON export, never written as their repr (audit D3)."""
+from __future__ import annotations
+
+import datetime
+import decimal
+import zoneinfo
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from djx.core.errors import DjxError
+from djx.core.io import writers
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\xff"
+VALUES = {"raw": b"\x00\xff", "image": {"bytes": PNG, "path": "a.png"},
+          "ts": datetime.datetime(2020, 1, 1, 12, 30, 0, 5),
+          "ts_utc": datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc),
+          "ts_paris": datetime.datetime(2020, 6, 1, 8, tzinfo=zoneinfo.ZoneInfo("Europe/Paris")),
+          "day": datetime.date(2020, 2, 29), "clock": datetime.time(23, 59, 1, 7),
+          "wait": datetime.timedelta(days=2, microseconds=3), "dec": decimal.Decimal("1.10"),
+          "list": [b"a", decimal.Decimal("-0.5")]}
+
+
+def _part(tmp_path, records):
+    part = tmp_path / "part.jsonl"
+    part.write_bytes(b"".join(writers.encode_line(r) for r in records))
+    return str(part)
+
+
+def test_part_files_keep_bytes_timestamps_and_decimals_exactly(tmp_path):
+    back = list(writers.read_part(_part(tmp_path, [dict(VALUES, text="x")])))
+    assert back == [dict(VALUES, text="x")]
+    assert str(back[0]["ts_paris"].tzinfo) == "Europe/Paris" and str(back[0]["dec"]) == "1.10"
+
+
+def test_a_parquet_export_has_binary_timestamp_and_decimal_columns(tmp_path):
+    part = _part(tmp_path, [dict(VALUES, text="x"), dict(VALUES, text="y", raw=None)])
+    dest = str(tmp_path / "out.parquet")
+    writers.write_part(part, [dest], ".parquet")
+    schema = pq.read_schema(dest)
+    assert schema.field("raw").type == pa.binary()
+    assert schema.field("image").type == pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    assert schema.field("ts").type == pa.timestamp("us")
+    assert schema.field("ts_paris").type == pa.timestamp("us", tz="Europe/Paris")
+    assert schema.field("day").type == pa.date32() and schema.field("clock").type == pa.time64("us")
+    assert schema.field("wait").type == pa.duration("us") and pa.types.is_decimal(schema.field("dec").type)
+    rows = pq.read_table(dest).to_pylist()
+    assert rows[0]["image"]["bytes"] == PNG and rows[0]["raw"] == b"\x00\xff" and rows[1]["raw"] is None
+    assert rows[0]["dec"] == decimal.Decimal("1.10") and rows[0]["ts"] == VALUES["ts"]
+
+
+def test_a_jsonl_export_refuses_bytes_rather_than_writing_their_repr(tmp_path):
+    part = _part(tmp_path, [{"text": "x", "raw": b"\x00\xff"}])
+    with pytest.raises(DjxError, match="bytes.*parquet"):
+        writers.write_part(part, [str(tmp_path / "out.jsonl")], ".jsonl")
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_parquet_input_with_binary_columns_is_named_before_a_json_export(tmp_path):
+    from djx.core.io.parquet_reader import json_export_problem
+    img = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    pq.write_table(pa.table({"text": ["a"], "image": pa.array([{"bytes": PNG, "path": "a"}], img)}),
+                   tmp_path / "a.parquet")
+    pq.write_table(pa.table({"text": ["a"], "n": [1], "tags": [["x"]]}), tmp_path / "plain.parquet")
+    assert "column 'image'" in json_export_problem([str(tmp_path / "a.parquet")])
+    assert json_export_problem([str(tmp_path / "plain.parquet")]) is None
+
+
+def test_samples_with_bytes_are_signed(tmp_path):
+    from djx.core.run.provenance import _mac
+    prov = {"stats": {"text_len": "f"}, "images": None}
+    assert _mac(b"key", {"text": "x", "raw": b"\x00", "dec": decimal.Decimal("1.1")}, prov)
+
+
+def test_nanosecond_timestamps_stay_nanosecond_in_a_parquet_export(tmp_path):
+    ns = pa.array([1577881800000000001], pa.timestamp("ns", tz="UTC")).to_pylist()  # pandas Timestamps
+    dest = str(tmp_path / "out.parquet")
+    writers.write_part(_part(tmp_path, [{"text": "x", "t": ns[0]}]), [dest], ".parquet")
+    column = pq.read_table(dest).column("t")
+    assert column.type == pa.timestamp("ns", tz="UTC") and column.cast(pa.int64()).to_pylist() == [1577881800000000001]
