@@ -1,6 +1,7 @@
-"""The export folder is not trusted by its names: another user who can write there (a team scratch
-folder, /tmp) must not make a run write through links they planted, nor resume or complete into
-records they wrote. A state folder is used only when this user made it and no one else can enter
+"""The export folder is not trusted by its names: another user who can add entries there (/tmp, or
+a sticky team folder: a folder others may write without the sticky bit is refused outright,
+test_trust_shared_folder.py) must not make a run write through links they planted, nor resume or
+complete into records they wrote. A state folder is used only when this user made it and no one else can enter
 it; temporary files get fresh random names; a resume state is used only when this user's key
 signed its manifest and its parts still match the digests the manifest holds.
 

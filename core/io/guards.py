@@ -7,6 +7,7 @@ import os
 import tempfile
 
 from djx.core.errors import DjxError
+from djx.core.io.folder_trust import check_folder_chain
 from djx.core.io.outputs import OutputPaths
 from djx.core.io.writers import existing_shards
 
@@ -67,7 +68,9 @@ def refuse_inputs_as_outputs(input_files: list[str], outputs: dict[str, str], wh
 
 
 def check_writable(folder: str, where: str = "export_path") -> None:
-    """The export folder exists or can be made, and is writable: say so now, not mid-run."""
+    """The export folder exists or can be made, is writable, and no other user can change it under
+    the run (io/folder_trust.py): say so now, not mid-run."""
+    check_folder_chain(folder, where)  # before anything is made there
     existing = folder
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
@@ -75,6 +78,7 @@ def check_writable(folder: str, where: str = "export_path") -> None:
         raise DjxError(f"{where}: cannot write under {folder}: {existing} is a file, not a folder")
     try:  # by trying: permission bits do not tell for root, read-only mounts or /proc
         os.makedirs(folder, exist_ok=True)
+        check_folder_chain(folder, where)  # the folders just made (another user's, made first, refused)
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".djx-write-probe-")
         os.close(fd)
         os.unlink(probe)

@@ -11,6 +11,7 @@ import secrets
 import stat
 
 from djx.core.errors import DjxError
+from djx.core.io.folder_trust import check_folder_chain
 
 _NEW = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
@@ -33,9 +34,13 @@ def own_folder(path: str, what: str) -> str:
 
 def _own_folder(path: str, mode: int, what: str) -> int:
     """The permission bits of `path`: a folder made now with `mode`, or an existing one that
-    passed the check (a DjxError otherwise)."""
+    passed the check (a DjxError otherwise). The folders above it must be safe too: no one else's,
+    none open to others without the sticky bit (io/folder_trust.py)."""
+    parent = os.path.dirname(os.path.abspath(path))
+    check_folder_chain(parent, f"the {what} {path}")
     if os.path.dirname(path):  # a bare name ("--out a") is a folder in the working directory
         os.makedirs(os.path.dirname(path), exist_ok=True)
+        check_folder_chain(parent, f"the {what} {path}")
     try:
         os.mkdir(path, mode)
     except FileExistsError:
