@@ -181,17 +181,18 @@ class Pipeline:
         recipe = self._with_paths(dataset_path, export_path)
         check_limit(limit)
         run = self._open(recipe, log)
-        start = self._resume_point(run, recipe, restart, limit, log)
-        if recipe.executor == "ray":  # what the Ray engine cannot read: said now, not after its start-up
-            from djx.core.executors.ray.cluster import refuse
-            refuse(run.files, start.read)
-        if start.finishing:  # killed while moving its outputs into place: complete that, nothing else
-            early.close()
-            return run.writer.complete_interrupted(start.manifest, log)
-        plan = plan or self.plan(recipe.np)
-        refuse_short_host_memory(self, plan, recipe.np)
-        log(self.describe(plan))
-        summary = self._execute(run, start, plan, recipe, progress, log, limit, stop, t0, early)
+        with run.writer.held():  # from before its state is read: no other run finishes or starts meanwhile
+            start = self._resume_point(run, recipe, restart, limit, log)
+            if recipe.executor == "ray":  # what the Ray engine cannot read: said now, not after its start-up
+                from djx.core.executors.ray.cluster import refuse
+                refuse(run.files, start.read)
+            if start.finishing:  # killed while moving its outputs into place: complete that, nothing else
+                early.close()
+                return run.writer.complete_interrupted(start.manifest, log)
+            plan = plan or self.plan(recipe.np)
+            refuse_short_host_memory(self, plan, recipe.np)
+            log(self.describe(plan))
+            summary = self._execute(run, start, plan, recipe, progress, log, limit, stop, t0, early)
         if recipe.report:
             _write_report(self.ops, recipe, run.paths.export, log, stop)
         elif os.path.isdir(stale := analysis_dir(run.paths.export)):
@@ -262,8 +263,7 @@ class Pipeline:
 
 @dataclass(frozen=True)
 class _RunFiles:
-    """What one run reads and writes: its input files (and their root), output paths and writer,
-    the op chain over them, and the stats file beside an export it reads (or None)."""
+    """One run's input files (and root), output paths and writer, op chain, and stats file beside its input (or None)."""
     files: list
     root: str
     paths: OutputPaths

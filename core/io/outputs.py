@@ -6,23 +6,24 @@ each part file at the last checkpoint. A resumed run truncates the parts to thos
 reads on from there, so nothing is redone or duplicated. At the end the parts are renamed into
 place: a half-written export never carries the final name.
 
-The export folder may be writable by others, so the state folder is used only when it is this
-user's private folder, its files only when they are this user's regular files (io/private_files.py),
-and the manifest only when this user's key signed it (io/user_key.py): it holds each part's
+No other user can change the export folder or any folder above it (io/folder_trust.py: a shared
+one is sticky, as /tmp); even so, nothing in it is trusted by its name: the state folder is used
+only when it is this user's private folder, its files only when they are this user's regular
+files (io/private_files.py), and the manifest only when this user's key signed it (io/user_key.py): it holds each part's
 digest at its length, checked before a run resumes or completes from it. A state someone else
 wrote, or a part changed since its checkpoint, is refused, never resumed into.
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 from dataclasses import dataclass
 
-from djx.core.errors import DjxError, ResumeError
+from djx.core.errors import ResumeError
 from djx.core.io.durable import sha256_of, write_durable
+from djx.core.io.export_lock import ExportLock
 from djx.core.io.private_files import create_new, open_own, private_folder
 from djx.core.io.user_key import UserKey, mac, signed
 from djx.core.io.writers import count_records, encode_line, existing_shards, export_format, shard_names, write_part
@@ -66,6 +67,7 @@ class OutputWriter:
         self._files = {}
         self._hashes = {}  # kind -> sha256 of the part as written so far
         self._manifest: dict = {}  # the last one written
+        self.export_lock = ExportLock(paths.state_dir, paths.export)
 
     def part(self, kind: str) -> str:
         return os.path.join(self.paths.state_dir, f"{kind}.jsonl.part")
@@ -102,22 +104,17 @@ class OutputWriter:
         return os.path.join(self.paths.state_dir, "summary.json")
 
     def lock(self) -> None:
-        """Hold the export for this process. A POSIX record lock: forked workers do not inherit
-        it, and it dies with this process (kill -9 included)."""
-        private_folder(self.paths.state_dir)
-        self._lock = os.fdopen(open_own(os.path.join(self.paths.state_dir, "lock"), os.O_WRONLY | os.O_CREAT), "w")
-        try:
-            fcntl.lockf(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self._lock.close()
-            self._lock = None
-            raise DjxError(f"another djx run is writing {self.paths.export} right now; "
-                           f"wait for it or stop it first") from None
+        """Hold the export for this process (io/export_lock.py): before the manifest is read, to
+        the end of the finish. A no-op when it is held already."""
+        self.export_lock.acquire()
 
     def release(self) -> None:
-        if getattr(self, "_lock", None) is not None:
-            self._lock.close()  # releases the lock
-            self._lock = None
+        self.export_lock.release()
+
+    def held(self) -> ExportLock:
+        """The export locked (`lock`), as a context manager that releases it at the end."""
+        self.lock()
+        return self.export_lock
 
     def open(self, manifest: dict | None) -> None:
         """Start fresh (manifest None) or reopen the parts cut back to the manifest's lengths."""
