@@ -7,9 +7,10 @@ is written there as a one-key object naming its type: `{"__djx__value_binary__":
 `{"__djx__value_date__": "2020-01-01"}`, `{"__djx__value_time__": "12:30:00"}`,
 `{"__djx__value_duration__": <microseconds>}`, `{"__djx__value_decimal__": "1.10"}`; the finish
 turns them back into the values (`loads`), so a .parquet export has binary, timestamp, date, time,
-duration and decimal columns again. JSON exports cannot hold them: a run exporting such
-columns as JSON is refused before any work (io/parquet_reader.py), and one that meets such a value
-anyway (a plug-in op's) when it writes the export (`strict`).
+duration and decimal columns again. A .jsonl or .json export of parquet columns of such values is
+refused before any work (io/parquet_reader.py: JSON cannot hold them, and readers would take djx's
+objects for text); one that a plug-in op put into a sample is written in this lossless form, never
+as its repr.
 """
 from __future__ import annotations
 
@@ -20,10 +21,6 @@ import json
 
 TAG = "__djx__value_"
 _TAG_BYTES = b'"' + TAG.encode()
-
-
-class NotJson(TypeError):
-    """A value JSON cannot hold, met where no lossless form is allowed (a JSON export)."""
 
 
 def tagged(v):
@@ -43,14 +40,6 @@ def tagged(v):
         return {TAG + "duration__": (v.days * 86400 + v.seconds) * 1_000_000 + v.microseconds}
     if isinstance(v, decimal.Decimal):
         return {TAG + "decimal__": str(v)}
-    return str(v)
-
-
-def strict(v):
-    """`json.dumps(default=strict)`: refuse (NotJson) what `tagged` would encode; str() of others."""
-    if isinstance(v, (bytes, bytearray, memoryview, datetime.date, datetime.time, datetime.timedelta,
-                      decimal.Decimal)):
-        raise NotJson(f"a {type(v).__name__} value, which JSON cannot hold")
     return str(v)
 
 

@@ -14,7 +14,7 @@ import os
 from typing import Callable, Iterable, Iterator
 
 from djx.core.errors import DjxError
-from djx.core.io.json_values import NotJson, loads, strict, tagged
+from djx.core.io.json_values import loads, tagged
 from djx.core.io.private_files import new_file_beside, remove_leftover_temps
 
 FORMATS = (".jsonl", ".json", ".parquet")
@@ -38,14 +38,9 @@ def analysis_dir(export: str) -> str:
 
 def dumps(obj) -> str:
     """JSON text, with values JSON cannot hold (bytes, timestamps, decimals: io/json_values.py)
-    as djx's one-key objects, which `read_part` turns back into the values."""
+    as djx's one-key objects, which `read_part` turns back into the values (a JSON export keeps
+    them so: a run exporting parquet columns of such values as JSON is refused before any work)."""
     return json.dumps(obj, ensure_ascii=False, default=tagged)
-
-
-def _json_export(obj) -> str:
-    """JSON text for a .jsonl or .json export, which must not hold a value JSON cannot hold (a
-    repr or djx's encoding of it would be read as text): NotJson for one."""
-    return json.dumps(obj, ensure_ascii=False, default=strict)
 
 
 def encode_line(obj) -> bytes:
@@ -68,16 +63,11 @@ def write_records(records: Callable[[], Iterable[dict]], dest: str, fmt: str) ->
                 os.fsync(f.fileno())
         else:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                try:
-                    if fmt == ".json":
-                        _write_json_array(records(), f)
-                    else:
-                        for rec in records():
-                            f.write(_json_export(rec) + "\n")
-                except NotJson as e:
-                    raise DjxError(f"cannot write {dest} as {fmt[1:]}: a sample holds {e}; the processed samples "
-                                   f"stay in the run's state folder: run again with --restart and an export_path "
-                                   f"ending in .parquet, which keeps such values") from None
+                if fmt == ".json":
+                    _write_json_array(records(), f)
+                else:
+                    for rec in records():
+                        f.write(dumps(rec) + "\n")
                 f.flush()
                 os.fsync(f.fileno())
         os.replace(tmp, dest)
@@ -125,7 +115,7 @@ def _write_json_array(records: Iterable[dict], f) -> None:
     f.write("[")
     sep = "\n"
     for rec in records:
-        f.write(sep + _json_export(rec))
+        f.write(sep + dumps(rec))
         sep = ",\n"
     f.write("\n]\n")
 

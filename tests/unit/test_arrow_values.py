@@ -1,16 +1,16 @@
 """Values JSON cannot hold (bytes, timestamps, decimals from parquet) survive the part files and a
-parquet export, or are refused by a JSON export, never written as their repr (audit D3)."""
+parquet export; a JSON export is refused for such parquet columns before any work, and writes such
+a value a plug-in put into a sample in djx's lossless form, never as its repr (audit D3)."""
 from __future__ import annotations
 
 import datetime
 import decimal
+import json
 import zoneinfo
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
-from djx.core.errors import DjxError
 from djx.core.io import writers
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\xff"
@@ -51,11 +51,13 @@ def test_a_parquet_export_has_binary_timestamp_and_decimal_columns(tmp_path):
     assert rows[0]["dec"] == decimal.Decimal("1.10") and rows[0]["ts"] == VALUES["ts"]
 
 
-def test_a_jsonl_export_refuses_bytes_rather_than_writing_their_repr(tmp_path):
-    part = _part(tmp_path, [{"text": "x", "raw": b"\x00\xff"}])
-    with pytest.raises(DjxError, match="bytes.*parquet"):
-        writers.write_part(part, [str(tmp_path / "out.jsonl")], ".jsonl")
-    assert not (tmp_path / "out.jsonl").exists()
+def test_a_json_export_writes_a_plugins_bytes_in_the_lossless_form_not_their_repr(tmp_path):
+    part = _part(tmp_path, [{"text": "x", "raw": b"\x00\xff", "dec": decimal.Decimal("1.10")}])
+    writers.write_part(part, [str(tmp_path / "out.jsonl")], ".jsonl")
+    writers.write_part(part, [str(tmp_path / "out.json")], ".json")
+    line = json.loads((tmp_path / "out.jsonl").read_text())
+    assert line == json.loads((tmp_path / "out.json").read_text())[0]
+    assert line["raw"] == {"__djx__value_binary__": "AP8="} and line["dec"] == {"__djx__value_decimal__": "1.10"}
 
 
 def test_a_parquet_input_with_binary_columns_is_named_before_a_json_export(tmp_path):
