@@ -49,7 +49,7 @@ def encode_line(obj) -> bytes:
     return (dumps(obj) + "\n").encode("utf-8")
 
 
-def write_records(records: Callable[[], Iterable[dict]], dest: str, fmt: str) -> None:
+def write_records(records: Callable[[], Iterable[dict]], dest: str, fmt: str, like: dict | None = None) -> None:
     """Write the records (a callable that iterates them, called again when a format needs a second
     pass) to `dest` in `fmt`, atomically: a new temporary file (a random name, never one that
     someone could have planted a link at) renamed into place."""
@@ -58,7 +58,7 @@ def write_records(records: Callable[[], Iterable[dict]], dest: str, fmt: str) ->
     try:
         if fmt == ".parquet":
             with os.fdopen(fd, "wb") as f:
-                _write_parquet(records, f, dest)
+                _write_parquet(records, f, dest, like or {})
                 f.flush()
                 os.fsync(f.fileno())
         else:
@@ -78,11 +78,14 @@ def write_records(records: Callable[[], Iterable[dict]], dest: str, fmt: str) ->
 
 
 def write_part(part: str, files: list[str], fmt: str, stats_path: str | None = None,
-               keep_stats: bool = False) -> None:
+               keep_stats: bool = False, like: list[str] | None = None) -> None:
     """Write a part file (JSON Lines) as `files` in `fmt`: one file, or contiguous shards as even
     as the count allows. With `stats_path`, the stats and djx's other keys leave the records for
     that JSON Lines file (one row per kept sample, in export order: stats_rows.split_record), the
-    stats staying in the records too with `keep_stats`."""
+    stats staying in the records too with `keep_stats`. `like`: the input files, whose parquet
+    column types a parquet export keeps (io/parquet_types.py)."""
+    from djx.core.io.parquet_types import input_types
+    types = input_types(like, json_columns) if fmt == ".parquet" else {}
     if stats_path:  # djx's keys leave the records for the stats file (export_input.py)
         from djx.core.io.stats_rows import split_record
         write_records(lambda: (split_record(r)[1] for r in read_part(part)), stats_path, ".jsonl")
@@ -94,7 +97,7 @@ def write_part(part: str, files: list[str], fmt: str, stats_path: str | None = N
     start = 0
     for i, name in enumerate(files):
         end = start + size + (1 if i < extra else 0)
-        write_records(lambda start=start, end=end: rows(start, end), name, fmt)
+        write_records(lambda start=start, end=end: rows(start, end), name, fmt, types)
         start = end
 
 
@@ -131,20 +134,29 @@ def _chunks(records: Iterable[dict]) -> Iterator[list[dict]]:
         yield chunk
 
 
-def _write_parquet(records: Callable[[], Iterable[dict]], f, dest: str) -> None:
+def _write_parquet(records: Callable[[], Iterable[dict]], f, dest: str, like: dict) -> None:
     """Two passes: infer one arrow type per top-level field over every record (fields whose values
     share no type, e.g. a list here and a string there, become JSON text, named in the file's
-    metadata so readers decode them), then write chunk by chunk."""
+    metadata so readers decode them), then write chunk by chunk. A field's type in `like` (the
+    input's) replaces an inferred type of its kind, unless the values do not fit it."""
     import pyarrow as pa
+    from djx.core.io.parquet_types import same_kind
     columns, as_json = _parquet_schema(records)
+    inferred = dict(columns)
+    exact = {k for k, t in like.items() if k in columns and k not in as_json and same_kind(columns[k], t)}
+    columns.update({k: like[k] for k in exact})
     while True:
         try:
             f.seek(0)
             f.truncate()
             _write_parquet_pass(records, f, columns, as_json)
             return
-        except _ColumnConflict as c:  # a value the inferred type cannot hold: store it as JSON text
-            as_json.add(c.name)
+        except _ColumnConflict as c:  # a value the type cannot hold: the inferred type, else JSON text
+            if c.name in exact:
+                exact.discard(c.name)
+                columns[c.name] = inferred[c.name]
+            else:
+                as_json.add(c.name)
         except pa.ArrowException as e:  # a type parquet cannot store: nested fields as JSON text
             nested = {k for k, t in columns.items() if pa.types.is_nested(t)} - as_json
             if not nested:

@@ -82,3 +82,23 @@ def test_nanosecond_timestamps_stay_nanosecond_in_a_parquet_export(tmp_path):
     writers.write_part(_part(tmp_path, [{"text": "x", "t": ns[0]}]), [dest], ".parquet")
     column = pq.read_table(dest).column("t")
     assert column.type == pa.timestamp("ns", tz="UTC") and column.cast(pa.int64()).to_pylist() == [1577881800000000001]
+
+
+def test_given_the_input_files_a_parquet_export_keeps_their_exact_column_types(tmp_path):
+    img = pa.struct([("bytes", pa.large_binary()), ("path", pa.string())])
+    schema = pa.schema([("text", pa.large_string()), ("n", pa.int32()), ("dec", pa.decimal128(5, 2)),
+                        ("ts", pa.timestamp("ms")), ("image", img), ("wide", pa.decimal128(5, 2)),
+                        ("changed", pa.int32()), ("empty", pa.date32())])
+    source = pa.table({"text": ["x"], "n": [7], "dec": [decimal.Decimal("1.10")],
+                       "ts": [datetime.datetime(2020, 1, 1, 0, 0, 1)], "image": [{"bytes": PNG, "path": "a"}],
+                       "wide": [decimal.Decimal("1.00")], "changed": [1], "empty": [None]}, schema=schema)
+    pq.write_table(source, tmp_path / "in.parquet")
+    rows = source.to_pylist()
+    rows[0].update(wide=decimal.Decimal("123456.7"), changed="now text")  # values an op changed
+    dest = str(tmp_path / "out.parquet")
+    writers.write_part(_part(tmp_path, rows), [dest], ".parquet", like=[str(tmp_path / "in.parquet")])
+    out = pq.read_schema(dest)
+    for name in ("text", "n", "dec", "ts", "image", "empty"):
+        assert out.field(name).type == schema.field(name).type, name
+    assert out.field("wide").type == pa.decimal128(7, 1) and out.field("changed").type == pa.string()
+    assert pq.read_table(dest).to_pylist() == rows
