@@ -94,7 +94,7 @@ def _ops(args) -> int:
 
 
 def _check(args) -> int:
-    from djx.core.run.check import check_outputs
+    from djx.core.run.check import check_outputs, written_outputs
     from djx.core.run.chain import OpChain
     from djx.core.io.output_reader import export_files
     from djx.core.io.outputs import OutputPaths
@@ -102,12 +102,12 @@ def _check(args) -> int:
     paths = OutputPaths.for_export(args.output)
     if not export_files(paths.export):
         raise DjxError(f"no such output: {paths.export} (nor shards of it)")
-    input_count, dropped_count = args.input_count, None
+    input_count, dropped_count, written = args.input_count, None, ()
     if input_count is not None and input_count < 0:
         raise DjxError(f"--input-count {input_count}: give the number of input samples (0 or more)")
     summary = _check_summary(paths.summary) if os.path.exists(paths.summary) else None
     if summary is not None:
-        dropped_count = summary.get("dropped")
+        dropped_count, written = summary.get("dropped"), written_outputs(summary)
         if input_count is None:
             input_count = summary.get("input")
             if summary.get("partial") and input_count is not None:
@@ -116,7 +116,7 @@ def _check(args) -> int:
     recipe = _check_recipe(args, summary, paths.summary)
     chain = OpChain(recipe.build_ops(load_resources=False), recipe.run_context())
     report = check_outputs(paths.export, paths.dropped, paths.rejected, chain.filter_stats_keys(),
-                           recipe.image_key, input_count, dropped_count, ops=chain.ops)
+                           recipe.image_key, input_count, dropped_count, ops=chain.ops, written=written)
     print(report.describe())
     if input_count is None:
         print("note: no input count in a run summary and no --input-count given: counts were not checked")

@@ -82,7 +82,7 @@ def test_dry_run_stops_when_no_image_of_the_first_records_exists(tmp_path, write
 def test_the_example_reason_of_a_systematic_rejection_is_cut_at_a_word_and_quoted(tmp_path):
     import json
 
-    from djx.core.run.ledger import first_reason
+    from djx.core.run.summary import first_reason
     long = "image 'x.png': " + " ".join(f"word{i}" for i in range(100))  # ~600 characters
     path = tmp_path / "o.rejected.jsonl"
     path.write_text(json.dumps({"code": "bad_input", "reason": "other"}) + "\n"

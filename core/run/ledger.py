@@ -3,7 +3,6 @@ counts, takes checkpoints every `checkpoint_every` batches (and on the way out o
 runs the early checks, and at the end checks the outputs and writes the summary."""
 from __future__ import annotations
 
-import errno
 import shutil
 import time
 
@@ -14,6 +13,7 @@ from djx.core.run.chain import OpChain
 from djx.core.run.early_check import EarlyCheck
 from djx.core.run.estimate import RunClock
 from djx.core.errors import CheckError, DjxError
+from djx.core.io.durable import write_failed
 from djx.core.io.outputs import OutputWriter
 from djx.core.run.progress import Progress
 from djx.core.io.readers import ReadState
@@ -21,23 +21,7 @@ from djx.core.recipe.recipe import Recipe
 from djx.core.records import BatchResult
 from djx.core.run.resume import ResumePoint, RunCounts
 from djx.core.run.stop import ctrl_c_after
-from djx.core.run.summary import build_summary, format_summary
-
-
-SYSTEMATIC_SHARE = 0.9  # one rejection code for this share of the input: the run failed
-
-
-def first_reason(rejected_path: str, code: str) -> str | None:
-    """The reason of the first rejection with `code` in a rejected file (None if unreadable)."""
-    from djx.core.io.output_reader import iter_output
-    try:
-        for _, rec in iter_output(rejected_path):
-            if rec.get("code") == code:
-                reason = str(rec.get("reason"))
-                return reason if len(reason) <= 300 else reason[:300].rsplit(" ", 1)[0] + " ..."
-    except (OSError, ValueError, DjxError):
-        return None
-    return None
+from djx.core.run.summary import build_summary, format_summary, systematic_rejection
 
 
 class RunLedger:
@@ -122,10 +106,7 @@ class RunLedger:
 
     def _write_failed(self, e: OSError) -> str:
         """What a failed write means: the data up to the last checkpoint survived, and how to go on."""
-        why = "the disk is full" if e.errno == errno.ENOSPC else (e.strerror or str(e))
-        return (f"could not write the outputs in {self.writer.paths.state_dir} ({why}); every sample up to "
-                f"the last checkpoint is saved there and the input is untouched: free space (or fix the "
-                f"cause) and run the same command again to resume")
+        return write_failed(self.writer.paths.state_dir, e)
 
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
@@ -142,10 +123,14 @@ class RunLedger:
                 self.writer.release()  # held to the very end: no second run during the check or finish
 
     def end(self, state: ReadState) -> None:
-        """Every batch is in: the final checkpoint, at the reader's end; then the dedup phase."""
-        self.writer.checkpoint(self._checkpoint(dict(vars(state))))
-        self.saved = self.batches
-        self._deduplicate(dict(vars(state)))
+        """Every batch is in: the final checkpoint, at the reader's end; then the dedup phase (its
+        checkpoints and moves: a full disk there is said as in the streaming pass)."""
+        try:
+            self.writer.checkpoint(self._checkpoint(dict(vars(state))))
+            self.saved = self.batches
+            self._deduplicate(dict(vars(state)))
+        except OSError as e:
+            raise DjxError(self._write_failed(e)) from None
 
     def _deduplicate(self, read_at: dict) -> None:
         """Move the duplicates the recipe's deduplicators find to the dropped part, exactly once: the
@@ -233,19 +218,14 @@ class RunLedger:
         return summary
 
     def _refuse_systematic_rejection(self, records: int) -> None:
-        """Nearly every sample rejected for one reason: the input does not match the recipe (images
-        not where the records say, a text key that is not there). Not a success, whatever the code;
-        `max_rejected_fraction` replaces this rule with the user's own bound."""
-        if self.recipe.max_rejected_fraction is not None or not records:
+        """Nearly every sample rejected, for one reason or several together: the input does not match
+        the recipe (images not where the records say, a text key that is not there). Not a success,
+        whatever the codes; `max_rejected_fraction` replaces this rule with the user's own bound."""
+        if self.recipe.max_rejected_fraction is not None:
             return
-        code, n = max(self.counts.rejected_by_code.items(), key=lambda kv: kv[1], default=(None, 0))
-        if n < SYSTEMATIC_SHARE * records:
-            return
-        example = first_reason(self.writer.paths.rejected, code)
-        raise DjxError(f"{n} of {records} samples ({n / records:.1%}) were rejected as {code}"
-                       + (f' (e.g. "{example}")' if example else "") + f": the input does not match the recipe. The "
-                       f"outputs are written ({self.writer.paths.rejected} has every reason); set "
-                       f"max_rejected_fraction: 1.0 to accept such a run")
+        why = systematic_rejection(self.counts.rejected_by_code, records, self.writer.paths.rejected)
+        if why is not None:
+            raise DjxError(why)
 
     def _save_progress(self) -> None:
         """Checkpoint the last batch written whole (a batch cut off half written is cut from the parts
