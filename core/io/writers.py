@@ -97,7 +97,8 @@ def write_part(part: str, files: list[str], fmt: str, stats_path: str | None = N
     start = 0
     for i, name in enumerate(files):
         end = start + size + (1 if i < extra else 0)
-        write_records(lambda start=start, end=end: rows(start, end), name, fmt, types)
+        write_records(lambda start=start, end=end: rows(start, end), name, fmt,
+                      **({"like": types} if types else {}))  # three arguments as before when no like
         start = end
 
 
