@@ -81,7 +81,8 @@ def _check_member(f: str, path: str) -> None:
 def _check_json_end(path: str) -> None:
     """A .json dataset ends with the ] closing its array: say so before any work when it does not
     (data after the array, or a cut-off file), rather than after reading all of it."""
-    with open(path, "rb") as f:
+    from djx.core.io.regular_file import open_input
+    with open_input(path) as f:  # swapped for a FIFO since it was listed: refused, never waited on
         f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
         tail = f.read().rstrip()
     if tail and not tail.endswith(b"]"):

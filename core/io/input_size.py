@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from djx.core.io.readers import ReadState, read_files
+from djx.core.io.regular_file import open_input
 
 COUNT_UP_TO = 1 << 30     # JSON Lines datasets up to this size are counted line by line
 SAMPLE_BYTES = 4 << 20    # beyond it, bytes per record are measured on the first bytes of a file
@@ -76,7 +77,7 @@ def _parquet_rows(path: str) -> int:
 def _count_lines(path: str) -> int:
     """Lines holding more than whitespace, as the reader counts samples (blank lines are skipped)."""
     n, tail = 0, b""
-    with open(path, "rb") as f:
+    with open_input(path) as f:
         for block in iter(lambda: f.read(8 << 20), b""):
             block = tail + block
             cut = block.rfind(b"\n") + 1
@@ -89,7 +90,7 @@ def _bytes_per_record(files: list[str], kind: str) -> tuple[float, bool] | None:
     """(bytes per record, False) from the first SAMPLE_BYTES of the first file with records; or
     (record count, True) when those bytes were the whole dataset (one small .json file)."""
     for path in files:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             head = f.read(SAMPLE_BYTES)
             whole = not f.read(1)
         if kind == "json":

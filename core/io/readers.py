@@ -16,7 +16,7 @@ from djx.core.errors import DjxError
 from djx.core.io.dataset import file_kind
 from djx.core.io.parquet_reader import read_parquet
 from djx.core.io.record_limits import MAX_RECORD_BYTES, record_problem, too_deep, too_large
-from djx.core.io.regular_file import FileRefused, open_regular
+from djx.core.io.regular_file import open_input
 from djx.core.records import Item, parse_pending
 
 
@@ -68,18 +68,8 @@ def decode_line(raw: bytes, at: int) -> tuple[str, str | None]:
                       f"({raw[e.start:e.start + 1]!r}, byte {e.start} of the line; {e.reason})")
 
 
-def _open_input(path: str):
-    """An input file opened once, refused (one line) unless it is a regular file: one swapped for a
-    FIFO since the dataset was listed would block the run forever."""
-    try:
-        return open_regular(path)
-    except FileRefused as e:
-        raise DjxError(f"dataset file {path} is {e.kind} now, not a regular file: djx reads files it can "
-                       f"read again on resume") from None
-
-
 def _read_jsonl_raw(path: str, state: ReadState, max_record_bytes: int) -> Iterator[Item]:
-    with _open_input(path) as f:
+    with open_input(path) as f:
         f.seek(state.offset)
         while raw := f.readline(max_record_bytes + 1):
             at, over = state.offset, len(raw) > max_record_bytes and not raw.endswith(b"\n")
@@ -151,7 +141,7 @@ def _read_json_array(path: str, state: ReadState) -> Iterator[Item]:
     decoder = json.JSONDecoder()
     index, arrays = 0, 0
     try:
-        with io.TextIOWrapper(_open_input(path), encoding="utf-8") as f:
+        with io.TextIOWrapper(open_input(path), encoding="utf-8") as f:
             t = _JsonText(f)
             while True:
                 c = t.peek()

@@ -42,6 +42,17 @@ def open_regular(path: str, max_bytes: int | None = None) -> BinaryIO:
         raise
 
 
+def open_input(path: str) -> BinaryIO:
+    """A dataset file opened once, refused (DjxError, one line) unless it is a regular file: one
+    swapped for a FIFO since the dataset was listed would block the run forever."""
+    from djx.core.errors import DjxError
+    try:
+        return open_regular(path)
+    except FileRefused as e:
+        raise DjxError(f"dataset file {path} is {e.kind} now, not a regular file: djx reads files it can "
+                       f"read again on resume") from None
+
+
 def read_regular(path: str, max_bytes: int) -> bytes:
     """The whole content of a regular file of at most `max_bytes` (read at most one byte past the
     cap, so a file that grows after the check is refused too)."""
