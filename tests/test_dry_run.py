@@ -79,6 +79,26 @@ def test_a_missing_dataset_is_a_problem_not_a_traceback(tmp_path, write_recipe, 
     assert "problem: " in res.out and "nope.jsonl" in res.out
 
 
+def test_outputs_a_run_would_refuse_are_problems_each_said_once(tmp_path, write_recipe, djx_cli):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    pq.write_table(pa.table({"text": ["hello there world"], "raw": [b"\x00\xff"]}), tmp_path / "b.parquet")
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path="b.parquet", export_path="out/k.jsonl",
+                          process=[{"text_length_filter": {}}])
+    res = djx_cli("process", recipe, "--dry-run")  # a JSON export of a binary column
+    assert res.rc == 1 and "Traceback" not in res.err
+    assert "problem: export_path " in res.out and "column 'raw'" in res.out and "is binary" in res.out
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # anyone could swap the run's folders under it
+    res = djx_cli("process", recipe, "--dry-run", "--export-path", str(shared / "k.parquet"))
+    assert res.rc == 1 and f"others may write in the folder {shared}" in res.out
+    assert djx_cli("process", recipe, "--dry-run", "--export-path", str(tmp_path / "out" / "k.parquet")).rc == 0
+    assert not (tmp_path / "out").exists()  # a dry run makes nothing
+    missing = djx_cli("process", recipe, "--dry-run", "--set", "dataset_path=nope.jsonl")
+    assert missing.rc == 1 and missing.out.count("problem: dataset not found") == 1
+
+
 def _dry_run_hub(tmp_path, write_recipe, offline: bool):
     recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(DEMO), export_path="out/k.jsonl", np=1,
                           process=[_clip("no-such-org/no-such-model")])

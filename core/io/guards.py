@@ -21,6 +21,18 @@ def guard_outputs(dataset_path: str, paths: OutputPaths) -> None:
     check_writable(os.path.dirname(os.path.abspath(paths.export)))
 
 
+def output_problems(dataset_path: str, paths: OutputPaths) -> list[str]:
+    """What guard_outputs would refuse, found without making or writing anything (for --dry-run)."""
+    problems = []
+    for check in (_refuse_outputs_that_are_inputs, _refuse_outputs_inside_input, _refuse_json_export_of_binary,
+                  lambda _, p: check_folder_chain(os.path.dirname(os.path.abspath(p.export)), "export_path")):
+        try:
+            check(dataset_path, paths)
+        except DjxError as e:
+            problems.append(str(e))
+    return problems
+
+
 def _outputs(paths: OutputPaths) -> dict[str, str]:
     """Every file a run writes or replaces: with the stats file and an earlier run's shards, which a
     finish removes as stale (they must never be input files)."""

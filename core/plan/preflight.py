@@ -260,8 +260,10 @@ def dry_run(pipe, out=print, limit: int | None = None) -> int:
     model_lines, model_problems = model_report(pipe.chain().model_specs())
     memory = plan_host_memory(plan) if recipe.executor != "ray" else None  # Ray: actors declare their memory
     problems += model_problems + ([f"host memory: {memory}"] if memory else [])
+    from djx.core.io.guards import output_problems
     from djx.core.io.outputs import OutputPaths
     paths = OutputPaths.for_export(recipe.export_path)
+    problems = list(dict.fromkeys(problems + output_problems(recipe.dataset_path, paths)))  # each said once
     lines += [f"export: {paths.export} (dropped: {paths.dropped if recipe.export_dropped else 'not written'}, "
               f"rejected: {paths.rejected}, summary: {paths.summary})",
               f"batch_size: {recipe.batch_size} samples per batch, max_batch_bytes: {recipe.max_batch_bytes}, "
