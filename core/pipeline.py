@@ -212,7 +212,7 @@ class Pipeline:
             log(warning)
         chain.lazy_models = models_unneeded(chain, files, side_stats)  # a re-filter of an export loads no model
         writer = OutputWriter(paths, recipe.export_dropped, recipe.keep_stats_in_res_ds, recipe.export_shard_size,
-                              training_ready=writes_llava(chain.ctx), key=user_key())
+                              training_ready=writes_llava(chain.ctx), key=user_key(), input_files=files)
         return _RunFiles(files, root, paths, chain, side_stats, writer)
 
     def _resume_point(self, run: "_RunFiles", recipe: Recipe, restart: bool, limit: int | None, log):

@@ -56,8 +56,9 @@ class OutputWriter:
     KINDS = ("kept", "dropped", "rejected")
 
     def __init__(self, paths: OutputPaths, export_dropped: bool = True, keep_stats: bool = True,
-                 shard_size: int = 0, training_ready: bool = False, key: UserKey | None = None):
-        self.paths = paths
+                 shard_size: int = 0, training_ready: bool = False, key: UserKey | None = None,
+                 input_files: list[str] | None = None):
+        self.paths, self.input_files = paths, input_files  # a parquet export keeps their column types
         self.key = key or UserKey(b"", "", "no key was given to the writer")  # signs the manifest
         self.export_dropped = export_dropped
         self.keep_stats, self.shard_size = keep_stats, shard_size  # of the kept samples' export
@@ -263,7 +264,8 @@ class OutputWriter:
             os.replace(part, dest)
             return
         files = self.export_files(count_records(part)) if shards else [dest]
-        write_part(part, files, self.paths.fmt, self.paths.stats if split_stats else None, self.keep_stats)
+        write_part(part, files, self.paths.fmt, self.paths.stats if split_stats else None, self.keep_stats,
+                   like=self.input_files)
         os.remove(part)
 
     def complete_interrupted(self, manifest: dict, log=print) -> dict:
