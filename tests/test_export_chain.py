@@ -71,7 +71,9 @@ def test_every_export_format_is_the_next_runs_input_by_its_printed_name(
         recipe = write_recipe(tmp_path / kind / "r.yaml", dataset_path=name, export_path="out/o" + suffix, np=1,
                               process=[{"text_length_filter": {"min_len": 1}},
                                        {"image_shape_filter": {"min_width": 1, "min_height": 1}}]
-                              if kind != "export" else mm_process)
+                              if kind != "export" else mm_process,
+                              # the rejected file run again: every sample rejected again, as expected
+                              **({"max_rejected_fraction": 1.0} if kind == "rejected" else {}))
         res = djx_cli("process", recipe, "--quiet")
         assert res.rc == 0, res.out + res.err
         second = json.loads((tmp_path / kind / "out" / "o.summary.json").read_text())
