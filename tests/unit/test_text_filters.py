@@ -113,11 +113,15 @@ def test_a_bad_word_list_file_is_named(tmp_path):
         build_op("flagged_words_filter", {"flagged_words_dir": str(tmp_path)})
 
 
-def test_a_missing_package_names_the_text_extra(monkeypatch):
+def test_a_missing_package_names_the_text_extra(monkeypatch, tmp_path):
+    from djx.ops.common.text_words import stopwords_iso
+    monkeypatch.setenv("DATA_JUICER_ASSETS_CACHE", str(tmp_path / "no_assets"))  # no list of Data-Juicer's
+    stopwords_iso.cache_clear()  # read once per process: an earlier test may have read the lists
     monkeypatch.setitem(sys.modules, "stopwordsiso", None)  # as if not installed: find_spec fails
     with pytest.raises(RecipeError, match=r"'stopwordsiso', which is not installed: pip install '\.\[text\]' in djx's checkout"):
         build_op("stopwords_filter", {}).load_resources()
     monkeypatch.undo()
+    stopwords_iso.cache_clear()
     monkeypatch.setitem(sys.modules, "sentencepiece", None)
     with pytest.raises(RecipeError, match=r"'sentencepiece', which is not installed: pip install '\.\[text\]' in djx's checkout"):
         build_op("words_num_filter", {"tokenization": True, "tokenizer_model": "x.model"})
