@@ -163,3 +163,20 @@ def kill_when(tmp_path, proc, min_records) -> None:
 def held_run_outputs(tmp_path) -> tuple[list, list]:
     """(kept, dropped) records of the held run in `tmp_path`."""
     return read_jsonl_file(tmp_path / "out/o.jsonl"), read_jsonl_file(tmp_path / "out/o.dropped.jsonl")
+
+
+NOBODY = 65534  # the user the trust tests play another user as (root can setuid)
+
+
+def as_other_user(fn) -> int:
+    """Run fn() in a child process as nobody; its exit status (0: fn did what it tried)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            fn()
+            os._exit(0)
+        except BaseException:  # noqa: BLE001
+            os._exit(1)
+    return os.waitpid(pid, 0)[1]

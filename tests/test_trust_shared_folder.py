@@ -16,24 +16,11 @@ from pathlib import Path
 
 import pytest
 
-NOBODY = 65534
+from helpers import as_other_user
+
 as_root = pytest.mark.skipif(os.getuid() != 0, reason="acting as another user needs root")
 TEXTS = [f"sample number {i:04d} with words" for i in range(20)]
 PRECIOUS = {"thesis.tex": "precious thesis\n", "o.jsonl": "PRECIOUS, not djx output\n"}
-
-
-def as_other_user(fn) -> int:
-    """Run fn() in a child process as nobody; its exit status (0: fn did what it tried)."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            fn()
-            os._exit(0)
-        except BaseException:  # noqa: BLE001
-            os._exit(1)
-    return os.waitpid(pid, 0)[1]
 
 
 @pytest.fixture

@@ -15,7 +15,8 @@ from djx.core.models.share.folder import create_run_folder, private, remove_stal
 from djx.core.models.share.split import spec_key
 from djx.core.models.share.weight_share import WeightShare
 
-NOBODY = 65534
+from helpers import NOBODY, as_other_user
+
 as_root = pytest.mark.skipif(os.getuid() != 0, reason="making a folder of another user needs root")
 
 
@@ -27,20 +28,6 @@ def shm():
     os.chmod(base, 0o1777)
     yield base
     shutil.rmtree(base, ignore_errors=True)
-
-
-def as_other_user(fn):
-    """Run fn() in a child process as another user (root can setuid), return its exit status."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            fn()
-            os._exit(0)
-        except BaseException:  # noqa: BLE001
-            os._exit(1)
-    return os.waitpid(pid, 0)[1]
 
 
 @as_root
