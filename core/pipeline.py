@@ -247,7 +247,7 @@ class Pipeline:
                 if stop is not None:
                     stop.check(RUN_SAVED)
             clock.partial = limit is not None and has_more(run.files, source.state)
-            ledger.end(source.state)
+            ledger.end(source.state, stop)
             return ledger.finish(plan, source.state, source.read_seconds)
 
     def _with_paths(self, dataset_path: str | None, export_path: str | None) -> Recipe:

@@ -6,7 +6,7 @@ it (those a later filter dropped too: in Data-Juicer's op order that filter neve
 Exactly-once: the phase writes two new parts in the run's state folder and returns; the ledger
 records them in the manifest ("move") before they replace the old, and a run interrupted anywhere
 redoes the phase (before "move") or the move (after), which give the same outputs. So a stop asked
-for in the phase (SIGTERM: the installed core.run.stop.Stop, checked between records) and a write
+for in the phase (SIGTERM: the run's core.run.stop.Stop, checked between records) and a write
 that fails (a full disk) leave it at once: its half-written parts are removed, and the failure is
 said as the streaming pass says it (DjxError, Stopped); the same command redoes the phase."""
 from __future__ import annotations
@@ -25,7 +25,7 @@ from djx.core.io.writers import encode_line
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
 from djx.core.records import add_counters
 from djx.core.run.resume import RunCounts
-from djx.core.run.stop import check_installed
+from djx.core.run.stop import RUN_SAVED
 
 CHECK_EVERY = 1024  # records read between two looks at a stop request
 
@@ -39,7 +39,7 @@ class DedupResult:
 
 def deduplicate(ops: list, kept_part: str, dropped_part: str, rejected: str, new_kept: str,
                 new_dropped: str, counts: RunCounts, image_key: str,
-                budget: int = DEFAULT_BUDGET, cluster=None) -> DedupResult | None:
+                budget: int = DEFAULT_BUDGET, cluster=None, stop=None) -> DedupResult | None:
     """Write `new_kept` (the kept part less its duplicates) and `new_dropped` (the dropped part, its
     duplicates dropped by the deduplicator, then the kept part's); move them in `counts`. A sample a
     later op rejected (`rejected`, with its hashes) is grouped too, and stays rejected. None when the
@@ -53,7 +53,8 @@ def deduplicate(ops: list, kept_part: str, dropped_part: str, rejected: str, new
         return None
     with cluster.session() if cluster is not None else nullcontext():
         try:
-            result = _rewrite(finder, ops, kept_part, dropped_part, rejected, new_kept, new_dropped, counts, image_key)
+            result = _rewrite(finder, ops, kept_part, dropped_part, rejected, new_kept, new_dropped, counts, image_key,
+                              (lambda: stop.check(RUN_SAVED)) if stop is not None else (lambda: None))
         except BaseException as e:  # a stop, a full disk: the new parts are no one's yet (the ledger records them)
             _discard(new_kept, new_dropped)
             if isinstance(e, OSError):
@@ -67,19 +68,19 @@ def deduplicate(ops: list, kept_part: str, dropped_part: str, rejected: str, new
 
 
 def _rewrite(finder: DuplicateFinder, ops: list, kept_part: str, dropped_part: str, rejected: str,
-             new_kept: str, new_dropped: str, counts: RunCounts, image_key: str) -> DedupResult:
+             new_kept: str, new_dropped: str, counts: RunCounts, image_key: str, check) -> DedupResult:
     n = len(ops)
 
     def every():  # a sample a later op rejected is in its group (it stays rejected)
-        yield from (s for s, _, _ in _read(kept_part, dropped_part, n))
-        yield from (s for s, _, _ in _read(rejected, None, n, kept=False) if s.passed)
+        yield from (s for s, _, _ in _read(kept_part, dropped_part, n, check))
+        yield from (s for s, _, _ in _read(rejected, None, n, check, kept=False) if s.passed)
     finder.build(every)
     moved = 0
     with open(new_kept, "wb") as keep, open(new_dropped, "wb") as drop:
         # the dropped part first, as it was, but for the duplicates a later op dropped: in Data-Juicer's
         # order the deduplicator dropped them before that op saw them; then the kept part's duplicates
         for path, out in ((dropped_part, drop), (kept_part, keep)):
-            for seen, line, sample in _read(path, None, n, kept=out is keep):
+            for seen, line, sample in _read(path, None, n, check, kept=out is keep):
                 found = finder.duplicate_of(seen)
                 if found is None:
                     out.write(line)
@@ -94,21 +95,22 @@ def _rewrite(finder: DuplicateFinder, ops: list, kept_part: str, dropped_part: s
         for f in (keep, drop):
             f.flush()
             os.fsync(f.fileno())
-    check_installed()  # a stop asked for since the last record: the ledger records nothing
+    check()  # a stop asked for since the last record: the ledger records nothing
     return DedupResult(moved, os.path.getsize(new_kept), os.path.getsize(new_dropped))
 
 
-def _read(kept_part: str | None, dropped_part: str | None, n_ops: int,
+def _read(kept_part: str | None, dropped_part: str | None, n_ops: int, check,
           kept: bool = True) -> Iterator[tuple[Seen, bytes, dict]]:
     """(what the phase needs of a sample, its line, the line parsed) for the kept part, then the
-    dropped part (`_read(path, None, n, kept=False)`: one dropped part)."""
+    dropped part (`_read(path, None, n, check, kept=False)`: one dropped part); `check()` every
+    CHECK_EVERY lines (it raises Stopped once a stop is asked for)."""
     for path, kept in ((kept_part, kept), (dropped_part, False)):
         if path is None or not os.path.exists(path):
             continue
         with open(path, "rb") as f:
             for i, line in enumerate(f):
                 if i % CHECK_EVERY == 0:
-                    check_installed()
+                    check()
                 if not line.strip():
                     continue
                 rec = json.loads(line)

@@ -122,17 +122,17 @@ class RunLedger:
             finally:
                 self.writer.release()  # held to the very end: no second run during the check or finish
 
-    def end(self, state: ReadState) -> None:
+    def end(self, state: ReadState, stop=None) -> None:
         """Every batch is in: the final checkpoint, at the reader's end; then the dedup phase (its
         checkpoints and moves: a full disk there is said as in the streaming pass)."""
         try:
             self.writer.checkpoint(self._checkpoint(dict(vars(state))))
             self.saved = self.batches
-            self._deduplicate(dict(vars(state)))
+            self._deduplicate(dict(vars(state)), stop)
         except OSError as e:
             raise DjxError(self._write_failed(e)) from None
 
-    def _deduplicate(self, read_at: dict) -> None:
+    def _deduplicate(self, read_at: dict, stop=None) -> None:
         """Move the duplicates the recipe's deduplicators find to the dropped part, exactly once: the
         manifest names the move before it is made, and a resumed run completes it (writer.open)."""
         if self.dedup_mark is not None:
@@ -150,7 +150,7 @@ class RunLedger:
         result = deduplicate(self.chain.ops, writer.part("kept"), writer.part("dropped"), writer.part("rejected"),
                              writer.part("kept.dedup"),
                              writer.part("dropped.dedup"), self.counts, self.chain.ctx.image_key,
-                             self.recipe.dedup_memory_entries, cluster)
+                             self.recipe.dedup_memory_entries, cluster, stop)
         if result is None:
             return
         self.dedup_mark = {"stage": "move", "moved": result.moved}

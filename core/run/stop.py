@@ -7,9 +7,7 @@ or a `finally` can swallow it: nothing is raised there. A second SIGTERM (or a C
 ends the process at once, as a kill does; the run resumes from its last checkpoint then.
 
 The command line makes one Stop and passes it down (Pipeline.run(stop=...), the executors,
-analyze); a library user who passes none gets the behaviour of before. A phase handed no Stop (the
-dedup phase, between the streaming pass and the finish) asks the one whose handlers are installed
-through check_installed().
+analyze); a library user who passes none gets the behaviour of before.
 """
 from __future__ import annotations
 
@@ -22,17 +20,6 @@ from contextlib import contextmanager
 RUN_SAVED = "the work done so far is saved: run the same command again to resume"
 # what a stop before the first batch leaves: nothing (reading the recipe, its files, the plan)
 NOTHING_STARTED = "nothing was processed or written yet: run the same command again to start"
-
-_installed: "Stop | None" = None  # the Stop whose handlers are in place (install(), until uninstall())
-
-
-def check_installed(then: str = RUN_SAVED) -> None:
-    """Raise Stopped (saying `then`) once the installed Stop (the command line's) is requested; no-op
-    when none is installed. For a phase that is handed no Stop: the dedup phase checks it between
-    records, as the run's loop checks its own between batches."""
-    if _installed is not None:
-        _installed.check(then)
-
 
 class Stopped(Exception):
     """The work stopped between two steps because a stop was requested; `then` says what is saved."""
@@ -101,10 +88,8 @@ class Stop:
         """Handle SIGTERM (and a Ctrl-C that follows one) in this, the main, thread; again after a
         library (Ray's init) put its own handler in place. The first call keeps the handlers to
         restore."""
-        global _installed
         if threading.current_thread() is not threading.main_thread():
             return
-        _installed = self
         before = {signal.SIGTERM: signal.signal(signal.SIGTERM, self._on_term)}
         if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, self._on_int):  # not an ignored one
             before[signal.SIGINT] = signal.signal(signal.SIGINT, self._on_int)
@@ -112,9 +97,6 @@ class Stop:
             self._previous = before
 
     def uninstall(self) -> None:
-        global _installed
-        if _installed is self:
-            _installed = None
         for signum, handler in (self._previous or {}).items():
             signal.signal(signum, handler)
         self._previous = None
