@@ -152,6 +152,16 @@ def test_a_json_file_of_concatenated_arrays_is_read_whole(tmp_path):
         ["one one", "two two", "three", "four four"]
 
 
+@pytest.mark.parametrize("name, body", [("data.json", '[{"text": "one one"}, {"text": "two two"}]\n'),
+                                        ("data.jsonl", '{"text": "one one"}\n{"text": "two two"}\n')])
+def test_a_byte_order_mark_at_the_start_of_a_file_is_read_past(tmp_path, name, body):
+    """Windows tools write UTF-8 with a BOM; the records are the same as without it."""
+    data = tmp_path / name
+    data.write_bytes(b"\xef\xbb\xbf" + body.encode())
+    summary, out = run(tmp_path, data, [{"text_length_filter": {"min_len": 1}}])
+    assert summary["input"] == 2 and [r["text"] for r in out["kept"].values()] == ["one one", "two two"]
+
+
 @pytest.mark.parametrize("tail, seen_at_once", [("trailing text", True), ("{}", True), ("]", False)])
 def test_a_json_file_with_other_data_after_its_array_is_refused(tmp_path, write_recipe, djx_cli, tail, seen_at_once):
     data = tmp_path / "data.json"

@@ -111,7 +111,7 @@ def _json_records(head: bytes) -> tuple[int, int]:
     decoder, pos, n, end = json.JSONDecoder(), 0, 0, 0
     while pos < len(text):
         c = text[pos]
-        if c in " \t\r\n,[":
+        if c in " \t\r\n,[\ufeff":
             pos += 1
             continue
         if c == "]":

@@ -141,7 +141,7 @@ def _read_json_array(path: str, state: ReadState) -> Iterator[Item]:
     decoder = json.JSONDecoder()
     index, arrays = 0, 0
     try:
-        with io.TextIOWrapper(open_input(path), encoding="utf-8") as f:
+        with io.TextIOWrapper(open_input(path), encoding="utf-8-sig") as f:  # a BOM is read past, as in .jsonl
             t = _JsonText(f)
             while True:
                 c = t.peek()
