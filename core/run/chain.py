@@ -20,7 +20,8 @@ from djx.core.io.reinput import input_sample, unwrap_rejected
 from djx.core.run.breakdown import add_counters_and_phases
 from djx.core.run.budget_rerun import rerun_over_budget
 from djx.core.run.early_check import reach
-from djx.core.run.mapped import as_read, changed, seen_by_op, snapshot
+from djx.core.run.mapped import (adopt_replacements, as_read, changed, restore_keys, restored, saved_before,
+                                 seen_by_op, snapshot)
 from djx.core.run.provenance import StatBooks
 from djx.core.run.formats import export_as_llava, sample_of, untrusted_dropped, writes_llava
 from djx.core.run.sample_checks import input_problem
@@ -162,7 +163,7 @@ class OpChain:
         for start in range(0, len(live), step):
             rejected.update(call(live[start:start + step]))
         rerun_over_budget(images, rejected, call, result.counters, step)  # a sample's company never rejects it
-        _restore_keys(samples, own)
+        restore_keys(samples, own)
         books.remapped(changed(before, samples))
         kept, counts = [], result.op_counts[k]
         for i, s in enumerate(samples):
@@ -199,9 +200,10 @@ class OpChain:
         Anything an op raises (SystemExit included) stays with its sample; only Ctrl-C stops the run."""
         seen = images if op.uses_images else UndeclaredImages(op.name)  # reading them raises, saying why
         batch = Batch([samples[i] for i in idx], self.ctx, seen, pool, text_key, image_key)
+        saved = saved_before(op, samples, idx)  # a mapper that raises may have changed some samples already
         try:
             _invoke(op, batch)
-            out = _adopt_replacements(op, batch, samples, idx)
+            out = adopt_replacements(op, batch, samples, idx)
             add_counters_and_phases(batch.counters, counters, phases)  # phases: where the op's time went
             return {**out, **{idx[j]: (r, batch.codes.get(j), None) for j, r in batch.rejected.items()}}
         except KeyboardInterrupt:
@@ -211,6 +213,9 @@ class OpChain:
                 if isinstance(e, SampleError):
                     return {idx[0]: (str(e), e.code, None)}
                 return {idx[0]: (f"{op.name} raised {_short_tb(e)}", "op_error", type(e).__name__)}
+            if not restored(saved, samples, idx):  # never run again on what it half did
+                why = f"{op.name} raised {_short_tb(e)} on a batch whose samples could not be copied to retry alone"
+                return {i: (why, "op_error", type(e).__name__) for i in idx}
         out = {}
         for j in idx:
             out.update(self._call_isolated(op, samples, [j], images, pool, text_key, image_key, counters, phases))
@@ -239,38 +244,6 @@ def _invoke(op: Op, batch: Batch) -> None:
         op.process(batch)
     else:
         raise TypeError(f"{type(op).__name__} is neither a Filter nor a Mapper")
-
-
-def _adopt_replacements(op: Op, batch: Batch, samples: list[dict], idx: list[int]) -> dict[int, tuple]:
-    """Samples an op put in batch.samples[j] (as a Mapper may) replace the ones it was given,
-    keeping their position and, when the new one has none, their stats. A replacement that is not
-    a dict rejects its sample; adding or removing samples is an error of the whole call."""
-    if len(batch.samples) != len(idx):
-        raise TypeError(f"{op.name} changed batch.samples from {len(idx)} to {len(batch.samples)} samples; "
-                        f"an op may replace samples but not add or remove them (a Filter drops them)")
-    bad = {}
-    for j, i in enumerate(idx):
-        new, old = batch.samples[j], samples[i]
-        if new is old:
-            continue
-        if not isinstance(new, dict):
-            bad[i] = (f"{op.name} replaced the sample with {type(new).__name__} {new!r:.80}; a sample is a dict",
-                      "op_error", "BadSample")
-            continue
-        new[POSITION_KEY] = old[POSITION_KEY]
-        if STATS_KEY not in new and STATS_KEY in old:
-            new[STATS_KEY] = old[STATS_KEY]
-        samples[i] = new
-    return bad
-
-
-def _restore_keys(samples: list[dict], own: list[tuple]) -> None:
-    """Give back the position (and the stats, if gone) an op deleted or changed in a sample."""
-    for s, (pos, stats) in zip(samples, own):
-        if s.get(POSITION_KEY) is not pos:
-            s[POSITION_KEY] = pos
-        if STATS_KEY not in s and stats is not None:
-            s[STATS_KEY] = stats
 
 
 class _BadVerdict(Exception):

@@ -14,8 +14,11 @@ recomputes rather than reuses it, and djx does not sign it as the written sample
 """
 from __future__ import annotations
 
+import copy
+import pickle
+
 from djx.core.recipe.context import DROP_KEY, ORIGIN_POS_KEY, POSITION_KEY, STATS_KEY
-from djx.core.op.base import Mapper
+from djx.core.op.base import Batch, Mapper, Op
 
 TRACE_CHARS = 1000
 _OWN = (STATS_KEY, POSITION_KEY, ORIGIN_POS_KEY)
@@ -76,3 +79,66 @@ def retrace_rejection(rej, stage_input, chain) -> None:
     the sample reached the stage with, when an earlier stage's mapper changed it."""
     if rej.text_seen is None and rej.op_index is not None:
         rej.text_seen = seen_by_op(rej.record, stage_input, _text_key(chain, rej.op_index))
+
+
+_UNSAVED = object()
+
+
+def saved_before(op, samples: list[dict], idx: list[int]):
+    """A deep copy of samples[idx] before a mapper's call on several of them (None: nothing to save,
+    a filter or one sample; _UNSAVED: they cannot be copied). If the call raises, each sample is run
+    again alone from this copy: a mapper that changed some samples in place before it raised would
+    otherwise be applied twice to them."""
+    if not isinstance(op, Mapper) or len(idx) < 2:
+        return None
+    group = [samples[i] for i in idx]
+    try:
+        return pickle.dumps(group, protocol=pickle.HIGHEST_PROTOCOL)  # deep, and fast for JSON-like data
+    except Exception:  # noqa: BLE001  # an earlier plug-in mapper left something pickle cannot take
+        try:
+            return copy.deepcopy(group)
+        except Exception:  # noqa: BLE001
+            return _UNSAVED
+
+
+def restored(saved, samples: list[dict], idx: list[int]) -> bool:
+    """Put samples[idx] back as saved_before() copied them; False when they could not be copied."""
+    if saved is _UNSAVED:
+        return False
+    if saved is not None:
+        group = pickle.loads(saved) if isinstance(saved, bytes) else copy.deepcopy(saved)
+        for i, s in zip(idx, group):
+            samples[i] = s
+    return True
+
+
+def adopt_replacements(op: Op, batch: Batch, samples: list[dict], idx: list[int]) -> dict[int, tuple]:
+    """Samples an op put in batch.samples[j] (as a Mapper may) replace the ones it was given,
+    keeping their position and, when the new one has none, their stats. A replacement that is not
+    a dict rejects its sample; adding or removing samples is an error of the whole call."""
+    if len(batch.samples) != len(idx):
+        raise TypeError(f"{op.name} changed batch.samples from {len(idx)} to {len(batch.samples)} samples; "
+                        f"an op may replace samples but not add or remove them (a Filter drops them)")
+    bad = {}
+    for j, i in enumerate(idx):
+        new, old = batch.samples[j], samples[i]
+        if new is old:
+            continue
+        if not isinstance(new, dict):
+            bad[i] = (f"{op.name} replaced the sample with {type(new).__name__} {new!r:.80}; a sample is a dict",
+                      "op_error", "BadSample")
+            continue
+        new[POSITION_KEY] = old[POSITION_KEY]
+        if STATS_KEY not in new and STATS_KEY in old:
+            new[STATS_KEY] = old[STATS_KEY]
+        samples[i] = new
+    return bad
+
+
+def restore_keys(samples: list[dict], own: list[tuple]) -> None:
+    """Give back the position (and the stats, if gone) an op deleted or changed in a sample."""
+    for s, (pos, stats) in zip(samples, own):
+        if s.get(POSITION_KEY) is not pos:
+            s[POSITION_KEY] = pos
+        if STATS_KEY not in s and stats is not None:
+            s[STATS_KEY] = stats
