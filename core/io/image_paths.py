@@ -12,6 +12,11 @@ import os
 IMAGE_PATH_MODES = ("absolute", "relative")
 
 
+def is_remote(ref: str) -> bool:
+    """A URL (`scheme://...`) or a `data:` URI: a reference to no local file, never joined to a folder."""
+    return "://" in ref or ref[:5].lower() == "data:"
+
+
 class ImagePathWriter:
     """Rewrites the image lists of records for one run: `root` is where the input's relative paths
     resolve, `export_dir` the folder of the outputs, `keys` the image keys the run reads."""
@@ -21,8 +26,8 @@ class ImagePathWriter:
 
     def ref(self, ref):
         """One image path as the outputs write it; anything that is not a local path stays as it is
-        (a URL, a blank, a non-string: those samples are rejected with their reason anyway)."""
-        if not isinstance(ref, str) or not ref.strip() or "://" in ref:
+        (a URL or data: URI, a blank, a non-string: those samples are rejected with their reason anyway)."""
+        if not isinstance(ref, str) or not ref.strip() or is_remote(ref):
             return ref
         full = os.path.normpath(os.path.join(self.root, ref))
         return full if self.mode == "absolute" else os.path.relpath(full, self.export_dir)

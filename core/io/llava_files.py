@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from djx.core.errors import DjxError
 from djx.core.io.dataset import dataset_files, dataset_root
 from djx.core.io.guards import check_writable, refuse_inputs_as_outputs
+from djx.core.io.image_paths import is_remote
 from djx.core.io.llava import (LLAVA_KEY, FormatError, Keys, LlavaOptions, djx_to_llava, llava_to_djx,
                                lost_without_orig)
 from djx.core.io.llava_seal import drop_foreign_llava, seal_llava
@@ -66,6 +67,7 @@ class Converted:
     unsigned_llava: int = 0    # llava-to-djx: __dj__llava__ fields written unsigned (no usable key)
     key_problem: str = ""      # why the user's key is unusable, if it is
     missing_images: int = 0    # llava-to-djx: image paths (with --image-folder, or absolute) naming no file
+    remote_images: int = 0     # URLs and data: URIs: written as they are, never joined to a folder
     first_missing: str = ""
 
 
@@ -190,6 +192,9 @@ def _written(path: str, paths: _Paths, done: Converted) -> str:
     """A LLaVA image path as djx reads it from the output: joined to the image folder, absolute when
     the folder was given absolute, else relative to the output's folder (`djx process` resolves a
     dataset's relative paths from its folder, not from where convert ran)."""
+    if isinstance(path, str) and is_remote(path):
+        done.remote_images += 1
+        return path
     if paths.image_folder is None and not os.path.isabs(path):
         done.relative_images += 1
         return path
@@ -205,7 +210,7 @@ def _written(path: str, paths: _Paths, done: Converted) -> str:
 def _under(path, paths: _Paths):
     """`path` (relative ones from the input's folder, as djx reads them) relative to the image folder
     when it lies under it (LLaVA joins its image folder and the path); else as it was."""
-    if not isinstance(path, str):
+    if not isinstance(path, str) or is_remote(path):
         return path
     full = os.path.normpath(os.path.join(paths.in_root, path))
     rel = os.path.relpath(full, paths.image_folder)
@@ -266,6 +271,9 @@ def _convert_cmd(args) -> int:
     if done.missing_images:
         print(f"djx convert: warning: {done.missing_images} image path(s) name no file (the first: "
               f"{done.first_missing}); djx process rejects their samples as bad_image: check --image-folder")
+    if done.remote_images:
+        print(f"djx convert: note: {done.remote_images} image reference(s) are URLs or data: URIs, written as they "
+              f"are; djx process rejects their samples as bad_image (it reads local files: download them first)")
     if done.relative_images:
         print(f"djx convert: note: {done.relative_images} image paths are relative to LLaVA's image folder; "
               f"djx process reads them from the output's folder: give --image-folder, or image_root in the recipe")

@@ -20,6 +20,7 @@ from PIL.PngImagePlugin import PngImageFile
 from PIL.TiffImagePlugin import IMAGELENGTH, IMAGEWIDTH, TiffImageFile
 
 from djx.core.errors import SampleError
+from djx.core.io.image_paths import is_remote
 from djx.core.io.regular_file import FileRefused, open_regular
 
 BAD_IMAGE = "bad_image"  # rejection code of an image that cannot be read
@@ -104,7 +105,7 @@ class BatchImages:
         if self.decoded_bytes + cost > self.max_decoded_bytes:
             held = f", beside the {self.decoded_bytes >> 20} MB of images held with it," if self.decoded_bytes else ""
             raise SampleError(
-                f"image {ref!r}: {w}x{h} needs ~{cost >> 20} MB decoded{held} past the worker's "
+                f"image {shown(ref)}: {w}x{h} needs ~{cost >> 20} MB decoded{held} past the worker's "
                 f"max_decoded_bytes {self.max_decoded_bytes >> 20} MB (raise it where the memory is there)",
                 code=DECODE_BUDGET)
 
@@ -151,14 +152,16 @@ class BatchImages:
         try:
             return _read(read, load_truncated=False)
         except _DECODE_ERRORS as e:
-            if not self.load_truncated_images:
-                hint = "" if isinstance(e, UnidentifiedImageError) else \
+            if not self.load_truncated_images or _no_decoder(e):
+                hint = "" if isinstance(e, UnidentifiedImageError) or _no_decoder(e) else \
                     "; a truncated or corrupt file (load_truncated_images: true keeps what decodes)"
                 raise _unreadable(ref, what, e, hint) from None
+            first = e
         try:
             return _read(read, load_truncated=True)
         except _DECODE_ERRORS as e:
-            raise _unreadable(ref, what, e, ", even with load_truncated_images") from None
+            unidentified = isinstance(first, UnidentifiedImageError) and isinstance(e, UnidentifiedImageError)
+            raise _unreadable(ref, what, e, "" if unidentified else ", even with load_truncated_images") from None
 
     @contextmanager
     def _opened(self, ref: str):
@@ -176,26 +179,29 @@ class BatchImages:
 
     def _open_file(self, ref: str):
         if not isinstance(ref, str):
-            raise SampleError(f"image reference {ref!r} is not a string", code=BAD_IMAGE)
+            raise SampleError(f"image reference {shown(ref)} is not a string", code=BAD_IMAGE)
         if not ref.strip():
             raise SampleError("image '': an empty path", code=BAD_IMAGE)
         if "\x00" in ref:
-            raise SampleError(f"image {ref!r}: a path with a NUL byte names no file", code=BAD_IMAGE)
-        if "://" in ref:
-            raise SampleError(f"image {ref!r}: a URL; djx reads local files (download the images and "
-                              f"use their paths)", code=BAD_IMAGE)
+            raise SampleError(f"image {shown(ref)}: a path with a NUL byte names no file", code=BAD_IMAGE)
+        if is_remote(ref):
+            kind = "a URL" if "://" in ref else "a data: URI"
+            raise SampleError(f"image {shown(ref)}: {kind}; djx reads local files (download the images or write "
+                              f"them to files, and use their paths)", code=BAD_IMAGE)
         path = self.path(ref)
         try:  # once, by name: a FIFO or device swapped in after a check is refused on the descriptor
             return open_regular(path)
         except FileNotFoundError:
-            raise SampleError(f"image {ref!r}: file not found ({path})", code=BAD_IMAGE) from None
+            raise SampleError(f"image {shown(ref)}: file not found ({shown(path)[1:-1]})", code=BAD_IMAGE) from None
         except FileRefused as e:
-            raise SampleError(f"image {ref!r}: {e}", code=BAD_IMAGE) from None
+            raise SampleError(f"image {shown(ref)}: {e}", code=BAD_IMAGE) from None
         except OSError as e:
-            raise SampleError(f"image {ref!r}: cannot open ({e.strerror or e})", code=BAD_IMAGE) from None
+            raise SampleError(f"image {shown(ref)}: cannot open ({e.strerror or e})", code=BAD_IMAGE) from None
 
     def _open(self, ref: str, f) -> Image.Image:
         try:
+            if os.fstat(f.fileno()).st_size == 0:
+                raise SampleError(f"image {shown(ref)}: an empty file (0 bytes)", code=BAD_IMAGE)
             f.seek(0)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", Image.DecompressionBombWarning)
@@ -203,11 +209,11 @@ class BatchImages:
         except UnidentifiedImageError:
             raise  # maybe a damaged chunk that load_truncated_images lets through: see _attempt
         except OSError as e:
-            raise SampleError(f"image {ref!r}: cannot open ({e.strerror or e})", code=BAD_IMAGE) from None
+            raise SampleError(f"image {shown(ref)}: cannot open ({e.strerror or e})", code=BAD_IMAGE) from None
         w, h = img.size
         if w * h > self.max_pixels:
             img.close()
-            raise SampleError(f"image {ref!r}: {w}x{h} = {w * h} pixels exceeds the limit of "
+            raise SampleError(f"image {shown(ref)}: {w}x{h} = {w * h} pixels exceeds the limit of "
                               f"{self.max_pixels} (decompression-bomb guard; raise max_image_pixels "
                               f"in the recipe if this image is legitimate)", code=BAD_IMAGE)
         return img
@@ -253,10 +259,26 @@ def _read(read: Callable[[], T], load_truncated: bool) -> T:
                 return read()
 
 
+def shown(ref) -> str:
+    """A reference as a reason quotes it: cut when long (a data: URI may be megabytes)."""
+    text = repr(ref)
+    return text if len(text) <= 200 else f"{text[:160]}... ({len(text):,} characters)"
+
+
+def _no_decoder(e: Exception) -> bool:
+    """A decode error that says a decoder is missing (Ghostscript for EPS, a codec Pillow was built
+    without): no setting of the run's would decode the file."""
+    text = str(e)
+    return "Ghostscript" in text or ("decoder" in text and "not available" in text)
+
+
 def _unreadable(ref: str, what: str, e: Exception, hint: str) -> SampleError:
+    if _no_decoder(e):
+        return SampleError(f"image {shown(ref)}: {what} ({e}): a decoder this format needs is not installed",
+                           code=BAD_IMAGE)
     if isinstance(e, UnidentifiedImageError):
-        return SampleError(f"image {ref!r}: not a readable image file{hint}", code=BAD_IMAGE)
-    return SampleError(f"image {ref!r}: {what} ({e}){hint}", code=BAD_IMAGE)
+        return SampleError(f"image {shown(ref)}: not a readable image file{hint}", code=BAD_IMAGE)
+    return SampleError(f"image {shown(ref)}: {what} ({e}){hint}", code=BAD_IMAGE)
 
 
 @contextmanager
