@@ -54,6 +54,20 @@ def test_every_problem_is_listed_and_the_dry_run_exits_1(tmp_path, write_recipe,
     assert any("model ./models/missing: no such folder" in p for p in problems)
 
 
+def test_records_naming_only_urls_or_data_uris_are_told_djx_reads_local_files(tmp_path, write_recipe, write_jsonl,
+                                                                              djx_cli):
+    uri = "data:image/png;base64," + "A" * 100_000
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": "a", "images": ["https://example.com/a.jpg"]},
+                                              {"text": "b", "images": [uri]}])
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(data), export_path="out/k.jsonl", np=1,
+                          process=[{"image_size_filter": {}}])
+    res = djx_cli("process", recipe, "--dry-run")
+    problems = [line for line in res.out.splitlines() if line.startswith("  problem: ")]
+    assert res.rc == 1 and len(problems) == 1, res.out
+    assert "the 2 images the first records name are URLs or data: URIs" in problems[0]
+    assert "djx reads local files" in problems[0] and "image_root" not in problems[0]
+
+
 def test_images_without_the_token_are_a_problem_only_where_an_op_pairs_text_chunks_with_them(
         tmp_path, write_recipe, write_jsonl, djx_cli):
     image = tmp_path / "a.png"

@@ -172,10 +172,16 @@ def _missing_images(items, recipe, lines: list[str]) -> list[str]:
     named = [item.record.get("image" if llava else recipe.image_key) for item in items if isinstance(item.record, dict)]
     refs = [r for refs in named for r in ([refs] if llava else refs if isinstance(refs, list) else [])
             if isinstance(r, str) and (r or not llava)]
-    missing = [r for r in refs if not os.path.isfile(os.path.join(root, r))]
+    from djx.core.io.image_paths import is_remote
+    from djx.core.op.images import shown
+    remote = [r for r in refs if is_remote(r)]
+    if refs and len(remote) == len(refs):
+        return [f"dataset: the {len(refs)} images the first records name are URLs or data: URIs, e.g. "
+                f"{shown(remote[0])}; djx reads local files: download them and use their paths"]
+    missing = [r for r in refs if not is_remote(r) and not os.path.isfile(os.path.join(root, r))]
     if not missing:
         return []
-    example = f"{missing[0]!r} (looked for {os.path.join(root, missing[0])})"
+    example = f"{shown(missing[0])} (looked for {shown(os.path.join(root, missing[0]))[1:-1]})"
     if len(missing) == len(refs):
         return [f"dataset: none of the {len(refs)} images the first records name exists, e.g. {example}; set "
                 f"image_root to the folder the image paths are relative to"]
