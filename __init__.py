@@ -12,6 +12,7 @@ from djx.core.op.deduplicator import Deduplicator, DuplicateIndex
 from djx.core.op.reasons import range_reason
 from djx.core.op.range_filter import RangeFilter
 from djx.core.pipeline import Pipeline
+from djx.core.records import FailFast
 from djx.core.run.outcome import SampleOutcome
 from djx.core.plan.planner import DeviceInfo, Plan, plan_workers
 from djx.core.recipe.recipe import Recipe, load_recipe
@@ -19,7 +20,7 @@ from djx.core.op.registry import build_op, get_op_class, register_op, registered
 
 __version__ = "0.1.0"
 
-__all__ = ["Batch", "CheckError", "DROP_KEY", "Deduplicator", "DuplicateIndex", "DeviceInfo", "DjxError", "Filter", "Mapper",
+__all__ = ["Batch", "CheckError", "DROP_KEY", "Deduplicator", "DuplicateIndex", "DeviceInfo", "DjxError", "FailFast", "Filter", "Mapper",
            "ModelPool", "ModelSpec", "Op", "OpChain", "POSITION_KEY", "Pipeline", "Plan",
            "RangeFilter", "RecipeError", "Recipe", "ResumeError", "RunContext", "STATS_KEY", "SampleError", "SampleOutcome",
            "build_op", "check_outputs", "get_op_class", "load_recipe", "plan_workers",
