@@ -140,7 +140,20 @@ def test_check_of_a_missing_output_is_an_error(tmp_path, good_run, djx_cli):
     assert res.rc == 1 and "no such output" in res.err
 
 
-@pytest.mark.parametrize("mode, problem", [("nan", "non-finite"), ("missing", "missing stat")])
+def test_a_stat_an_op_writes_as_nan_rejects_that_sample_naming_the_stat(plugin_site, tmp_path, write_jsonl,
+                                                                         write_recipe, read_jsonl):
+    write_jsonl(tmp_path / "d.jsonl", [{"text": "fine"}, {"text": "BAD one"}, {"text": "fine too"}])
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path="d.jsonl", export_path="out/kept.jsonl",
+                          np=2, start_method="fork", custom_ops=["djx_test_plugin_ops"],
+                          process=[{"unreliable_stat_filter": {"marker": "BAD", "mode": "nan"}}])
+    summary = Pipeline.from_recipe(str(recipe)).run(progress=False, log=lambda *a: None)
+    assert summary["check"]["ok"] and (summary["kept"], summary["rejected"]) == (2, 1), summary
+    [rejected] = read_jsonl(tmp_path / "out" / "kept.rejected.jsonl")
+    assert "unreliable_stat_filter wrote a non-finite stat unreliable_score = nan" in rejected["reason"]
+    assert rejected["code"] == "op_error" and rejected["record"]["text"] == "BAD one"
+
+
+@pytest.mark.parametrize("mode, problem", [("missing", "missing stat")])
 def test_a_run_whose_op_leaves_a_bad_stat_fails_naming_the_op_and_sample(
         mode, problem, plugin_site, tmp_path, write_jsonl, write_recipe, djx_cli, read_jsonl):
     write_jsonl(tmp_path / "d.jsonl", [{"text": "fine"}, {"text": "BAD one"}, {"text": "fine too"}])

@@ -78,9 +78,8 @@ def test_each_kind_of_bad_input_is_rejected_with_a_reason(tmp_path, images):
     assert "not a string" in rej[4]["reason"]
     assert "an image path or a list of them" in rej[5]["reason"] and "a list of them" in rej[6]["reason"]
     assert "file not found" in rej[7]["reason"] and rej[7]["op"] == "image_shape_filter"
-    for pos, name in ((9, "garbage.png"), (10, "empty.jpg")):
-        assert name in rej[pos]["reason"]
-        assert any(w in rej[pos]["reason"] for w in ("not a readable image", "cannot open"))
+    assert "garbage.png" in rej[9]["reason"] and "cannot open" in rej[9]["reason"]
+    assert "empty.jpg" in rej[10]["reason"] and "an empty file (0 bytes)" in rej[10]["reason"]
     assert "exceeds the limit of 10000000" in rej[11]["reason"]
     assert "a URL; djx reads local files" in rej[13]["reason"] and "an empty path" in rej[14]["reason"]
     assert "a path with a NUL byte names no file" in rej[15]["reason"] and "truncated" not in rej[15]["reason"]

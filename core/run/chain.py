@@ -24,7 +24,7 @@ from djx.core.run.mapped import (adopt_replacements, as_read, changed, restore_k
                                  seen_by_op, snapshot)
 from djx.core.run.provenance import StatBooks
 from djx.core.run.formats import export_as_llava, sample_of, untrusted_dropped, writes_llava
-from djx.core.run.sample_checks import input_problem
+from djx.core.run.sample_checks import input_problem, non_finite_stat
 from djx.core.run.stat_reuse import reusable
 
 
@@ -167,6 +167,10 @@ class OpChain:
         books.remapped(changed(before, samples))
         kept, counts = [], result.op_counts[k]
         for i, s in enumerate(samples):
+            if i not in rejected and isinstance(op, Filter) and i not in reused:
+                bad = non_finite_stat(op, s.get(STATS_KEY))  # the stats check would fail the whole run on it
+                if bad:
+                    rejected[i] = (bad, "op_error", "BadStat")
             if i not in rejected and isinstance(op, Filter):
                 try:
                     keep, why = _verdict(op, op.keep(s.get(STATS_KEY, {})))

@@ -3,6 +3,9 @@ per op, the text and image keys that op reads. A record that is not is rejected 
 with the reason, never handed to an op (whose error would blame the op)."""
 from __future__ import annotations
 
+import math
+import numbers
+
 from djx.core.op.base import Op
 from djx.core.recipe.context import STATS_KEY
 
@@ -33,4 +36,21 @@ def input_problem(sample: dict, op: Op, text_key: str, image_key: str) -> str | 
             refs = sample[image_key] = [refs]
         if refs is not None and (not isinstance(refs, list) or not all(isinstance(r, str) for r in refs)):
             return f"{image_key!r} must be an image path or a list of them (strings), got {refs!r:.80}"
+    return None
+
+
+def non_finite_stat(op, stats) -> str | None:
+    """Why the stats a filter just wrote cannot be written (None when they can): NaN or infinity,
+    alone or in a list. Such a stat would fail the run's stats check after the whole run; it
+    rejects its sample instead, naming the stat."""
+    if not isinstance(stats, dict):
+        return None
+    for key in op.stats_keys:
+        value = stats.get(key)
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            for x in (v if isinstance(v, list) else [v]):
+                if isinstance(x, numbers.Real) and not math.isfinite(x):
+                    return (f"{op.name} wrote a non-finite stat {key} = {float(x)!r} (a NaN or infinity cannot be "
+                            f"judged or checked)")
     return None
