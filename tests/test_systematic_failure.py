@@ -33,6 +33,7 @@ def test_an_op_that_raises_for_every_sample_stops_the_run_early_and_writes_no_ex
     assert "ValueError" in res.err and "cannot handle" in res.err
     assert not (tmp_path / "out" / "kept.jsonl").exists()
     assert not (tmp_path / "out" / ".kept.djx-state").exists()  # nothing to resume from either
+    assert "save progress" not in res.out + res.err and "resumes" not in res.out + res.err  # nor a word of it
 
 
 @pytest.mark.slow

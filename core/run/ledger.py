@@ -247,4 +247,5 @@ class RunLedger:
             return
         self.writer.close()
         shutil.rmtree(self.writer.paths.state_dir, ignore_errors=True)
+        self.done = None  # nothing to save on the way out: the state is gone on purpose
         raise DjxError(why)
