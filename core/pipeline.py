@@ -16,7 +16,6 @@ from typing import Iterable, Iterator
 from djx.core.run.chain import OpChain
 from djx.core.models.dtypes import slow_dtype_warnings
 from djx.core.plan.bytecode import bytecode_warnings
-from djx.core.errors import DjxError
 from djx.core.run.estimate import RunClock
 from djx.core.run.trial import check_limit, refuse_trial_over_full_run
 from djx.core.run.formats import writes_llava
@@ -32,12 +31,13 @@ from djx.core.plan.planner import Plan, cuda_inventory, plan_workers
 from djx.core.plan.preflight import refuse_short_host_memory, refuse_unguarded_main
 from djx.core.io.dataset import dataset_files, dataset_root
 from djx.core.io.export_input import stats_beside
-from djx.core.recipe.recipe import Recipe, load_recipe, recipe_from_dict
+from djx.core.recipe.recipe import Recipe, load_recipe
+from djx.core.run.api_setup import pipeline_recipe, refuse_non_ops, with_paths, write_report
 from djx.core.plan.resources import cpu_count
 from djx.core.run.resume import fingerprint, resume_point
 from djx.core.run.outcome import SampleOutcome, in_memory
 from djx.core.run.stat_reuse import models_unneeded
-from djx.core.run.stop import RUN_SAVED, Stopped
+from djx.core.run.stop import RUN_SAVED
 from djx.core.models.share.folder import remove_stale
 
 
@@ -45,21 +45,10 @@ class Pipeline:
     """A list of ops plus run settings (the recipe's global keys, as keyword arguments)."""
 
     def __init__(self, ops: list | None = None, recipe: Recipe | str | os.PathLike | None = None, **settings):
-        if isinstance(recipe, (str, os.PathLike)):  # a recipe file, as from_recipe takes it
-            recipe = load_recipe(os.fspath(recipe))
-        elif recipe is not None and not isinstance(recipe, Recipe):
-            raise DjxError(f"Pipeline(recipe=...): expected a recipe file path or a Recipe, got {type(recipe).__name__}")
-        if recipe is None:
-            base = {"dataset_path": settings.pop("dataset_path", "unset.jsonl"),
-                    "export_path": settings.pop("export_path", "unset.jsonl")}
-            if "text_key" in settings:
-                settings["text_keys"] = settings.pop("text_key")
-            recipe = recipe_from_dict({**base, **settings}, base_dir=os.getcwd())
-        elif settings:
-            recipe = recipe_from_dict({**recipe.to_dict(), **settings}, base_dir=recipe.base_dir)
+        recipe, self._unset_paths = pipeline_recipe(ops, recipe, settings)  # one list of ops, never two
         self.recipe = recipe
         self.ops = list(ops) if ops is not None else recipe.build_ops()
-        _refuse_non_ops(self.ops)
+        refuse_non_ops(self.ops)
         for k, op in enumerate(self.ops):  # an op that takes work from an earlier one (one forward for both)
             if hasattr(op, "link_earlier"):
                 op.link_earlier(self.ops[:k])
@@ -175,10 +164,9 @@ class Pipeline:
                              plan=plan, limit=limit, stop=stop, early=early, t0=t0)
 
     def _run(self, recipe_paths, restart, progress, log, plan, limit, stop, early, t0) -> dict:
-        dataset_path, export_path = recipe_paths
+        recipe = self._with_paths(*recipe_paths)  # first: a missing path is said before anything starts
         refuse_unguarded_main()
         remove_stale()  # shared weights left behind by runs that were killed
-        recipe = self._with_paths(dataset_path, export_path)
         check_limit(limit)
         run = self._open(recipe, log)
         with run.writer.held():  # from before its state is read: no other run finishes or starts meanwhile
@@ -194,7 +182,7 @@ class Pipeline:
             log(self.describe(plan))
             summary = self._execute(run, start, plan, recipe, progress, log, limit, stop, t0, early)
         if recipe.report:
-            _write_report(self.ops, recipe, run.paths.export, log, stop)
+            write_report(self.ops, recipe, run.paths.export, log, stop)
         elif os.path.isdir(stale := analysis_dir(run.paths.export)):
             log(f"note: {stale} holds the analysis of an earlier run, not of this one: "
                 f"`djx analyze {run.paths.export}` makes it again")
@@ -252,13 +240,7 @@ class Pipeline:
 
     def _with_paths(self, dataset_path: str | None, export_path: str | None) -> Recipe:
         """The recipe, with the paths given to run() in place of its own."""
-        recipe = self.recipe
-        if not (dataset_path or export_path):
-            return recipe
-        return recipe_from_dict({**recipe.to_dict(), "process": [],
-                                 "dataset_path": os.path.abspath(dataset_path or recipe.dataset_path),
-                                 "export_path": os.path.abspath(export_path or recipe.export_path)},
-                                base_dir=recipe.base_dir)
+        return with_paths(self.recipe, dataset_path, export_path, self._unset_paths)
 
 
 @dataclass(frozen=True)
@@ -270,31 +252,3 @@ class _RunFiles:
     chain: OpChain
     side_stats: str | None
     writer: OutputWriter
-
-
-def _write_report(ops, recipe: Recipe, export: str, log, stop) -> None:
-    """`report: true`: the analysis of the finished run next to its export (<stem>.analysis/)."""
-    from djx.analyze import analyze
-    try:
-        analyze(export, ops=ops, recipe=recipe, log=log, stop=stop)
-    except Stopped as e:
-        raise Stopped(e.signal_name, f"the run finished and its outputs are written, but not its report: "
-                                     f"`djx analyze {export}` writes it") from None
-    except DjxError as e:
-        raise DjxError(f"the run finished and its outputs are written, but its report could not be: {e}; "
-                       f"`djx analyze {export}` retries it") from None
-
-
-def _refuse_non_ops(ops: list) -> None:
-    """ops=[...] holds op instances: a class, a name or anything else is said to be wrong here,
-    not found deep inside a worker."""
-    from djx.core.errors import UsageError
-    from djx.core.op.base import Filter, Mapper
-    for i, op in enumerate(ops):
-        if isinstance(op, (Filter, Mapper)):
-            continue
-        if isinstance(op, type) and issubclass(op, (Filter, Mapper)):
-            raise UsageError(f"Pipeline(ops=[...]): ops[{i}] is the class {op.__name__}; pass an instance, "
-                             f"e.g. {op.__name__}() with its parameters")
-        raise UsageError(f"Pipeline(ops=[...]): ops[{i}] is a {type(op).__name__}, not an op (a Filter or Mapper "
-                         f"instance); for ops by name use Pipeline(process=[{{'op_name': {{...}}}}])")

@@ -27,7 +27,7 @@ def build_summary(recipe, paths, plan, executor, ops, counts, state, report, ses
                  "phases": {k: round(v, 3) for k, v in c.phases.items()}}
                 for op, c in zip(ops, counts.ops)],
         "skipped_ops": recipe.skipped_ops(),  # unknown ops a skip_unknown_ops recipe ran without
-        "recipe": {**recipe.to_dict(), "base_dir": recipe.base_dir},  # what ran (djx explain reads its ops)
+        "recipe": {**recipe.to_dict(), "process": ran_process(recipe, ops), "base_dir": recipe.base_dir},  # what ran
         "ops_seconds_are": OPS_SECONDS,
         "seconds": round(counts.seconds, 3),
         # the rate of this session: samples it processed over its own time
@@ -52,6 +52,15 @@ def build_summary(recipe, paths, plan, executor, ops, counts, state, report, ses
                     "rejected": paths.rejected, "summary": paths.summary},
         "check": report.to_dict(),
     }
+
+
+def ran_process(recipe, ops: list) -> list[dict]:
+    """The summary's `process`: the recipe's list, or for ops made in Python (Pipeline(ops=[...])),
+    each op's name and parameters as a recipe would say them; `djx check`, `explain` and `analyze`
+    read the thresholds from it."""
+    if recipe.process or not ops:
+        return [{name: dict(params)} for name, params in recipe.process]
+    return [{op.name or type(op).__name__: op.params()} for op in ops]
 
 
 def _shared_memory(reports: dict) -> dict:
