@@ -7,11 +7,10 @@ the same way, so plug-in ops work under spawn.
 """
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.metadata
-import importlib.util
 import os
+import re
 import sys
 
 from djx.core.errors import DjxError, OpNotFoundError, RecipeError
@@ -20,23 +19,30 @@ from djx.core.op.base import Op
 _OPS: dict[str, type[Op]] = {}
 _ALIASES: dict[str, str] = {}
 _LOADED: set[str] = set()  # BUILTIN_GROUP once the built-ins are imported
+_PROVIDED: dict[tuple[str, str], tuple[str, ...]] = {}  # (base_dir, custom_ops entry) -> the ops it registered
 
 
 def register_op(name: str, aliases: tuple[str, ...] = ()):
-    """Class decorator: make an Op available to recipes under `name` (and `aliases`)."""
+    """Class decorator: make an Op available to recipes under `name` (and `aliases`): lowercase
+    letters, digits and underscores, as the built-ins' and Data-Juicer's names are."""
 
     def deco(cls: type[Op]) -> type[Op]:
+        from djx.core.errors import UsageError
         if not (isinstance(cls, type) and issubclass(cls, Op)):
-            from djx.core.errors import UsageError
             raise UsageError(f"@register_op({name!r}) must decorate a Filter or Mapper subclass")
+        for n in (name, *aliases):
+            if not (isinstance(n, str) and _NAME.fullmatch(n)):
+                raise UsageError(f"@register_op: op name {n!r} is not one a recipe can use: lowercase letters, "
+                                 f"digits and underscores, starting with a letter (e.g. 'word_count_filter')")
         if not _is_builtin(cls):
             load_builtin_ops()  # so that a clash is always the plug-in's, whatever was imported first
         for n in (name, *aliases):
-            existing = _OPS.get(n) or _OPS.get(_ALIASES.get(n, ""))
-            if existing is not None and _qualname(existing) != _qualname(cls):
+            existing = _lookup(n)
+            if existing is not None and not _same_op(existing, cls):
                 owner = "the built-in op" if _is_builtin(existing) else "the op"
-                raise RecipeError(f"op name {n!r} is already registered by {owner} {_qualname(existing)}; "
-                                  f"the plug-in op {_qualname(cls)} must choose another name")
+                raise RecipeError(f"op name {n!r} is already registered by {owner} {_qualname(existing)}"
+                                  f"{_from_file(existing)}; the plug-in op {_qualname(cls)}{_from_file(cls)} "
+                                  f"must choose another name")
         cls.name = name
         _OPS[name] = cls
         for a in aliases:
@@ -44,6 +50,34 @@ def register_op(name: str, aliases: tuple[str, ...] = ()):
         return cls
 
     return deco
+
+
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def _lookup(name: str) -> type[Op] | None:
+    """The op registered under `name`, or under the name `name` is an alias of."""
+    if name in _OPS:
+        return _OPS[name]
+    return _OPS.get(_ALIASES[name]) if name in _ALIASES else None
+
+
+def _same_op(a: type, b: type) -> bool:
+    """The same op class: the same module and name (a module imported again), or the same class
+    of the same source file imported under two module names (`import my_ops` in a script, and
+    `custom_ops: [my_ops.py]` in its recipe)."""
+    if _qualname(a) == _qualname(b):
+        return True
+    return a.__qualname__ == b.__qualname__ and _source(a) is not None and _source(a) == _source(b)
+
+
+def _source(cls: type) -> str | None:
+    file = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    return os.path.realpath(file) if file else None
+
+
+def _from_file(cls: type) -> str:
+    return f" (from {_source(cls)})" if _source(cls) and not _is_builtin(cls) else ""
 
 
 def _is_builtin(cls: type) -> bool:
@@ -95,7 +129,7 @@ def get_op_class(name: str) -> type[Op]:
 def find_op_class(name: str) -> type[Op] | None:
     """The op registered under `name` (or an alias of it); None when there is none."""
     load_builtin_ops()
-    return _OPS.get(name) or _OPS.get(_ALIASES.get(name, ""))
+    return _lookup(name)
 
 
 def unknown_op(name: str) -> str:
@@ -155,39 +189,24 @@ def aliases() -> dict[str, str]:
 
 
 def load_custom_ops(sources: list[str] | tuple[str, ...], base_dir: str = ".") -> None:
-    """Import plug-in ops from file paths (resolved against base_dir) or importable module names."""
+    """Import plug-in ops from file paths or package folders (resolved against base_dir) or importable
+    module names, noting which ops each entry registers (silent_plugins)."""
+    from djx.core.op.plugin_load import import_plugin
     for src in sources:
-        looks_like_path = src.endswith(".py") or os.sep in src or "/" in src
-        if looks_like_path:
-            path = src if os.path.isabs(src) else os.path.normpath(os.path.join(base_dir, src))
-            _import_file(path)
-        else:
-            try:
-                importlib.import_module(src)
-            except ImportError as e:
-                raise RecipeError(f"custom_ops: cannot import module {src!r} ({e})") from None
+        before = dict(_OPS)
+        module = import_plugin(src, base_dir)
+        if (base_dir, src) not in _PROVIDED:
+            _PROVIDED[(base_dir, src)] = tuple(
+                n for n, c in _OPS.items() if before.get(n) is not c
+                or c.__module__ == module or c.__module__.startswith(module + "."))
 
 
-def _import_file(path: str) -> None:
-    if not os.path.isfile(path):
-        raise RecipeError(f"custom_ops: file not found: {path}")
-    # A stable module name per file: the same in every worker, so pickled ops find their class.
-    digest = hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:10]
-    stem = os.path.splitext(os.path.basename(path))[0]
-    mod_name = f"djx_plugin_{stem}_{digest}"
-    if mod_name in sys.modules:
-        return
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except RecipeError as e:
-        del sys.modules[mod_name]
-        raise RecipeError(f"custom_ops: {path}: {e}") from None
-    except Exception as e:
-        del sys.modules[mod_name]
-        raise RecipeError(f"custom_ops: importing {path} failed: {type(e).__name__}: {e}") from e
+def silent_plugins(sources, base_dir: str) -> list[str]:
+    """The custom_ops entries (already loaded) that registered no op: a line each for the run's plan.
+    It imports nothing (a viewer's recipe names plug-ins it never loads)."""
+    return [f"custom_ops: {src} registers no op (a plug-in registers each of its ops with "
+            f"@register_op(\"name\"); a package folder's __init__.py imports the modules that do)"
+            for src in sources if _PROVIDED.get((base_dir, src)) == ()]
 
 
 def load_entry_point_ops() -> None:

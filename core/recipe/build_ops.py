@@ -25,7 +25,7 @@ def build_ops(recipe, load_resources: bool = True) -> list:
     unknown op (unless skipped) and every bad parameter. Viewers pass load_resources=False: they
     judge from stats and open none of the files a recipe names (Op.load_resources)."""
     from djx.core.op.registry import (FIND_OPS_HINT, build_op, find_op_class, load_custom_ops,
-                                   load_entry_point_ops, unknown_op)
+                                   load_entry_point_ops, silent_plugins, unknown_op)
     load_custom_ops(recipe.custom_ops, recipe.base_dir)
     load_entry_point_ops()
     ops, errors, unknown = [], [], False
@@ -44,6 +44,7 @@ def build_ops(recipe, load_resources: bool = True) -> list:
             errors.extend(e.items)
     if errors:
         hint = f"{FIND_OPS_HINT}; skip_unknown_ops: true runs without the unknown ones" if unknown else ""
+        hint += "".join(f"; {line}" for line in silent_plugins(recipe.custom_ops, recipe.base_dir)) if unknown else ""
         raise RecipeError(problems(errors, hint))
     if recipe.process and not ops:  # skip_unknown_ops left nothing: the run would only copy its input
         names = ", ".join(name for name, _ in recipe.process)

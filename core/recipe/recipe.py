@@ -108,8 +108,8 @@ class Recipe:
     def notes(self) -> list[str]:
         """What a run should tell the user about this recipe: the Data-Juicer keys it ignores
         (call after build_ops, which loads the plug-ins)."""
-        from djx.core.op.registry import get_op_class, unknown_op
-        out = [f"{key} ignored: {why}" for key, why in self.ignored]
+        from djx.core.op.registry import get_op_class, silent_plugins, unknown_op
+        out = [f"{key} ignored: {why}" for key, why in self.ignored] + silent_plugins(self.custom_ops, self.base_dir)
         out += [f"process[{s['index']}].{s['name']} skipped (skip_unknown_ops): {unknown_op(s['name'])}"
                 for s in self.skipped_ops()]
         for i, (name, params) in enumerate(self.process):
