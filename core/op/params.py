@@ -81,23 +81,43 @@ def validate_params(cls: type, params: dict, where: str) -> dict:
             if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 accepted.setdefault(n, p)
                 hints.setdefault(n, typing.get_type_hints(init).get(n, Any))
-    out = {}
+    out, errors = {}, []
     for key, value in params.items():
         if key not in accepted:
             from djx.core.errors import closest
             hint = closest(key, accepted)
-            raise RecipeError(f"{where}: unknown parameter {key!r}"
-                              + (f"; did you mean {hint!r}?" if hint else "")
-                              + f" (parameters: {', '.join(accepted) or 'none'})")
-        tp = hints.get(key, Any)
-        if value is None and getattr(cls, "none_bound_is_open", False) and key.startswith(("min_", "max_")):
-            out[key] = None  # `max_len: null`: no bound, as Data-Juicer reads it
+            errors.append(f"{where}: unknown parameter {key!r}" + (f"; did you mean {hint!r}?" if hint else "")
+                          + f" (parameters: {', '.join(accepted) or 'none'})")
             continue
+        if value is None and (getattr(cls, "none_bound_is_open", False) and key.startswith(("min_", "max_"))
+                              or accepted[key].default is None):
+            out[key] = None  # `max_len: null`: no bound, as Data-Juicer reads it; or the parameter's default
+            continue
+        if value is None and _open_bound(key, accepted[key].default):
+            out[key] = accepted[key].default  # the open bound `djx ops` shows as none
+            continue
+        tp = hints.get(key, Any)
         try:
             out[key] = coerce(value, tp)
         except TypeError:
-            raise RecipeError(f"{where}.{key}: expected {_type_name(tp)}, got {value!r}") from None
+            errors.append(f"{where}.{key}: expected {_type_name(tp)}, got {value!r}")
+    if errors:  # every bad parameter of the op at once
+        raise RecipeError("; ".join(errors), items=errors)
     return out
+
+
+def open_bounds_given(cls: type, params: dict) -> dict:
+    """`params` with each null given for an open bound (a min_/max_ whose default is sys.maxsize)
+    replaced by that default, so the op's own __init__ sees the number it compares with."""
+    defaults = with_defaults(cls, {})
+    return {k: defaults[k] if v is None and k in defaults and _open_bound(k, defaults[k])
+            and not getattr(cls, "none_bound_is_open", False) else v for k, v in params.items()}
+
+
+def _open_bound(key: str, default: Any) -> bool:
+    """A min_/max_ parameter whose default is sys.maxsize: no bound (`djx ops` shows it as none)."""
+    return key.startswith(("min_", "max_")) and isinstance(default, int) and not isinstance(default, bool) \
+        and default == sys.maxsize
 
 
 def shown(value: Any) -> str:

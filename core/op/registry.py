@@ -15,6 +15,7 @@ import sys
 
 from djx.core.errors import DjxError, OpNotFoundError, RecipeError
 from djx.core.op.base import Op
+from djx.core.op.params import open_bounds_given
 
 _OPS: dict[str, type[Op]] = {}
 _ALIASES: dict[str, str] = {}
@@ -159,7 +160,7 @@ def build_op(name: str, params: dict | None, where: str | None = None, load_reso
     cls = get_op_class(name)
     where = where or name
     try:
-        op = cls(**(params or {}))
+        op = cls(**open_bounds_given(cls, params or {}))
         if load_resources:
             op.load_resources()
         return op
