@@ -19,6 +19,7 @@ import os
 
 from djx.core.io.user_key import user_key
 from djx.core.recipe.context import DROP_KEY, ORIGIN_POS_KEY, POSITION_KEY, STATS_KEY, RunContext
+from djx.core.run.stable_params import stable
 
 PROVENANCE_KEY = "__djx__stats_provenance__"
 _UNSIGNED = (PROVENANCE_KEY, POSITION_KEY, ORIGIN_POS_KEY, DROP_KEY)  # djx's keys that change between runs
@@ -39,6 +40,7 @@ def op_fingerprint(op) -> str:
     params = {k: v for k, v in op.params().items()
               if k not in RANGE_SWITCHES and (k not in verdict_only if verdict_only is not None
                                               else not (k == "any_or_all" or k.startswith(("min_", "max_"))))}
+    params = {k: stable(v) for k, v in params.items()}  # a callable by its code, not its address
     what = repr((op.name, sorted(params.items()), [repr(s) for s in op.model_specs()], __version__))
     return hashlib.sha256(what.encode()).hexdigest()[:16]
 

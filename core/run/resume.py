@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from djx.core.errors import ResumeError
 from djx.core.io.readers import ReadState
 from djx.core.records import OpCounts, add_counters
+from djx.core.run.stable_params import callables, json_default, stable
 
 # Recipe keys that do not change what a run outputs: a resumed run may change them.
 RESUMABLE_KEYS = {"np", "start_method", "devices", "gpu_mem_fraction", "max_in_flight", "checkpoint_every", "dedup_memory_entries",
@@ -114,8 +115,11 @@ def fingerprint(recipe, ops: list, files: list[str], root: str) -> dict:
     """What decides a run's outputs: the recipe (less RESUMABLE_KEYS), the ops, the input files,
     the code of every op (plug-ins and built-ins alike), local model folders, and djx's version."""
     settings = {k: v for k, v in recipe.to_dict().items() if k not in RESUMABLE_KEYS and k != "process"}
-    op_desc = [[op.name, op.params()] for op in ops]
-    text = json.dumps([settings, op_desc], sort_keys=True, default=str)
+    # a callable parameter by its code (run/stable_params.py), never by its address; apart, so that a
+    # changed function is named as such
+    op_desc = [[op.name, stable(op.params(), named=False)] for op in ops]
+    text = json.dumps([settings, op_desc], sort_keys=True, default=json_default)
+    functions = {k: v for i, op in enumerate(ops) for k, v in callables(op.params(), f"process[{i}].{op.name}.").items()}
     if len(files) == 1:
         data = _file_hash(files[0])
     else:  # which files, in which order, with which content
@@ -135,7 +139,7 @@ def fingerprint(recipe, ops: list, files: list[str], root: str) -> dict:
                 models[spec.name] = _folder_stamp(spec.name)
     from djx import __version__
     return {"recipe": hashlib.sha256(text.encode()).hexdigest()[:16], "input": data, "code": code,
-            "models": models, "djx": __version__}
+            "models": models, "djx": __version__, **({"callables": functions} if functions else {})}
 
 
 def _folder_stamp(folder: str) -> str:
@@ -162,7 +166,8 @@ def _file_hash(path: str) -> str:
 def _diff(old: dict, new: dict) -> str:
     """What changed between two fingerprints, named."""
     out = [f"the {k} changed" for k in ("recipe", "input") if old.get(k) != new.get(k)]
-    for kind, what in (("code", "the code of op"), ("models", "the model folder")):
+    for kind, what in (("code", "the code of op"), ("models", "the model folder"),
+                       ("callables", "the function given as op parameter")):
         before, now = old.get(kind, {}), new.get(kind, {})
         out += [f"{what} {name} changed" for name in sorted(set(before) | set(now))
                 if before.get(name) != now.get(name)]
