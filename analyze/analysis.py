@@ -7,15 +7,17 @@ import os
 from dataclasses import dataclass
 
 from djx.core.errors import DjxError
-from djx.core.io.dataset import dataset_root
 from djx.core.io.writers import analysis_dir as default_out_dir  # noqa: F401  (analyze's name for it)
 
 from djx.analyze.collect import Collector
 from djx.analyze.dedup_sweep import threshold_sweeps
+from djx.analyze.files import replacing, text_cell
+from djx.analyze.notes import notes as analysis_notes, page_summary
+from djx.analyze.thumbs import image_scope
 from djx.analyze.duplicates import DuplicateGroups, deduplicator_indexes, format_groups, read_members
 from djx.analyze.plots import FileNames, curve_png, ensure_dir, histogram_png
 from djx.analyze.outputs import iter_records, output_paths, read_summary
-from djx.analyze.stat_names import LIST_CAP, PLOT_CAP, StatNames
+from djx.analyze.stat_names import LIST_CAP, PLOT_CAP, StatNames, shown_name
 from djx.analyze.thresholds import FilterInfo, filters_from_names, filters_from_ops
 
 COLUMNS = ("count", "mean", "std", "min", "25%", "50%", "75%", "max")
@@ -99,7 +101,7 @@ def _write(col: Collector, filters, summary, paths, recipe, has_recipe: bool, ou
     write_stats_csv(rows, os.path.join(out_dir, "stats.csv"))
     log = _printable(log)
     log(format_stats(rows, col.byte_stats))
-    notes = _notes(col, rows, summary, paths)
+    notes = analysis_notes(col, rows, summary, paths)
     for note in notes:
         log(f"note: {note}")
     if col.duplicates.ops:
@@ -108,8 +110,8 @@ def _write(col: Collector, filters, summary, paths, recipe, has_recipe: bool, ou
     histograms = _histograms(col, filters, out_dir, files, step)
     curves = _curves(col, filters, out_dir, files, step)
     step()
-    report = write_report(out_dir, col, summary, rows, histograms, curves, filters,
-                          _image_folders(paths.export, recipe, summary), has_recipe, notes,
+    report = write_report(out_dir, col, page_summary(summary, col, paths), rows, histograms, curves, filters,
+                          image_scope(paths.export, recipe, summary), has_recipe, notes,
                           col.names.others()[:LIST_CAP])
     log(f"[djx] analysis of {paths.export}: {out_dir}/stats.csv, {len(histograms)} histograms, "
         f"{len(curves)} keep-rate curves, {report}")
@@ -120,26 +122,6 @@ def _printable(log):
     """`log` for text that may hold what no encoding can write (a stat name with a lone surrogate,
     "\\ud800" in JSON): such characters are printed as escapes."""
     return lambda text: log(text.encode("utf-8", "backslashreplace").decode("utf-8"))
-
-
-def _notes(col: Collector, rows: list[dict], summary: dict | None, paths) -> list[str]:
-    """What the figures do not cover, said in the printout and on the page."""
-    notes = col.names.notes(LIST_CAP)
-    other = sorted(set(col.stats) - {r["stat"] for r in rows})
-    if other:
-        notes.append(f"stats without numeric values are not summarised: {', '.join(other)}")
-    s = summary or {}
-    for what in s.get("unusable") or []:
-        notes.append(f"the run summary {paths.summary} has no usable {what}: "
-                     + ("the funnel is left out" if what.startswith("ops ") else "left out"))
-    if isinstance(s.get("dropped"), int) and s["dropped"] > col.dropped:
-        notes.append(f"the run dropped {s['dropped']} samples but {paths.dropped} holds {col.dropped} "
-                     f"(export_dropped: false?): every figure covers the samples written only")
-    if s.get("partial"):
-        limit = f" (--limit {s['limit']})" if "limit" in s else ""
-        first = f"first {s['input']} samples" if "input" in s else "first samples only"
-        notes.append(f"a trial run{limit}: every figure covers its {first}")
-    return notes
 
 
 def stats_rows(col: Collector) -> list[dict]:
@@ -157,11 +139,11 @@ def stats_rows(col: Collector) -> list[dict]:
 
 
 def write_stats_csv(rows: list[dict], path: str) -> None:
-    with open(path, "w", newline="", encoding="utf-8", errors="backslashreplace") as f:
+    with replacing(path, "w", newline="", encoding="utf-8", errors="backslashreplace") as f:
         w = csv.writer(f)
         w.writerow(("stat",) + COLUMNS)
         for r in rows:
-            w.writerow([r["stat"], r["count"]] + [repr(float(r[c])) for c in COLUMNS[1:]])
+            w.writerow([text_cell(r["stat"]), r["count"]] + [repr(float(r[c])) for c in COLUMNS[1:]])
 
 
 def format_stats(rows: list[dict], byte_stats=frozenset()) -> str:
@@ -169,10 +151,11 @@ def format_stats(rows: list[dict], byte_stats=frozenset()) -> str:
     from djx.analyze.units import fmt
     if not rows:
         return "no stats in these outputs"
-    w = max(len(r["stat"]) for r in rows)
+    names = {r["stat"]: shown_name(r["stat"]) for r in rows}  # a received export chooses its stat names
+    w = max(len(n) for n in names.values())
     lines = [f"{'stat'.ljust(w)}  " + " ".join(c.rjust(11) for c in COLUMNS)]
     for r in rows:
-        lines.append(f"{r['stat'].ljust(w)}  {r['count']:>11} " + " ".join(
+        lines.append(f"{names[r['stat']].ljust(w)}  {r['count']:>11} " + " ".join(
             (fmt(r[c], True) if r["stat"] in byte_stats else f"{r[c]:.5g}").rjust(11) for c in COLUMNS[1:]))
     return "\n".join(lines)
 
@@ -214,17 +197,6 @@ def _curves(col: Collector, filters: list[FilterInfo], out_dir: str, files: File
                     "readouts": read, "curve": curve, "bounds": bounds})
     write_keep_rate_csv(out, os.path.join(out_dir, "keep_rate.csv"))
     return out
-
-
-def _image_folders(export: str, recipe, summary: dict | None) -> list[str]:
-    """Where the outputs' relative image paths may point: the run's image folder (the recipe's
-    image_root, else the dataset's folder), then the export's folder (image_paths: relative)."""
-    folders = []
-    if recipe is not None:
-        folders.append(recipe.run_context().dataset_dir)
-    elif (summary or {}).get("dataset_path"):
-        folders.append(dataset_root(summary["dataset_path"]))
-    return folders + [os.path.dirname(os.path.abspath(export))]
 
 
 def _llava_reader(recipe, summary: dict | None):

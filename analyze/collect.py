@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -25,6 +27,7 @@ FIRST_SCREEN = 4        # kept and dropped samples shown at the top of the repor
 REJECTION_EXAMPLES = 3  # examples per rejection code
 _TEXT_CHARS = 300
 _NUMBER = (int, float)  # exact types: a bool or a string stat is no number to summarise
+_BIG = int(sys.float_info.max)  # an int beyond it (10**400) has no float: not a finite number
 _MISSING = object()
 
 
@@ -71,9 +74,17 @@ def _extremes(value) -> tuple | None:
     """(largest, smallest) number of a stat value: the one that meets or misses a bound, whichever
     way the filter reduces a list; None when it holds no number (a sample without images)."""
     if type(value) is list:
-        nums = [v for v in value if type(v) in _NUMBER]
+        nums = [v for v in value if finite(v)]
         return (max(nums), min(nums)) if nums else None
-    return (value, value) if type(value) in _NUMBER else None
+    return (value, value) if finite(value) else None
+
+
+def finite(value) -> bool:
+    """Whether a stat value is a number analyze summarises: an int or float (never a bool or a
+    string, as djx check reads them), finite and within a float's range."""
+    if type(value) is int:
+        return -_BIG <= value <= _BIG
+    return type(value) is float and math.isfinite(value)
 
 
 class Collector:
@@ -91,6 +102,8 @@ class Collector:
         self.rejected_by_code: Counter = Counter()
         self.rejected_by_op: Counter = Counter()
         self.rejection_examples: dict[str, list] = {}
+        self.left_out: Counter = Counter()  # stat -> its values that are not finite numbers (summarised stats)
+        self.non_finite: Counter = Counter()  # stat -> of those, the NaN, infinite or too large numbers
         self.curves: dict[tuple, Curve] = {}
         self.galleries: list[Gallery] = []
         self.byte_stats = byte_stats(filters)
@@ -152,13 +165,17 @@ class Collector:
                 parts = (sk["all"], sk[kind])
             else:  # dropped by the filter that computes this stat
                 parts = (sk["all"], sk["dropped"], sk["dropped_here"])
-            if type(value) is list:
-                value = [v for v in value if type(v) in _NUMBER]
-                for part in parts:
-                    part.extend(value)
-            elif type(value) in _NUMBER:
-                for part in parts:
-                    part.add(value)
+            values = value if type(value) is list else [value]
+            nums = [v for v in values if finite(v)]
+            if len(nums) < len(values):
+                self._left_out(name, values)
+            for part in parts:
+                part.extend(nums)
+
+    def _left_out(self, name: str, values: list) -> None:
+        rest = [v for v in values if not finite(v)]
+        self.left_out[name] += len(rest)
+        self.non_finite[name] += sum(type(v) in _NUMBER for v in rest)
 
     def _reach(self, rec: dict, stats: dict, drop, drop_at) -> None:
         """The record on the curves and galleries of each filter it reached."""

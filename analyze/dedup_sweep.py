@@ -7,6 +7,7 @@ import csv
 import os
 from typing import Iterator
 
+from djx.analyze.files import replacing
 from djx.analyze.outputs import iter_records
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
 
@@ -45,7 +46,7 @@ def threshold_sweeps(ops, paths, out_dir: str, log=print) -> list[dict]:
             mark = "  <- this run" if abs(t - op.threshold) < 1e-9 else ""
             lines.append(f"  threshold {t:.2f}: {n:>8} ({n / max(1, total):.1%}){mark}")
         log("\n".join(lines))
-        with open(os.path.join(out_dir, f"{name}.{k}.thresholds.csv"), "w", newline="", encoding="utf-8") as f:
+        with replacing(os.path.join(out_dir, f"{name}.{k}.thresholds.csv"), "w", newline="", encoding="utf-8") as f:
             writer = csv.DictWriter(f, fieldnames=["op", "op_index", "threshold", "seen", "removed"])
             writer.writeheader()
             writer.writerows(r for r in rows if r["op_index"] == k)

@@ -105,11 +105,15 @@ def _op_rows_problems(ops) -> list[str]:
         if not isinstance(row, dict):
             problems.append(f"ops[{i}] is {type(row).__name__}, not an object")
             continue
-        missing = [k for k in OP_FIELDS if k not in row or (k != "name") != _count(row[k])]
+        missing = [k for k in OP_FIELDS if k not in row]
+        bad = [k for k in OP_FIELDS[1:] if k in row and not _count(row[k])]
         if missing:
             problems.append(f"ops[{i}] lacks {', '.join(missing)}")
+        if bad:
+            problems.append(f"ops[{i}] has {', '.join(f'{k} = {_shown(row[k])}' for k in bad)}, not counts")
     return problems[:5]
 
 
 def _count(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    """A count of samples: a whole number, not negative (nor a float: NaN, 1e308, 2.5)."""
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
@@ -25,7 +24,8 @@ def _pyplot():
 def _literal(name: str) -> str:
     """A name as matplotlib shows it letter for letter: a `$` would start its math mode (and a name
     such as `$x^$` would fail to draw), a lone surrogate (JSON's "\\ud800") cannot be drawn."""
-    return name.encode("utf-8", "backslashreplace").decode("utf-8").replace("$", r"\$")
+    from djx.core.io.terminal_text import safe  # control characters as escapes: no font has them
+    return safe(name).encode("utf-8", "backslashreplace").decode("utf-8").replace("$", r"\$")
 
 
 def _span(lo: float, hi: float, bounds: list[float]) -> tuple[float, float]:
@@ -126,7 +126,9 @@ def _finish(fig, ax, is_bytes: bool, path: str | None):
     _separate(fig, list(ax.texts))
     if path is None:
         return fig
-    fig.savefig(path)
+    from djx.analyze.files import replacing
+    with replacing(path, "wb") as f:
+        fig.savefig(f, format="png")
     import matplotlib.pyplot as plt
     plt.close(fig)
     return None

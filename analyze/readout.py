@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import math
 
+from djx.analyze.files import replacing, text_cell
 from djx.analyze.plots import curve_points
 from djx.analyze.sketch import ValueSketch
 
@@ -36,10 +37,10 @@ def readouts(curve, bounds, passing: dict) -> dict:
 
 def write_keep_rate_csv(curves: list[dict], path: str) -> None:
     """One row per point of every curve: op_index, op, stat, side, threshold, keep_rate."""
-    with open(path, "w", newline="", encoding="utf-8", errors="backslashreplace") as f:
+    with replacing(path, "w", newline="", encoding="utf-8", errors="backslashreplace") as f:
         w = csv.writer(f)
         w.writerow(("op_index", "op", "stat", "side", "threshold", "keep_rate"))
         for c in curves:
             for side, ts, rates in curve_points(c["curve"], c["bounds"]):
                 for t, r in zip(ts, rates):
-                    w.writerow((c["op_index"], c["op"], c["stat"], side, repr(float(t)), f"{r:.6f}"))
+                    w.writerow((c["op_index"], text_cell(c["op"]), text_cell(c["stat"]), side, repr(float(t)), f"{r:.6f}"))

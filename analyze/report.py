@@ -4,10 +4,12 @@ galleries near each bound."""
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 
 from djx.analyze.collect import Collector
-from djx.analyze.thumbs import make_thumbs
+from djx.analyze.files import replacing
+from djx.analyze.thumbs import ImageScope, make_thumbs
 from djx.analyze.units import fmt
 from djx.core.run.breakdown import time_table
 
@@ -111,15 +113,16 @@ def _shower(col: Collector, filters):
 
 
 def write_report(out_dir: str, col: Collector, summary: dict | None, rows: list[dict], histograms: dict,
-                 curves: list[dict], filters, image_folders: list[str], has_recipe: bool, notes=(),
+                 curves: list[dict], filters, images: ImageScope, has_recipe: bool, notes=(),
                  other_stats=()) -> str:
     """Write out_dir/report.html (and the thumbnails of the galleries and duplicate groups under
     out_dir/thumbs/); return its path.
+    `images`: where image paths resolve, and which are previewed.
     `other_stats`: (name, records carrying it) of stat names listed, not plotted."""
     import jinja2
     refs = [ref for g in col.galleries for side in ("dropped", "kept") for item in g.items(side)
             for ref in item["images"]] + [ref for items in col.first.values() for item in items for ref in item["images"]]
-    thumbs = make_thumbs(refs + _group_refs(col), image_folders, out_dir)
+    thumbs = make_thumbs(refs + _group_refs(col), images, out_dir)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(_TEMPLATES),
                              autoescape=jinja2.select_autoescape(["html"]), undefined=jinja2.StrictUndefined)
     env.filters["num"] = lambda v: fmt(v)
@@ -135,6 +138,11 @@ def write_report(out_dir: str, col: Collector, summary: dict | None, rows: list[
         rejections=col.rejected_by_code.most_common(), examples=col.rejection_examples,
         has_recipe=has_recipe, filters=filters, notes=list(notes), other_stats=list(other_stats))
     path = os.path.join(out_dir, "report.html")
-    with open(path, "w", encoding="utf-8", errors="backslashreplace") as f:
-        f.write(page)
+    with replacing(path, "w", encoding="utf-8", errors="backslashreplace") as f:
+        f.write(_CONTROLS.sub("\ufffd", page))
     return path
+
+
+# what a page must not hold (NUL, C0 controls but tab and newline, DEL, C1 controls),
+# whatever a dataset put in its captions and stat names: shown as U+FFFD
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")

@@ -9,9 +9,18 @@ from __future__ import annotations
 
 from collections import Counter
 
+from djx.core.io.terminal_text import safe
+
 PLOT_CAP = 50        # stats plotted when no op names them (the default of analyze's max_plots)
 LIST_CAP = 50        # names not plotted, listed in the report
 TRACK_CAP = 10_000   # distinct names counted; the rest are counted together
+NAME_CHARS = 40      # a stat name in a note or the printed table: longer ones are cut
+
+
+def shown_name(name) -> str:
+    """A stat name as the terminal and the notes show it: control and bidi characters as escapes,
+    cut when long (a received export chooses its stat names)."""
+    return safe(name, NAME_CHARS)
 
 
 class StatNames:
@@ -62,7 +71,7 @@ class StatNames:
                          f"stat names most records carry are plotted, {len(others):,} more are not "
                          f"(give --recipe to plot the run's stats)")
         elif others:
-            shown = ", ".join(f"{n} ({c})" for n, c in others[:10])
+            shown = ", ".join(f"{shown_name(n)} ({c})" for n, c in others[:10])
             notes.append(f"{len(others):,} other stat names in the records are computed by no op of this run: "
                          f"not plotted; the report lists the {min(listed, len(others))} most records carry"
                          + (f", {len(others) - listed:,} more are left out" if len(others) > listed else "")
