@@ -244,3 +244,32 @@ def test_check_never_imports_the_plugins_a_summary_names(tmp_path, text_dataset,
     res = djx_cli("check", tmp_path / "out" / "kept.jsonl")
     assert res.rc == 1 and "which a summary never loads: name them with --custom-ops" in res.err
     assert not (tmp_path / "IMPORTED").exists()
+
+
+@pytest.mark.parametrize("claimed", [10**9, 10**12])
+def test_a_huge_claimed_input_count_is_a_mismatch_at_once_not_memory(good_run, djx_cli, text_dataset, claimed):
+    """An edited summary (or --input-count) may claim any count: check's memory follows the records
+    the outputs hold, and the missing positions are counted, the first few named."""
+    recipe, export = good_run
+    summary = export.with_name("kept.summary.json")
+    data = json.loads(summary.read_text())
+    data["input"] = claimed
+    summary.write_text(json.dumps(data))
+    res = djx_cli("check", export, "--recipe", recipe)
+    assert res.rc == 1 and "Traceback" not in res.out + res.err, res.out + res.err
+    missing = claimed - text_dataset.records
+    assert f"input sample missing from every output: {missing} sample(s), positions {text_dataset.records}, " \
+           f"{text_dataset.records + 1}," in res.out, res.out
+    assert f"count mismatch: input {claimed}" in res.out
+
+
+def test_a_stat_too_large_for_a_float_is_a_number_not_a_traceback(good_run, djx_cli):
+    recipe, export = good_run
+    def huge(line):
+        rec = json.loads(line)
+        rec[STATS_KEY]["text_len"] = 10**400
+        return json.dumps(rec) + "\n"
+    edit_line(export, 0, huge)
+    res = djx_cli("check", export, "--recipe", recipe)
+    assert "Traceback" not in res.out + res.err and res.rc == 1, res.out + res.err
+    assert "kept sample fails op 1 (text_length_filter) on its recorded stats" in res.out

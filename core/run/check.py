@@ -17,10 +17,11 @@ import re
 from dataclasses import dataclass, field
 
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
-from djx.core.io.output_reader import iter_output
+from djx.core.io.output_reader import iter_output, record_bound
 from djx.core.op.base import Filter
 from djx.core.op.deduplicator import Deduplicator
 from djx.core.run.chain import _BadVerdict, _verdict
+from djx.core.run.check_positions import Positions
 
 MAX_LISTED = 10
 
@@ -79,34 +80,44 @@ class Judge:
 
 @dataclass
 class CheckReport:
-    problems: dict = field(default_factory=dict)   # description -> [sample positions]
+    """The problems found, each with how many samples have it and the first MAX_LISTED positions (memory
+    does not grow with the failing samples)."""
+    problems: dict = field(default_factory=dict)   # description -> [first sample positions]
     counts: dict = field(default_factory=dict)
+    totals: dict = field(default_factory=dict)     # description -> samples (records) with it
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
-    def add(self, what: str, pos) -> None:
-        self.problems.setdefault(what, []).append(pos)
+    def add(self, what: str, pos, n: int = 1) -> None:
+        listed = self.problems.setdefault(what, [])
+        self.totals[what] = self.totals.get(what, 0) + n
+        if _valid(pos) and sum(map(_valid, listed)) < MAX_LISTED or not listed:
+            listed.append(pos)
 
     def describe(self) -> str:
         if self.ok:
             return f"check passed: {_counts_line(self.counts)}"
         lines = ["check FAILED:"]
         for what, positions in self.problems.items():
-            valid = [p for p in positions if isinstance(p, int) and not isinstance(p, bool) and p >= 0]
+            valid, total = [p for p in positions if _valid(p)], self.totals.get(what, len(positions))
             if not valid:  # a problem of the whole output (the counts), or of records without a position
-                lines.append(f"  {what}" + (f": {len(positions)} record(s)" if len(positions) > 1 else ""))
+                lines.append(f"  {what}" + (f": {total} record(s)" if total > 1 else ""))
                 continue
             shown = ", ".join(str(p) for p in valid[:MAX_LISTED])
-            more = f" and {len(valid) - MAX_LISTED} more" if len(valid) > MAX_LISTED else ""
-            lines.append(f"  {what}: {len(positions)} sample(s), positions {shown}{more}")
+            more = f" and {total - len(valid[:MAX_LISTED])} more" if total > len(valid[:MAX_LISTED]) else ""
+            lines.append(f"  {what}: {total} sample(s), positions {shown}{more}")
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
         return {"ok": self.ok, "counts": self.counts,
-                "problems": {k: {"samples": len(v), "positions": v[:MAX_LISTED]}
+                "problems": {k: {"samples": self.totals.get(k, len(v)), "positions": [p for p in v if _valid(p)]}
                              for k, v in self.problems.items()}}
+
+
+def _valid(pos) -> bool:
+    return isinstance(pos, int) and not isinstance(pos, bool) and pos >= 0
 
 
 def _counts_line(counts: dict) -> str:
@@ -127,7 +138,9 @@ def _out_of_range(value, bounds) -> str | None:
 def _bad_value(value, has_images: bool) -> str | None:
     if isinstance(value, bool) or value is None:
         return "missing" if value is None else None
-    if isinstance(value, (int, float)):
+    if isinstance(value, int):  # an int is finite however large (10**400 would overflow isfinite)
+        return None
+    if isinstance(value, float):
         return None if math.isfinite(value) else "non-finite"
     if isinstance(value, list):
         if not value and has_images:
@@ -135,7 +148,9 @@ def _bad_value(value, has_images: bool) -> str | None:
         for v in value:
             if isinstance(v, list):
                 bad = _bad_value(v, False)
-            elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            elif isinstance(v, int) and not isinstance(v, bool):
+                bad = None
+            elif isinstance(v, float):
                 bad = None if math.isfinite(v) else "non-finite"
             else:
                 bad = f"not a number ({v!r})"
@@ -167,7 +182,8 @@ def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str |
     for it in the count check. `written`: the outputs the run wrote ("dropped", "rejected"; from
     its summary, written_outputs): one that is missing fails the check. With `ops` (the recipe's
     ops, in the order of `filters`), each sample's verdicts are re-applied to its recorded stats."""
-    check = _OutputCheck(filters, image_key, input_count, Judge(ops) if ops is not None else None)
+    bound = sum(record_bound(p) for p in (kept_path, dropped_path, rejected_path))
+    check = _OutputCheck(filters, image_key, input_count, Judge(ops) if ops is not None else None, bound)
     for kind, path in (("dropped", dropped_path), ("rejected", rejected_path)):
         if kind in written and not (path and os.path.exists(path)):
             check.report.add(f"the {kind} file {path} is missing, although the run wrote it (its summary "
@@ -192,7 +208,7 @@ class _OutputCheck:
     """One pass over the outputs: stats per record, positions across all three files."""
 
     def __init__(self, filters: list[tuple[str, tuple[str, ...]]], image_key: str, input_count: int | None,
-                 judge: Judge | None = None):
+                 judge: Judge | None = None, record_bound: int = 0):
         self.filters, self.image_key, self.input_count = filters, image_key, input_count
         self.judge = judge
         self.ranges: dict[str, dict] = {}  # op name -> its stat_ranges: a value outside is impossible
@@ -201,7 +217,7 @@ class _OutputCheck:
         self.index_of: dict[str, int] = {}
         for i, (name, _) in enumerate(filters):
             self.index_of.setdefault(name, i)
-        self.seen = bytearray(input_count or 0)
+        self.positions = Positions(input_count, record_bound) if input_count is not None else None
         self.counts = {"kept": 0, "dropped": 0, "rejected": 0}
 
     def kept(self, sample: dict) -> None:
@@ -241,10 +257,9 @@ class _OutputCheck:
                     self.report.add(f"count mismatch: input {n} != kept {counts['kept']} + dropped "
                                     f"{counts['dropped']} + rejected {counts['rejected']} = {total}", -1)
             if counts["dropped"] is not None and has_dropped:
-                start = 0
-                while (p := self.seen.find(0, start)) != -1:
-                    self.report.add("input sample missing from every output", p)
-                    start = p + 1
+                count, first = self.positions.missing(MAX_LISTED)
+                for i, p in enumerate(first):
+                    self.report.add("input sample missing from every output", p, count - len(first) + 1 if i == 0 else 1)
         self.report.counts = counts
         return self.report
 
@@ -252,13 +267,8 @@ class _OutputCheck:
         if not isinstance(pos, int) or pos < 0:
             self.report.add(f"{kind} record without a valid {POSITION_KEY}", pos)
             return
-        if self.input_count is not None:
-            if pos >= self.input_count:
-                self.report.add("position beyond the input count", pos)
-            elif self.seen[pos]:
-                self.report.add("sample appears more than once across the outputs", pos)
-            else:
-                self.seen[pos] = 1
+        if self.positions is not None and (problem := self.positions.mark(pos)):
+            self.report.add(problem, pos)
 
     def _check_stats(self, sample: dict, upto: int, kind: str) -> bool:
         """Report missing or malformed stats of the filters up to `upto`; True when all are sound."""
