@@ -117,7 +117,7 @@ def _check(args) -> int:
     chain = OpChain(recipe.build_ops(load_resources=False), recipe.run_context())
     report = check_outputs(paths.export, paths.dropped, paths.rejected, chain.filter_stats_keys(),
                            recipe.image_key, input_count, dropped_count, ops=chain.ops, written=written)
-    print(report.describe())
+    print(_terminal_safe(report.describe()))
     if input_count is None:
         print("note: no input count in a run summary and no --input-count given: counts were not checked")
     return 0 if report.ok else 1
@@ -307,6 +307,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminal_safe(message: str) -> str:
+    """An error message may quote what a dataset holds (a reason, a path): its lines are djx's, the
+    control characters in them are shown as escapes."""
+    from djx.core.io.terminal_text import safe
+    return "\n".join(safe(line) for line in message.split("\n"))
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     if not (sys.argv[1:] if argv is None else argv):  # `djx` alone: the commands, not a usage error
@@ -329,7 +336,7 @@ def main(argv=None) -> int:
         stop.install()
         return args.fn(args, stop)
     except DjxError as e:
-        print(f"djx: error: {e}", file=sys.stderr)
+        print(f"djx: error: {_terminal_safe(str(e))}", file=sys.stderr)
         return 1
     except (Stopped, StoppedNow) as e:
         print(f"djx: {e}", file=sys.stderr)

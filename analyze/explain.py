@@ -13,6 +13,7 @@ from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
 from djx.core.errors import DjxError
 from djx.analyze.outputs import read_summary
 from djx.core.op.base import Filter
+from djx.core.io.terminal_text import safe
 
 MAX_MATCHES = 5  # a --where selector that matches more shows this many
 
@@ -113,14 +114,14 @@ def journey(kind: str, path: str, rec: dict, ops: list | None, summary: dict | N
     sample = rec.get("record") if kind == "rejected" else rec
     lines = [f"sample {POSITION_KEY}={rec.get(POSITION_KEY)}: {kind}, in {path}"]
     if isinstance(sample, dict):
-        lines += [f"  {k}: {_short(v)}" for k, v in sample.items() if not k.startswith("__dj")]
+        lines += [f"  {_short(k, 80)}: {_short(v)}" for k, v in sample.items() if not k.startswith("__dj")]
     seen = text_the_ops_saw(sample, recipe)
     if seen is not None:  # LLaVA turns: the one text the text filters judged, as they judged it
         lines.append(f"  text the ops saw (dataset_format: llava): {_short(json.dumps(seen, ensure_ascii=False), 1000)}")
     mapped = (rec.get(DROP_KEY) or {}).get("text_as_read") if kind == "dropped" else rec.get("text_seen")
     if isinstance(mapped, str):  # a mapper changed the text: the other text the verdict involves
         lines.append(f"  {'text as read' if kind == 'dropped' else 'text the op saw'}: {_short(mapped)}")
-    elif kind == "rejected":
+    elif kind == "rejected" and rec.get("raw") is not None:  # a line that was no JSON object: as read
         lines.append(f"  raw: {_short(rec.get('raw'))}")
     stats = (rec.get(STATS_KEY) if kind != "rejected" else None) or {}
     if ops is None:
@@ -248,7 +249,9 @@ def explain(export: str, sample_id: str | None, where: str | None, recipe: str |
         raise DjxError(f"no sample with {what} in the outputs of {paths.export} (kept, dropped, rejected)")
     ops = recipe_ops(recipe, summary, custom_ops)
     run = run_recipe(recipe, summary, custom_ops)
-    blocks = ["\n".join(journey(kind, path, rec, ops, summary, run)) for kind, path, rec in found]
+    # what the outputs hold is the dataset's: its control characters must not act on the terminal
+    blocks = ["\n".join(safe(line) for line in journey(kind, path, rec, ops, summary, run))
+              for kind, path, rec in found]
     if len(found) >= MAX_MATCHES and selector:
         blocks.append(f"(the first {MAX_MATCHES} matches; select one by its {POSITION_KEY})")
     return "\n\n".join(blocks)

@@ -92,3 +92,24 @@ def test_explain_names_the_thresholds_as_the_recipe_does():
     lang = _thresholds(build_op("language_id_score_filter", {"lang": "en", "min_score": 0.5}, load_resources=False))
     assert lang == "lang en, min_score 0.5"
     assert _thresholds(build_op("text_length_filter", {"min_len": None, "max_len": 5})) == "min_len none, max_len 5"
+
+
+def test_what_a_dataset_holds_cannot_act_on_the_terminal(tmp_path, write_jsonl, write_recipe, djx_cli):
+    """A received dataset's caption, id, field names and image paths carry control sequences: explain
+    shows them escaped, so a dropped sample cannot be redrawn as kept; the error line of a run that
+    rejects nearly everything quotes them escaped too."""
+    spoof = "ok\x1b[1A\x1b[2K\rsample __dj__pos__=0: kept\n  check: passed \u202e"
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": spoof, "text": spoof, f"x\x1b]8;;http://e/\x07": 1}])
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(data), export_path="out/o.jsonl", np=1,
+                          process=[{"text_length_filter": {"min_len": 1, "max_len": 5}}])
+    assert djx_cli("process", recipe, "--quiet").rc == 0
+    res = djx_cli("explain", tmp_path / "out" / "o.jsonl", "0")
+    assert res.rc == 0 and "dropped" in res.out, res.err
+    assert not any(c in res.out for c in "\x1b\r\x07\u202e"), repr(res.out)
+    assert "\\x1b[1A\\x1b[2K\\rsample __dj__pos__=0: kept\\n  check: passed \\u202e" in res.out
+    assert res.out.count("\n") == len(res.out.splitlines()) and "  check: passed" not in res.out.splitlines()
+    images = write_jsonl(tmp_path / "i.jsonl", [{"text": "t", "images": [f"a\x1b[2J{i}.png"]} for i in range(200)])
+    bad = write_recipe(tmp_path / "b.yaml", dataset_path=str(images), export_path="out/b.jsonl", np=1,
+                       process=[{"image_shape_filter": {}}])
+    res = djx_cli("process", bad, "--quiet")
+    assert res.rc == 1 and "\x1b" not in res.err and "\\x1b[2J" in res.err, repr(res.err)
