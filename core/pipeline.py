@@ -36,6 +36,7 @@ from djx.core.run.api_setup import pipeline_recipe, refuse_non_ops, with_paths, 
 from djx.core.plan.resources import cpu_count
 from djx.core.run.resume import fingerprint, resume_point
 from djx.core.run.outcome import SampleOutcome, in_memory
+from djx.core.run.memory_guard import MemoryGuard
 from djx.core.run.stat_reuse import models_unneeded
 from djx.core.run.stop import RUN_SAVED
 from djx.core.models.share.folder import remove_stale
@@ -129,14 +130,19 @@ class Pipeline:
         """Run the ops over in-memory samples in this process; yield what became of every one, in
         input order: kept (with its stats), dropped (the filter and its reason) or rejected (the
         reason and code). `self.last_counts` holds the counts once the iterator is exhausted."""
-        counts = {"input": 0, "kept": 0, "dropped": 0, "rejected": 0, "rejected_records": []}
-        self.last_counts = counts
-        return in_memory(self.chain(), samples, self.recipe.batch_size, counts)
+        return self._in_memory(samples, caller=3)
 
     def process(self, samples: Iterable[dict]) -> Iterator[dict]:
         """The kept samples of `results(samples)`, with their stats (the dropped and rejected ones
         are counted in `self.last_counts`; `results` gives each with its reason)."""
-        return (o.sample for o in self.results(samples) if o.kept)
+        return (o.sample for o in self._in_memory(samples, caller=3) if o.kept)
+
+    def _in_memory(self, samples: Iterable[dict], caller: int) -> Iterator[SampleOutcome]:
+        counts = {"input": 0, "kept": 0, "dropped": 0, "rejected": 0, "rejected_records": []}
+        self.last_counts = counts
+        chain = self.chain()  # with the file run's guards that apply in memory (run/memory_guard.py)
+        guard = MemoryGuard(chain, self.recipe, warn_at=caller + 1)
+        return in_memory(chain, samples, self.recipe.batch_size, counts, guard)
 
     # -- files ------------------------------------------------------------------------------
     def run(self, dataset_path: str | None = None, export_path: str | None = None, *,

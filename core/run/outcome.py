@@ -37,10 +37,11 @@ def outcomes(result: BatchResult) -> list[SampleOutcome]:
     return sorted(out, key=lambda o: o.position)
 
 
-def in_memory(chain, samples: Iterable[dict], batch_size: int, counts: dict) -> Iterator[SampleOutcome]:
+def in_memory(chain, samples: Iterable[dict], batch_size: int, counts: dict, guard=None) -> Iterator[SampleOutcome]:
     """Pipeline.results: the chain over in-memory samples in this process, batch by batch, every
     sample's outcome in input order; `counts` is kept up to date. With deduplicators, every sample
-    is held until the last is in (they pick duplicates over the whole input)."""
+    is held until the last is in (they pick duplicates over the whole input). `guard` (a
+    run/memory_guard.MemoryGuard) copies the records and raises for a systematic failure."""
     from djx.core.dedup.finder import DuplicateFinder, split_duplicates
     from djx.core.models.pool import process_pool
     from djx.core.recipe.context import STATS_KEY
@@ -51,19 +52,24 @@ def in_memory(chain, samples: Iterable[dict], batch_size: int, counts: dict) -> 
     finder = DuplicateFinder(chain.ops)  # deduplicators need every sample first: kept in memory here
     held, dropped, others = [], [], []
     while block := list(itertools.islice(it, batch_size)):
-        res = chain.run([Item(pos + i, record=r) for i, r in enumerate(block)], pool)
+        copy = guard.record if guard is not None else (lambda r: r)
+        res = chain.run([Item(pos + i, record=copy(r)) for i, r in enumerate(block)], pool)
         pos += len(block)
         counts["input"] += len(block)
         counts["kept"] += len(res.kept)
         counts["dropped"] += len(res.dropped)
         counts["rejected"] += len(res.rejected)
         counts["rejected_records"] += [rej.to_record() for rej in res.rejected]
+        if guard is not None:
+            guard.batch(res)  # before its outcomes are yielded
         if not finder:
             yield from outcomes(res)
             continue
         held += res.kept
         dropped += res.dropped
         others += [o for o in outcomes(res) if not o.kept]
+    if guard is not None:
+        guard.end(counts)
     if not finder:
         return
     for sample, found in split_duplicates(finder, held, dropped, POSITION_KEY, STATS_KEY, DROP_KEY):
