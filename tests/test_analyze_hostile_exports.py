@@ -163,3 +163,12 @@ def test_the_page_holds_no_control_characters(tmp_path):
     page = _analyze(export)[1]
     assert not [c for c in page if (ord(c) < 32 and c not in "\t\n") or 0x7f <= ord(c) <= 0x9f]
     assert "cap\ufffdtion" in page
+
+
+def test_op_rows_without_their_seconds_still_make_a_page(tmp_path):
+    """A summary edited (or written by an older djx) without each op's seconds: the page leaves
+    the cell empty rather than failing with a template error."""
+    export = _run(tmp_path, [{"text_len": 10 + i} for i in range(3)],
+                  summary={"ops": [{"name": OP, "in": 3, "kept": 3, "dropped": 0, "rejected": 0}]})
+    _, page = _analyze(export)
+    assert OP in page
