@@ -88,15 +88,20 @@ def startup_parts(executor, clock) -> dict:
     `scorer_load` (then until its models were loaded), on a GPU `scorer_device` (its start until
     the device's context was made, beside the imports). On Ray (an executor with `connected_at`):
     `ray_init` (until Ray was there: started, or joined), its stage actors counted from then, and
-    those ready when the first batch began only (not those that replaced dead ones later). Empty
-    where the engine does not say."""
+    those ready when the first batch began only (not those that replaced dead ones later). On the
+    local engine too, workers that replaced dead ones once processing ran are no part of the
+    start-up: their own set-up is `restarted_setup` (said with the processing time, which holds
+    it). Empty where the engine does not say."""
     started, ready = getattr(executor, "started_at", None), getattr(executor, "ready_at", None)
     setups = [rep.setup for rep in getattr(executor, "reports", {}).values() if getattr(rep, "setup", None)]
     connected = getattr(executor, "connected_at", None)
-    if connected is not None and clock is not None and clock.processing_at is not None:
+    restarted = []  # workers that replaced dead ones once processing ran: no part of the start-up
+    if clock is not None and clock.processing_at is not None:
         began = clock.wall(clock.processing_at)
+        restarted = [s for s in setups if s.get("ready_at", began) > began]
         setups = [s for s in setups if s.get("ready_at", began + 1) <= began]
-        ready = max((s["ready_at"] for s in setups), default=None)
+        if connected is not None:
+            ready = max((s["ready_at"] for s in setups), default=None)
     if started is None or ready is None or clock is None:
         return {}
     since = started if connected is None else connected
@@ -120,6 +125,8 @@ def startup_parts(executor, clock) -> dict:
             out["scorer_device"] = first["scorer_device_at"] - first["scorer_entered_at"]
     if clock.processing_at is not None:
         out["first_batch"] = clock.wall(clock.processing_at) - ready
+    if restarted and connected is None:  # said with the processing time, which holds it (format_timing)
+        out["restarted_setup"] = sum(s["ready_at"] - s.get("entered_at", s["ready_at"]) for s in restarted)
     return {k: round(max(v, 0.0), 3) for k, v in out.items()}
 
 
@@ -140,9 +147,11 @@ def format_startup(t: dict) -> str:
 def format_timing(t: dict) -> str:
     """'start-up (workers, models) 4.2 s (main process 0.0 s, ...), then 237.6 samples/s for 0.4 s,
     end 0.0 s': the summary's time line and the report's."""
+    again = (t.get("startup_parts") or {}).get("restarted_setup")
+    restarts = f" (of it workers that replaced dead ones setting up {again:.1f} s)" if again is not None else ""
     return (f"start-up (workers, models) {t['startup_seconds']:.1f} s{format_startup(t)}, then "
-            f"{t.get('steady_samples_per_second', 0):.1f} samples/s for {t.get('processing_seconds', 0):.1f} s, "
-            f"end {t.get('end_seconds', 0):.1f} s")
+            f"{t.get('steady_samples_per_second', 0):.1f} samples/s for {t.get('processing_seconds', 0):.1f} s"
+            f"{restarts}, end {t.get('end_seconds', 0):.1f} s")
 
 
 def format_breakdown(s: dict) -> list[str]:
