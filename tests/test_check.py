@@ -273,3 +273,21 @@ def test_a_stat_too_large_for_a_float_is_a_number_not_a_traceback(good_run, djx_
     res = djx_cli("check", export, "--recipe", recipe)
     assert "Traceback" not in res.out + res.err and res.rc == 1, res.out + res.err
     assert "kept sample fails op 1 (text_length_filter) on its recorded stats" in res.out
+
+
+def test_check_notes_stats_this_users_key_does_not_vouch_for(good_run, djx_cli):
+    """An export whose text and stat were edited together passes the verdicts (the edit agrees with
+    them) but not the signature: check says how many samples and which, as a note."""
+    recipe, export = good_run
+    clean = djx_cli("check", export, "--recipe", recipe)
+    assert clean.rc == 0 and "vouch" not in clean.out, clean.out
+
+    def edited(line):
+        rec = json.loads(line)
+        rec["text"], rec[STATS_KEY]["text_len"] = "abcd", 4
+        return json.dumps(rec) + "\n"
+    edit_line(export, 0, edited)
+    pos = json.loads(export.read_text().splitlines()[0])["__dj__pos__"]
+    res = djx_cli("check", export, "--recipe", recipe)
+    assert res.rc == 0, res.out
+    assert "note: 1 of " in res.out and f"does not vouch for (positions {pos})" in res.out, res.out

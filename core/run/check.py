@@ -11,7 +11,6 @@ edited afterwards, fails the check).
 """
 from __future__ import annotations
 
-import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -22,6 +21,8 @@ from djx.core.op.base import Filter
 from djx.core.op.deduplicator import Deduplicator
 from djx.core.run.chain import _BadVerdict, _verdict
 from djx.core.run.check_positions import Positions
+from djx.core.run.check_signatures import Signatures
+from djx.core.run.check_values import bad_value, out_of_range
 
 MAX_LISTED = 10
 
@@ -85,6 +86,7 @@ class CheckReport:
     problems: dict = field(default_factory=dict)   # description -> [first sample positions]
     counts: dict = field(default_factory=dict)
     totals: dict = field(default_factory=dict)     # description -> samples (records) with it
+    notes: list = field(default_factory=list)      # what the check could not vouch for, not failures
 
     @property
     def ok(self) -> bool:
@@ -97,6 +99,9 @@ class CheckReport:
             listed.append(pos)
 
     def describe(self) -> str:
+        return "\n".join([self._verdict()] + [f"note: {n}" for n in self.notes])
+
+    def _verdict(self) -> str:
         if self.ok:
             return f"check passed: {_counts_line(self.counts)}"
         lines = ["check FAILED:"]
@@ -111,7 +116,7 @@ class CheckReport:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        return {"ok": self.ok, "counts": self.counts,
+        return {"ok": self.ok, "counts": self.counts, "notes": self.notes,
                 "problems": {k: {"samples": self.totals.get(k, len(v)), "positions": [p for p in v if _valid(p)]}
                              for k, v in self.problems.items()}}
 
@@ -124,42 +129,6 @@ def _counts_line(counts: dict) -> str:
     """`60 input = 40 kept + 10 dropped + 10 rejected`, or what of it is known."""
     parts = " + ".join(f"{counts[k]} {k}" for k in ("kept", "dropped", "rejected") if counts.get(k) is not None)
     return f"{counts['input']} input = {parts}" if counts.get("input") is not None else parts
-
-
-def _out_of_range(value, bounds) -> str | None:
-    if not bounds:
-        return None
-    low, high = bounds
-    outside = [v for v in (value if isinstance(value, list) else [value])
-               if isinstance(v, (int, float)) and ((low is not None and v < low) or (high is not None and v > high))]
-    return f"out of its possible range [{low}, {high}]: {outside[0]!r}" if outside else None
-
-
-def _bad_value(value, has_images: bool) -> str | None:
-    if isinstance(value, bool) or value is None:
-        return "missing" if value is None else None
-    if isinstance(value, int):  # an int is finite however large (10**400 would overflow isfinite)
-        return None
-    if isinstance(value, float):
-        return None if math.isfinite(value) else "non-finite"
-    if isinstance(value, list):
-        if not value and has_images:
-            return "empty although the sample has images"
-        for v in value:
-            if isinstance(v, list):
-                bad = _bad_value(v, False)
-            elif isinstance(v, int) and not isinstance(v, bool):
-                bad = None
-            elif isinstance(v, float):
-                bad = None if math.isfinite(v) else "non-finite"
-            else:
-                bad = f"not a number ({v!r})"
-            if bad:
-                return bad
-        return None
-    if isinstance(value, str):
-        return None
-    return f"of unexpected type {type(value).__name__}"
 
 
 def written_outputs(summary: dict) -> tuple[str, ...]:
@@ -175,15 +144,18 @@ def written_outputs(summary: dict) -> tuple[str, ...]:
 def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str | None,
                   filters: list[tuple[str, tuple[str, ...]]], image_key: str = "images",
                   input_count: int | None = None, dropped_count: int | None = None,
-                  ops: list | None = None, written: tuple[str, ...] = ()) -> CheckReport:
+                  ops: list | None = None, written: tuple[str, ...] = (), verify_key: bytes | None = None) -> CheckReport:
     """Check the three output files against the op list [(op name, stats keys), ...].
 
     Without a dropped file (export_dropped: false), `dropped_count` (from the summary) stands in
     for it in the count check. `written`: the outputs the run wrote ("dropped", "rejected"; from
     its summary, written_outputs): one that is missing fails the check. With `ops` (the recipe's
-    ops, in the order of `filters`), each sample's verdicts are re-applied to its recorded stats."""
+    ops, in the order of `filters`), each sample's verdicts are re-applied to its recorded stats.
+    With `verify_key` (djx check: this user's stats key), samples whose stats it does not vouch for
+    are counted in a note."""
     bound = sum(record_bound(p) for p in (kept_path, dropped_path, rejected_path))
     check = _OutputCheck(filters, image_key, input_count, Judge(ops) if ops is not None else None, bound)
+    check.signatures = Signatures(verify_key) if verify_key is not None else None
     for kind, path in (("dropped", dropped_path), ("rejected", rejected_path)):
         if kind in written and not (path and os.path.exists(path)):
             check.report.add(f"the {kind} file {path} is missing, although the run wrote it (its summary "
@@ -218,10 +190,13 @@ class _OutputCheck:
         for i, (name, _) in enumerate(filters):
             self.index_of.setdefault(name, i)
         self.positions = Positions(input_count, record_bound) if input_count is not None else None
+        self.signatures: Signatures | None = None
         self.counts = {"kept": 0, "dropped": 0, "rejected": 0}
 
     def kept(self, sample: dict) -> None:
         self.counts["kept"] += 1
+        if self.signatures is not None:
+            self.signatures.see(sample, sample.get(POSITION_KEY))
         self._mark(sample.get(POSITION_KEY), "kept")
         if self._check_stats(sample, len(self.filters) - 1, "kept") and self.judge:
             for problem in self.judge.kept(sample.get(STATS_KEY)):
@@ -229,6 +204,8 @@ class _OutputCheck:
 
     def dropped(self, sample: dict) -> None:
         self.counts["dropped"] += 1
+        if self.signatures is not None:
+            self.signatures.see(sample, sample.get(POSITION_KEY))
         self._mark(sample.get(POSITION_KEY), "dropped")
         drop = sample.get(DROP_KEY) or {}
         upto = drop.get("op_index", self.index_of.get(drop.get("op"), -1))
@@ -261,6 +238,9 @@ class _OutputCheck:
                 for i, p in enumerate(first):
                     self.report.add("input sample missing from every output", p, count - len(first) + 1 if i == 0 else 1)
         self.report.counts = counts
+        note = self.signatures and self.signatures.note()
+        if note:
+            self.report.notes.append(note)
         return self.report
 
     def _mark(self, pos, kind: str) -> None:
@@ -285,8 +265,8 @@ class _OutputCheck:
                 # an empty list is wrong for a sample with images only where the list is one per image
                 # or chunk (a list of another length, e.g. one per entity of the text, may be empty)
                 per_image = name not in self.shapes or self.shapes[name].get(k) in ("per_image", "per_chunk")
-                bad = (_bad_value(stats[k], has_images and per_image)
-                       or _out_of_range(stats[k], self.ranges.get(name, {}).get(k)))
+                bad = (bad_value(stats[k], has_images and per_image)
+                       or out_of_range(stats[k], self.ranges.get(name, {}).get(k)))
                 if bad:
                     self.report.add(f"{kind} sample has stat {k!r} of op {name} {bad}", pos)
                     sound = False

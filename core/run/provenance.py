@@ -165,3 +165,14 @@ class StatBooks:
         mac = _mac(self.ctx.stats_key, sample, prov)
         if mac is not None:
             sample[PROVENANCE_KEY] = {**prov, "sig": mac}
+
+
+def signed_by(key: bytes, sample: dict) -> bool:
+    """Whether `sample`, as an output holds it, carries stats that `key` vouches for: its signature
+    holds over the sample and every stat it carries is one the signature names (`djx check`)."""
+    prov, stats = sample.get(PROVENANCE_KEY), sample.get(STATS_KEY)
+    if not (key and isinstance(prov, dict) and isinstance(prov.get("stats"), dict) and isinstance(prov.get("sig"), str)):
+        return not stats  # no stats, nothing to vouch for
+    mac = _mac(key, sample, prov)
+    return (mac is not None and hmac.compare_digest(mac, prov["sig"])
+            and (not isinstance(stats, dict) or all(k in prov["stats"] for k in stats)))

@@ -1,0 +1,32 @@
+"""`djx check`'s look at the stats signatures: how many samples of an export carry stats that this
+user's key does not vouch for (core/run/provenance.py signs what djx writes). Such stats were edited
+after djx wrote them, or written under another key (another user or machine), or read as trusted
+input stats: the verdicts are still re-checked on them as recorded, and the check says so in a note,
+since a received export is checked under the receiver's key."""
+from __future__ import annotations
+
+from djx.core.run.provenance import signed_by
+
+LISTED = 10
+
+
+class Signatures:
+    def __init__(self, key: bytes):
+        self.key, self.samples, self.unsigned, self.first = key, 0, 0, []
+
+    def see(self, sample: dict, pos) -> None:
+        self.samples += 1
+        if not signed_by(self.key, sample):
+            self.unsigned += 1
+            if len(self.first) < LISTED:
+                self.first.append(pos)
+
+    def note(self) -> str | None:
+        if not self.key:
+            return "no stats key could be had here: the stats signatures were not verified"
+        if not self.unsigned:
+            return None
+        shown = ", ".join(str(p) for p in self.first) + (" ..." if self.unsigned > len(self.first) else "")
+        return (f"{self.unsigned} of {self.samples} kept and dropped samples carry stats this user's key does not "
+                f"vouch for (positions {shown}): edited since djx wrote them, written under another user's or "
+                f"machine's key, or trusted input stats; their verdicts were checked on the stats as recorded")
