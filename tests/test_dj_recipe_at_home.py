@@ -81,6 +81,9 @@ def test_a_missing_package_and_a_missing_file_of_one_op_are_named_together():
         def compute_sample(self, sample, batch):
             pass
 
+        def keep(self, stats):
+            return True
+
     with pytest.raises(RecipeError) as e:
         NeedsBoth()
     assert e.value.items == ["needs_both_filter: needs the Python package 'djx_no_such_package', which is not "

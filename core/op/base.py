@@ -164,6 +164,13 @@ class Filter(Op):
     def __new__(cls, *args, **params):
         if cls.compute_stats is Filter.compute_stats and cls.compute_sample is Filter.compute_sample:
             raise UsageError(_no_compute(cls))
+        name = cls.name or cls.__name__
+        if cls.keep is Filter.keep:
+            raise UsageError(f"{name} gives no verdict: a Filter defines keep(stats), returning True to keep the "
+                             f"sample, False or (False, reason) to drop it")
+        if not cls.stats_keys or isinstance(cls.stats_keys, str):
+            raise UsageError(f"{name} names no stats: a Filter sets stats_keys to the names of the stats it "
+                             f"writes, e.g. stats_keys = (\"num_words\",) (a tuple, even of one)")
         return super().__new__(cls, *args, **params)
 
     def compute_sample(self, sample: dict, batch: Batch) -> None:
@@ -191,6 +198,12 @@ class Filter(Op):
 
 class Mapper(Op):
     """Transforms samples in place (or replaces batch.samples[i])."""
+
+    def __new__(cls, *args, **params):
+        if cls.process is Mapper.process:
+            raise UsageError(f"{cls.name or cls.__name__} transforms nothing: a Mapper defines process(batch), "
+                             f"changing batch.samples in place or replacing batch.samples[i]")
+        return super().__new__(cls, *args, **params)
 
     def process(self, batch: Batch) -> None:
         """Transform the batch's samples; one that cannot be transformed: batch.reject(i, reason)."""

@@ -162,6 +162,7 @@ class NeedsAbsentPackageFilter(Filter):
     """An op whose optional package is not installed here."""
 
     name = "needs_absent_package_filter"
+    stats_keys = ("x",)
     requires = {"djx_no_such_package_xyz": "pip install '.[nothing]' in djx's checkout", "json": "(always there)"}
 
     def compute_sample(self, sample, batch):

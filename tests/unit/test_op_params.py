@@ -29,6 +29,9 @@ class ScoreFilter(Filter):
     def compute_sample(self, sample, batch):
         return {"score": 0.5}
 
+    def keep(self, stats):
+        return True
+
 
 def error_of(params: dict) -> str:
     with pytest.raises(RecipeError) as e:

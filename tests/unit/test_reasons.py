@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 from djx import Filter, range_reason
+from djx.core.errors import UsageError
 from djx.core.op.reasons import default_reason
 from djx.ops.filter.image_aspect_ratio_filter import ImageAspectRatioFilter
 from djx.ops.filter.image_shape_filter import ImageShapeFilter
@@ -22,6 +25,9 @@ class PluginFilter(Filter):
     def compute_sample(self, sample, batch):
         return {"score": 0.5, "votes": 1}
 
+    def keep(self, stats):
+        return False
+
 
 class ExplainingFilter(Filter):
     stats_keys = ("score",)
@@ -32,6 +38,9 @@ class ExplainingFilter(Filter):
 
     def compute_sample(self, sample, batch):
         return {"score": 0.5}
+
+    def keep(self, stats):
+        return False
 
     def drop_reason(self, stats):
         return self.account(stats)
@@ -84,12 +93,16 @@ def test_the_filters_own_account_is_used_and_a_broken_one_falls_back_to_the_stat
         assert default_reason(ExplainingFilter(account=broken), {"score": 1}) == "score=1 outside the kept range"
 
 
-def test_a_filter_without_stats_is_simply_dropped():
+def test_a_filter_without_stats_is_refused_when_made_so_no_drop_goes_unexplained():
     class Bare(Filter):
         def compute_sample(self, sample, batch):
             return {}
 
-    assert default_reason(Bare(), {}) == "dropped"
+        def keep(self, stats):
+            return False
+
+    with pytest.raises(UsageError, match=r"Bare names no stats: .*stats_keys"):
+        Bare()
 
 
 def test_a_value_just_past_its_bound_reads_apart_from_it():

@@ -44,6 +44,9 @@ def test_only_filters_reuse_stats():
     class Shout(Mapper):
         stats_keys = ("text_len",)
 
+        def process(self, batch):
+            pass
+
     assert not reusable(Shout(), sample({"text_len": 9}), CTX)
 
 
