@@ -94,3 +94,27 @@ def test_convert_with_an_image_folder_leaves_urls_and_data_uris_as_they_are(tmp_
                    "--image-folder", tmp_path / "img")
     assert back.rc == 0, back.err
     assert [r["image"] for r in json.loads((tmp_path / "back.json").read_text())] == refs
+
+
+def test_convert_round_trip_gives_back_every_spelling_of_an_image_path(tmp_path, djx_cli):
+    """--image-folder normalises what it joins (./a.jpg, x/../a.jpg, an absolute path under the
+    folder); --round-trip keeps those spellings, so djx-to-llava writes them back byte for byte. A
+    path that climbs out of the folder is warned about; a null id stays null."""
+    (tmp_path / "imgs").mkdir()
+    Image.new("RGB", (8, 8)).save(tmp_path / "imgs" / "a.jpg")
+    (tmp_path / "other.jpg").write_bytes((tmp_path / "imgs" / "a.jpg").read_bytes())
+    spellings = ["a.jpg", ".//a.jpg", "sub/../a.jpg", "../imgs/a.jpg", str(tmp_path / "imgs" / "a.jpg"), "../other.jpg"]
+    turns = [{"from": "human", "value": "<image>\nWhat?"}, {"from": "gpt", "value": "A thing."}]
+    records = [{"id": None if i == 2 else str(i), "image": p, "conversations": turns} for i, p in enumerate(spellings)]
+    (tmp_path / "l.json").write_text(json.dumps(records))
+    for flags, same in (((), False), (("--round-trip",), True)):
+        res = djx_cli("convert", "llava-to-djx", tmp_path / "l.json", tmp_path / "c" / "c.jsonl",
+                      "--image-folder", tmp_path / "imgs", *flags)
+        assert res.rc == 0, res.err
+        assert "1 image path(s) lead outside --image-folder (the first: ../other.jpg)" in res.out + res.err
+        back = djx_cli("convert", "djx-to-llava", tmp_path / "c" / "c.jsonl", tmp_path / "back.json",
+                       "--image-folder", tmp_path / "imgs")
+        assert back.rc == 0, back.err
+        got = json.loads((tmp_path / "back.json").read_text())
+        assert [r["id"] for r in got] == [r["id"] for r in records]
+        assert ([r["image"] for r in got] == spellings) == same, [r["image"] for r in got]

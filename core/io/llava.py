@@ -104,7 +104,7 @@ def llava_to_djx(record, opts: LlavaOptions, keys: Keys = Keys()) -> dict:
     if keys.image_token != opts.image_token:
         text = text.replace(opts.image_token, keys.image_token)
     out = {k: v for k, v in record.items() if k not in ("image", "conversations")}
-    if "id" in record and opts.str_id:
+    if "id" in record and opts.str_id and record["id"] is not None:  # a null id stays null, not "None"
         out["id"] = str(record["id"])
     out[keys.text_key], out[keys.image_key] = text, images
     try:

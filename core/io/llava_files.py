@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from djx.core.errors import DjxError
 from djx.core.io.dataset import dataset_files, dataset_root
 from djx.core.io.guards import check_writable, refuse_inputs_as_outputs
-from djx.core.io.image_paths import is_remote
+from djx.core.io.llava_image_paths import originals, under, written
 from djx.core.io.llava import (LLAVA_KEY, FormatError, Keys, LlavaOptions, djx_to_llava, llava_to_djx,
                                lost_without_orig)
 from djx.core.io.llava_seal import drop_foreign_llava, seal_llava
@@ -68,6 +68,8 @@ class Converted:
     key_problem: str = ""      # why the user's key is unusable, if it is
     missing_images: int = 0    # llava-to-djx: image paths (with --image-folder, or absolute) naming no file
     remote_images: int = 0     # URLs and data: URIs: written as they are, never joined to a folder
+    outside_images: int = 0    # llava-to-djx: paths that climb out of --image-folder (../)
+    first_outside: str = ""
     first_missing: str = ""
 
 
@@ -179,42 +181,16 @@ def _one(record, direction: str, opts: LlavaOptions, keys: Keys, paths: _Paths, 
             out.pop(LLAVA_KEY, None)
         if out[keys.text_key].count(keys.image_token) > len(out[keys.image_key]):
             done.extra_image_tokens += 1
-        out[keys.image_key] = [_written(p, paths, done) for p in out[keys.image_key]]
+        as_read, out[keys.image_key] = out[keys.image_key], [written(p, paths, done) for p in out[keys.image_key]]
+        kept = originals(as_read, paths) if round_trip else None
+        if kept:  # paths djx-to-llava would not give back as they were: kept beside, signed
+            out[LLAVA_KEY] = {**out.get(LLAVA_KEY, {}), "paths": kept}
         return out
     if isinstance(record, dict):  # a djx export's run bookkeeping (its positions, its stats' signatures)
         record = {k: v for k, v in record.items() if k not in (POSITION_KEY, PROVENANCE_KEY)}
     if paths.image_folder is not None and isinstance(record, dict) and isinstance(record.get(keys.image_key), list):
-        record = {**record, keys.image_key: [_under(p, paths) for p in record[keys.image_key]]}
+        record = {**record, keys.image_key: [under(p, paths, record.get(LLAVA_KEY)) for p in record[keys.image_key]]}
     return djx_to_llava(record, opts, keys)
-
-
-def _written(path: str, paths: _Paths, done: Converted) -> str:
-    """A LLaVA image path as djx reads it from the output: joined to the image folder, absolute when
-    the folder was given absolute, else relative to the output's folder (`djx process` resolves a
-    dataset's relative paths from its folder, not from where convert ran)."""
-    if isinstance(path, str) and is_remote(path):
-        done.remote_images += 1
-        return path
-    if paths.image_folder is None and not os.path.isabs(path):
-        done.relative_images += 1
-        return path
-    full = os.path.normpath(os.path.join(paths.image_folder or "", path))
-    if not os.path.isfile(full):  # a wrong --image-folder shows here, not as rejects of a later run
-        done.missing_images += 1
-        done.first_missing = done.first_missing or full
-    if paths.image_folder is None:
-        return path  # absolute, as LLaVA has it
-    return full if paths.absolute or os.path.isabs(path) else os.path.relpath(full, paths.out_dir)
-
-
-def _under(path, paths: _Paths):
-    """`path` (relative ones from the input's folder, as djx reads them) relative to the image folder
-    when it lies under it (LLaVA joins its image folder and the path); else as it was."""
-    if not isinstance(path, str) or is_remote(path):
-        return path
-    full = os.path.normpath(os.path.join(paths.in_root, path))
-    rel = os.path.relpath(full, paths.image_folder)
-    return path if rel.startswith(os.pardir) else rel
 
 
 def add_convert_parser(sub) -> None:
@@ -274,6 +250,9 @@ def _convert_cmd(args) -> int:
     if done.remote_images:
         print(f"djx convert: note: {done.remote_images} image reference(s) are URLs or data: URIs, written as they "
               f"are; djx process rejects their samples as bad_image (it reads local files: download them first)")
+    if done.outside_images:
+        print(f"djx convert: warning: {done.outside_images} image path(s) lead outside --image-folder (the first: "
+              f"{done.first_outside}); LLaVA joins them to its folder all the same: check they are meant")
     if done.relative_images:
         print(f"djx convert: note: {done.relative_images} image paths are relative to LLaVA's image folder; "
               f"djx process reads them from the output's folder: give --image-folder, or image_root in the recipe")
