@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import dill
 
+from djx.core.errors import DjxError
 from djx.core.run.chain import OpChain
 from djx.core.models.pool import ModelPool, process_pool
 from djx.core.models.share.score_client import takes_part
@@ -82,7 +83,7 @@ def bind_process(setup: WorkerSetup, sys_path: list | tuple = ()) -> tuple[OpCha
         for op in chain.ops:
             if any(op is h for h in here):
                 for spec in op.model_specs():
-                    pool.get(spec)
+                    _load(pool, op, spec)
             elif op.model_specs():  # its processor and tokenizer here while the scorer loads the weights
                 t0 = time.perf_counter()
                 op.host_side(pool)
@@ -91,6 +92,18 @@ def bind_process(setup: WorkerSetup, sys_path: list | tuple = ()) -> tuple[OpCha
                 pool.setup["host_side"] = pool.setup.get("host_side", 0.0) + t1 - t0
                 pool.setup["scorer_wait"] = pool.setup.get("scorer_wait", 0.0) + time.perf_counter() - t1
     return chain, pool
+
+
+def _load(pool: ModelPool, op, spec) -> None:
+    """Load an op's model at a worker's start; a loader that fails is one line naming the op and the
+    model (a plug-in's loader raising OSError, say), not the loader's traceback."""
+    try:
+        pool.get(spec)
+    except DjxError:  # djx's own loaders say what is wrong in their words
+        raise
+    except Exception as e:  # noqa: BLE001  (any loader's failure: said, and the run stops)
+        raise DjxError(f"op {op.name}: its model {spec.name!r} (kind {spec.kind!r}) did not load: "
+                       f"{type(e).__name__}: {e}") from None
 
 
 @contextlib.contextmanager

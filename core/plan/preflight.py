@@ -195,7 +195,9 @@ def model_report(specs) -> tuple[list[str], list[str]]:
     looked up in the local cache only (never on the network)."""
     lines, problems = [], []
     for spec in dict.fromkeys(specs):
-        if os.path.isdir(spec.name):
+        if not _hf_loaded(spec):  # a plug-in's own loader: its name means what that loader makes of it
+            lines.append(f"model {spec.label()}: {spec.name}, loaded by the {spec.kind!r} loader (not checked here)")
+        elif os.path.isdir(spec.name):
             problem = _folder_problem(spec.name)
             lines.append(f"model {spec.label()}: local folder {spec.name}" + ("" if problem else ", config loads"))
             if problem:
@@ -204,7 +206,8 @@ def model_report(specs) -> tuple[list[str], list[str]]:
             problems.append(f"model {spec.name}: no such folder (a local model path must exist; relative paths "
                             f"are relative to the recipe's folder)")
         else:
-            lines.append(f"model {spec.label()}: hub id {spec.name}, {_hub_cache_state(spec)}")
+            lines.append(f"model {spec.label()}: hub id {spec.name}, {'' if _cached(spec) else 'not '}in the local "
+                         f"Hugging Face cache")
             if os.environ.get("HF_HUB_OFFLINE") and not _cached(spec):  # (not offline: the plan's note)
                 problems.append(f"model {spec.name}: not a local folder and not in the local Hugging Face cache, "
                                 f"and HF_HUB_OFFLINE is set: download it first or give a local folder")
@@ -220,7 +223,16 @@ def hub_notes(specs) -> list[str]:
     return [f"  note: model {spec.name} is not in the local Hugging Face cache: the workers fetch it from the hub "
             f"(without network access they wait on its retries; set HF_HUB_OFFLINE=1 to fail at once, or give "
             f"a local folder)"
-            for spec in dict.fromkeys(specs) if _is_hub_id(spec.name) and not _cached(spec)]
+            for spec in dict.fromkeys(specs) if _hf_loaded(spec) and _is_hub_id(spec.name) and not _cached(spec)]
+
+
+def _hf_loaded(spec) -> bool:
+    """Whether one of djx's own Hugging Face loaders (from_pretrained: a local folder or a hub id)
+    loads `spec`; only then do the Hugging Face cache and the hub concern it."""
+    from djx.core.models.pool import _LOADERS
+    loader = _LOADERS.get(spec.kind)
+    return getattr(loader, "__module__", "").startswith("djx.ops.") \
+        and any(m.startswith("transformers") for m in getattr(loader, "preload", ()))
 
 
 def _is_hub_id(name: str) -> bool:
@@ -248,10 +260,6 @@ def _cached(spec) -> bool:
     except Exception:  # noqa: BLE001  (a malformed id is simply not cached)
         return False
     return isinstance(found, str)
-
-
-def _hub_cache_state(spec) -> str:
-    return "in the local Hugging Face cache" if _cached(spec) else "not in the local Hugging Face cache"
 
 
 def dry_run(pipe, out=print, limit: int | None = None) -> int:
