@@ -27,7 +27,8 @@ def _recipe_arg(args) -> str:
 
 def _paths_from_cwd(overrides: dict) -> None:
     """Paths typed on the command line are relative to the current folder: --set dataset_path=P
-    and --set export_path=P as --export-path P (a recipe's own paths are relative to the recipe)."""
+    and --set export_path=P as --export-path P, --set custom_ops=[P] as --custom-ops P (a recipe's
+    own paths are relative to the recipe)."""
     from djx.core.recipe.dj_compat import refuse_mixture
     for key in ("dataset_path", "export_path"):
         value = overrides.get(key)
@@ -36,6 +37,18 @@ def _paths_from_cwd(overrides: dict) -> None:
             overrides[key] = os.path.abspath(os.path.expanduser(value))
     if isinstance(overrides.get("image_root"), str) and overrides["image_root"]:  # likewise
         overrides["image_root"] = os.path.abspath(os.path.expanduser(overrides["image_root"]))
+    for key in ("custom_ops", "custom_operator_paths"):  # as --custom-ops P: files and folders typed here
+        entries = overrides.get(key)
+        if isinstance(entries, (list, str)):
+            overrides[key] = [_from_cwd(e) for e in ([entries] if isinstance(entries, str) else entries)]
+
+
+def _from_cwd(entry):
+    """A plug-in path typed on the command line (a .py file, or anything with a /), made absolute from
+    the current folder; a module name stays a name."""
+    if isinstance(entry, str) and (entry.endswith(".py") or "/" in entry):
+        return os.path.abspath(os.path.expanduser(entry))
+    return entry
 
 
 def _process(args, stop=None) -> int:

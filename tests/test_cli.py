@@ -66,6 +66,9 @@ def test_custom_ops_flag_paths_are_relative_to_the_cwd(plugin_project, tmp_path,
     assert res.rc == 0, res.err
     kept = read_jsonl(tmp_path / "out" / "kept.jsonl")
     assert [s["__dj__stats__"]["image_token_count"] for s in kept] == [1]
+    # --set custom_ops=[P] is typed here too: the same file, not one beside the recipe
+    res = djx_cli("process", recipe, "--quiet", "--restart", "--set", "custom_ops=[plugins/my_ops.py]")
+    assert res.rc == 0, res.err
 
 
 def test_custom_ops_flag_accepts_a_module_name(plugin_site, tmp_path, write_jsonl, write_recipe,
