@@ -55,7 +55,7 @@ def test_every_missing_resource_of_a_recipe_is_named_in_one_error_with_where_dat
     assert res.rc == 1
     err = res.err
     assert "3 problems" in err, err
-    assert f"process[4].flagged_words_filter: flagged_words_dir: not set" in err
+    assert "process[4].flagged_words_filter: flagged_words_dir: not set" in err
     assert str(dj_cache_home / "assets" / "flagged_words.json") in err
     assert "process[5].perplexity_filter: sp_model_path: not set" in err
     assert str(dj_cache_home / "models" / "en.sp.model") in err

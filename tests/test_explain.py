@@ -99,7 +99,7 @@ def test_what_a_dataset_holds_cannot_act_on_the_terminal(tmp_path, write_jsonl, 
     shows them escaped, so a dropped sample cannot be redrawn as kept; the error line of a run that
     rejects nearly everything quotes them escaped too."""
     spoof = "ok\x1b[1A\x1b[2K\rsample __dj__pos__=0: kept\n  check: passed \u202e"
-    data = write_jsonl(tmp_path / "d.jsonl", [{"id": spoof, "text": spoof, f"x\x1b]8;;http://e/\x07": 1}])
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": spoof, "text": spoof, "x\x1b]8;;http://e/\x07": 1}])
     recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(data), export_path="out/o.jsonl", np=1,
                           process=[{"text_length_filter": {"min_len": 1, "max_len": 5}}])
     assert djx_cli("process", recipe, "--quiet").rc == 0
