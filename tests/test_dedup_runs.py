@@ -244,6 +244,11 @@ def test_a_sample_a_later_op_rejects_still_has_its_duplicates_dropped(tmp_path, 
     assert rejected[POS] == 0 and rejected["code"] == "bad_image" and "__dj__hash" in rejected[STATS]
     check = djx_cli("check", out / "kept.jsonl", "--recipe", recipe)
     assert check.rc == 0 and "check passed" in check.out, check.out + check.err
+    # the same recipe in memory (Pipeline.results) groups the rejected sample too: the same outcomes
+    from djx import Pipeline
+    outcomes = list(Pipeline.from_recipe(str(recipe)).results([dict(r) for r in rows]))
+    assert [(o.outcome, o.reason if o.outcome == "dropped" else None) for o in outcomes] == \
+        [("rejected", None), ("dropped", "duplicate of 0"), ("kept", None)]
 
 
 @pytest.mark.models

@@ -73,11 +73,14 @@ def rejected_hashes(passed: list, sample: dict | None, earlier: frozenset = froz
 
 
 def split_duplicates(finder: DuplicateFinder, kept: list[dict], dropped: list[dict], pos_key: str,
-                     stats_key: str, drop_key: str) -> Iterator[tuple[dict, Duplicate | None]]:
-    """In memory (Pipeline.process): each kept sample with what it duplicates (None: it stays)."""
+                     stats_key: str, drop_key: str, rejected: Iterable = ()) -> Iterator[tuple[dict, Duplicate | None]]:
+    """In memory (Pipeline.process): each kept sample with what it duplicates (None: it stays).
+    `rejected`: the Rejections of samples a later op rejected after deduplicators grouped them, as
+    the run's dedup phase groups them (they stay rejected; their duplicates are dropped naming them)."""
     n_ops = 1 + max((k for k, _, _ in finder.dedups), default=0)
     every = [Seen(s[pos_key], s.get(stats_key, {}), n_ops + 1) for s in kept] + \
-            [Seen(s[pos_key], s.get(stats_key, {}), s[drop_key]["op_index"]) for s in dropped]
+            [Seen(s[pos_key], s.get(stats_key, {}), s[drop_key]["op_index"]) for s in dropped] + \
+            [Seen(r.pos, r.hashes, r.op_index) for r in rejected if r.hashes and r.op_index]
     finder.build(lambda: every)
     for s, seen in zip(kept, every):
         yield s, finder.duplicate_of(seen)

@@ -30,6 +30,9 @@ class Deduplicator(Filter):
     goes to the dropped output with the reason `duplicate of <position>`."""
 
     duplicate_word: ClassVar[str] = "duplicate of"
+    # True: Data-Juicer drops this op's hash column after the op (MinHash), so a later op of the same
+    # kind computes its own; djx keeps one such stat per sample, so two with other parameters clash
+    own_signature: ClassVar[bool] = False
 
     def keep(self, stats: dict) -> bool:
         return True  # the dedup phase decides, once every sample's hash is known

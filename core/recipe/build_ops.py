@@ -42,6 +42,7 @@ def build_ops(recipe, load_resources: bool = True) -> list:
                                 load_resources))
         except RecipeError as e:
             errors.extend(e.items)
+    errors += signature_clashes(ops)
     if errors:
         hint = f"{FIND_OPS_HINT}; skip_unknown_ops: true runs without the unknown ones" if unknown else ""
         hint += "".join(f"; {line}" for line in silent_plugins(recipe.custom_ops, recipe.base_dir)) if unknown else ""
@@ -52,6 +53,26 @@ def build_ops(recipe, load_resources: bool = True) -> list:
                           f"({names}), so the run would only copy its input; implement them as plug-ins "
                           f"(see docs/plugins.md) or remove skip_unknown_ops to see what each one is")
     return ops
+
+
+def signature_clashes(ops: list) -> list[str]:
+    """Two deduplicators of a kind whose signature Data-Juicer recomputes per op (MinHash) with
+    parameters that give other signatures: djx keeps one per sample, so the later op would group by
+    the earlier one's; refused, saying how to run them."""
+    from djx.core.op.deduplicator import Deduplicator
+    from djx.core.run.provenance import op_fingerprint
+    first: dict = {}
+    errors = []
+    for op in ops:
+        if not (isinstance(op, Deduplicator) and op.own_signature):
+            continue
+        for key in op.stats_keys:
+            earlier = first.setdefault(key, op)
+            if earlier is not op and op_fingerprint(earlier) != op_fingerprint(op):
+                errors.append(f"{op.name} after {earlier.name} with other signature parameters: djx keeps one "
+                              f"{key} per sample, where Data-Juicer computes each op's anew; run them in two "
+                              f"recipes (the second on the first's export), or give both the same parameters")
+    return errors
 
 
 def skipped_ops(recipe) -> list[dict]:

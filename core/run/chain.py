@@ -25,7 +25,7 @@ from djx.core.run.mapped import (adopt_replacements, as_read, changed, restore_k
 from djx.core.run.provenance import StatBooks
 from djx.core.run.formats import export_as_llava, sample_of, untrusted_dropped, writes_llava
 from djx.core.run.sample_checks import input_problem, non_finite_stat
-from djx.core.run.stat_reuse import reusable
+from djx.core.run.stat_reuse import drop_stale, reusable
 
 
 class OpChain:
@@ -37,6 +37,7 @@ class OpChain:
         self.ops, self.ctx, self.earlier_hashes = list(ops), ctx, earlier_hashes  # hashes: dedup before a Ray stage
         # never reused: a stat an earlier filter of this run also writes (its value may be that filter's)
         written = set(earlier_stats)
+        self.earlier_stats = frozenset(earlier_stats)  # stats an earlier Ray stage of this run wrote
         self.may_reuse = []
         for op in self.ops:
             keys = set(getattr(op, "stats_keys", ()))
@@ -155,6 +156,7 @@ class OpChain:
             reused = {i for i in live if reusable(op, samples[i], ctx) and books.vouches(k, op, samples[i])}
             result.op_counts[k].reused += len(reused)
             live = [i for i in live if i not in reused]
+        drop_stale(op, samples, live, books, self.earlier_stats)  # an op that keeps a stat it finds must not find these
         step = op.batch_size or len(live) or 1
         own = [(s[POSITION_KEY], s.get(STATS_KEY)) for s in samples]  # djx's keys, whatever the op does
         before = snapshot(op, samples, live)  # a mapper: what it changes is no longer what the stats describe

@@ -50,7 +50,7 @@ def in_memory(chain, samples: Iterable[dict], batch_size: int, counts: dict, gua
     it = iter(samples)
     pos = 0
     finder = DuplicateFinder(chain.ops)  # deduplicators need every sample first: kept in memory here
-    held, dropped, others = [], [], []
+    held, dropped, others, grouped = [], [], [], []
     while block := list(itertools.islice(it, batch_size)):
         copy = guard.record if guard is not None else (lambda r: r)
         res = chain.run([Item(pos + i, record=copy(r)) for i, r in enumerate(block)], pool)
@@ -67,12 +67,13 @@ def in_memory(chain, samples: Iterable[dict], batch_size: int, counts: dict, gua
             continue
         held += res.kept
         dropped += res.dropped
+        grouped += [rej for rej in res.rejected if rej.hashes]  # rejected after a deduplicator grouped them
         others += [o for o in outcomes(res) if not o.kept]
     if guard is not None:
         guard.end(counts)
     if not finder:
         return
-    for sample, found in split_duplicates(finder, held, dropped, POSITION_KEY, STATS_KEY, DROP_KEY):
+    for sample, found in split_duplicates(finder, held, dropped, POSITION_KEY, STATS_KEY, DROP_KEY, grouped):
         if found is None:
             others.append(SampleOutcome("kept", sample, sample[POSITION_KEY]))
             continue

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from djx.core.recipe.context import STATS_KEY, RunContext
+from djx.core.recipe.context import POSITION_KEY, STATS_KEY, RunContext
 from djx.core.op.base import Filter
 from djx.core.io.export_input import with_stats_rows
 from djx.core.io.reinput import input_sample, unwrap_rejected
@@ -35,6 +35,24 @@ def reusable(op, sample: dict, ctx: RunContext) -> bool:
         if key in ranges and shapes.get(key) != "label" and not all(_within(v, *ranges[key]) for v in _values(stats[key])):
             return False
     return True
+
+
+def drop_stale(op, samples: list[dict], live: list[int], books: StatBooks, earlier: frozenset) -> None:
+    """Remove from samples[live] (about to be computed by filter `op`, not reused) the op's stats
+    that came with the input: not vouched for this op, or other parameters, or images changed since.
+    A deduplicator keeps a hash it finds (an earlier op of the recipe wrote it: Data-Juicer reuses
+    it), so a stale one left there would be kept and signed as its own. Those this run wrote (an
+    earlier op, an earlier Ray stage: `earlier`) stay."""
+    if not isinstance(op, Filter):
+        return
+    for i in live:
+        stats = samples[i].get(STATS_KEY)
+        if not isinstance(stats, dict):
+            continue
+        ours = books.judged.get(samples[i].get(POSITION_KEY), ())
+        for key in op.stats_keys:
+            if key in stats and key not in ours and key not in earlier:
+                del stats[key]
 
 
 def _values(value) -> list:

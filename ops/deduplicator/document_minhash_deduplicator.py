@@ -81,6 +81,7 @@ class DocumentMinhashDeduplicator(Deduplicator):
     stats_keys = (MINHASH_KEY,)
     stat_shapes = {MINHASH_KEY: "digest"}
     path_params = ("tokenizer_model",)
+    own_signature = True  # Data-Juicer removes the MinHash column after the op
 
     def __init__(self, tokenization: Literal["space", "punctuation", "character", "sentencepiece"] = "space",
                  window_size: int = 5, lowercase: bool = True, ignore_pattern: str | None = None,
