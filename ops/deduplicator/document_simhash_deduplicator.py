@@ -9,7 +9,7 @@ from djx.core.dedup.indexes import PairIndex
 from djx.ops.common.shingles import compile_pattern, punctuation_pattern, shingles
 
 SIMHASH_KEY = "__dj__simhash"  # Data-Juicer's HashKeys.simhash
-_BITS = np.arange(64, dtype=np.uint64)
+_BLOCK = 1 << 16  # shingles hashed and counted at once
 
 
 def simhash(tokens: list[bytes]) -> int:
@@ -17,9 +17,11 @@ def simhash(tokens: list[bytes]) -> int:
     and a bit is set where more shingles have it set than not."""
     if not tokens:
         return 0
-    hv = np.array([int.from_bytes(hashlib.md5(t).digest()[:8], "big") for t in tokens], dtype=np.uint64)
-    ones = ((hv[:, None] >> _BITS) & np.uint64(1)).sum(axis=0)
-    return int(sum(1 << i for i in range(64) if 2 * int(ones[i]) > len(tokens)))
+    ones = np.zeros(64, dtype=np.int64)  # column j counts bit 63 - j (the digests' bytes are big-endian)
+    for start in range(0, len(tokens), _BLOCK):  # bounded memory for a text of millions of shingles
+        digests = b"".join(hashlib.md5(t).digest()[:8] for t in tokens[start:start + _BLOCK])
+        ones += np.unpackbits(np.frombuffer(digests, dtype=np.uint8).reshape(-1, 8), axis=1).sum(axis=0, dtype=np.int64)
+    return int(sum(1 << (63 - j) for j in range(64) if 2 * int(ones[j]) > len(tokens)))
 
 
 @register_op("document_simhash_deduplicator")
