@@ -47,6 +47,11 @@ def non_finite_stat(op, stats) -> str | None:
         return None
     for key in op.stats_keys:
         value = stats.get(key)
+        if value.__class__ is float:  # the common case, checked without the loops below
+            if math.isfinite(value):
+                continue
+        elif value.__class__ in (int, str, bool) or value is None:
+            continue
         values = value if isinstance(value, list) else [value]
         for v in values:
             for x in (v if isinstance(v, list) else [v]):

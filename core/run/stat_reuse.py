@@ -43,15 +43,11 @@ def drop_stale(op, samples: list[dict], live: list[int], books: StatBooks, earli
     A deduplicator keeps a hash it finds (an earlier op of the recipe wrote it: Data-Juicer reuses
     it), so a stale one left there would be kept and signed as its own. Those this run wrote (an
     earlier op, an earlier Ray stage: `earlier`) stay."""
-    if not isinstance(op, Filter):
-        return
-    for i in live:
+    keys = [key for key in op.stats_keys if key not in earlier] if isinstance(op, Filter) else []
+    for i in live if keys else ():
         stats = samples[i].get(STATS_KEY)
-        if not isinstance(stats, dict):
-            continue
-        ours = books.judged.get(samples[i].get(POSITION_KEY), ())
-        for key in op.stats_keys:
-            if key in stats and key not in ours and key not in earlier:
+        for key in keys if isinstance(stats, dict) else ():
+            if key in stats and key not in books.judged.get(samples[i].get(POSITION_KEY), ()):
                 del stats[key]
 
 
