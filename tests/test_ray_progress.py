@@ -119,10 +119,12 @@ def slow_recipe(tmp_path, name: str, n: int, **extra):
 
 def test_a_trial_on_ray_estimates_the_whole_run_from_its_steady_rate_as_the_local_engine_does(
         ray_address, tmp_path):
-    """The same --limit trial on each engine: Ray's estimate of the whole dataset is within a
-    factor 3 of the local engine's (both: start-up once + the samples at the trial's steady rate;
-    a rate over the results Ray hands back in a burst would make the whole dataset take no time)."""
+    """The same --limit trial on each engine: each estimates the whole dataset at no less than its
+    sleeps alone take (n x 0.02 s over 2 workers: load only slows a run), from a steady rate taken
+    over every sample (a rate over the results Ray hands back in a burst would make the whole
+    dataset take no time). Not compared with each other: two runs' rates move with the machine's load."""
     n = 20_000
+    floor = n * 0.02 / 2
     est = {}
     for executor in ("local", "ray"):
         recipe = slow_recipe(tmp_path, executor, n, executor=executor, ray_address=ray_address)
@@ -136,7 +138,7 @@ def test_a_trial_on_ray_estimates_the_whole_run_from_its_steady_rate_as_the_loca
         # sample (Ray's stage actors say when they began their batches: none is left untimed)
         t = summary["timing"]
         assert 64 / t["processing_seconds"] * 0.99 <= t["steady_samples_per_second"] <= 64 / t["processing_seconds"] * 1.01
-    assert est["local"] / 3 <= est["ray"] <= est["local"] * 3, est
+        assert est[executor] >= floor * 0.9, (executor, est[executor], floor)  # 0.9: where the clocks start
 
 
 def test_ray_log_lines_go_to_a_file_and_a_failing_op_is_said_by_djx(ray_address, tmp_path):
