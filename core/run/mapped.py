@@ -81,33 +81,42 @@ def retrace_rejection(rej, stage_input, chain) -> None:
         rej.text_seen = seen_by_op(rej.record, stage_input, _text_key(chain, rej.op_index))
 
 
-_UNSAVED = object()
+UNSAVED = object()
+
+
+def frozen(value):
+    """A deep copy of `value` to thaw later: pickle's bytes (fast for JSON-like data), else a
+    deepcopy, else UNSAVED (an earlier plug-in left something neither can take)."""
+    try:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001
+        try:
+            return copy.deepcopy(value)
+        except Exception:  # noqa: BLE001
+            return UNSAVED
+
+
+def thawed(saved):
+    """A fresh deep copy of what frozen() kept (not UNSAVED)."""
+    return pickle.loads(saved) if isinstance(saved, bytes) else copy.deepcopy(saved)
 
 
 def saved_before(op, samples: list[dict], idx: list[int]):
     """A deep copy of samples[idx] before a mapper's call on several of them (None: nothing to save,
-    a filter or one sample; _UNSAVED: they cannot be copied). If the call raises, each sample is run
+    a filter or one sample; UNSAVED: they cannot be copied). If the call raises, each sample is run
     again alone from this copy: a mapper that changed some samples in place before it raised would
     otherwise be applied twice to them."""
     if not isinstance(op, Mapper) or len(idx) < 2:
         return None
-    group = [samples[i] for i in idx]
-    try:
-        return pickle.dumps(group, protocol=pickle.HIGHEST_PROTOCOL)  # deep, and fast for JSON-like data
-    except Exception:  # noqa: BLE001  # an earlier plug-in mapper left something pickle cannot take
-        try:
-            return copy.deepcopy(group)
-        except Exception:  # noqa: BLE001
-            return _UNSAVED
+    return frozen([samples[i] for i in idx])
 
 
 def restored(saved, samples: list[dict], idx: list[int]) -> bool:
     """Put samples[idx] back as saved_before() copied them; False when they could not be copied."""
-    if saved is _UNSAVED:
+    if saved is UNSAVED:
         return False
     if saved is not None:
-        group = pickle.loads(saved) if isinstance(saved, bytes) else copy.deepcopy(saved)
-        for i, s in zip(idx, group):
+        for i, s in zip(idx, thawed(saved)):
             samples[i] = s
     return True
 

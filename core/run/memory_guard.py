@@ -11,22 +11,20 @@
 - A stat that is not a finite number rejects its sample in the op chain, in memory as in a file run.
 
 Not guarded in memory: `sample_timeout` (the ops run in the caller's process, where a hung op cannot
-be stopped: it is refused with a warning when set), worker crashes (there are none to restart), and
+be stopped: a warning says so when it is set), worker crashes (there are none to restart), and
 resume. The caller's records are copied deeply before a chain with a mapper sees them.
 """
 from __future__ import annotations
 
-import copy
-import pickle
 import warnings
 
 from djx.core.errors import DjxError
 from djx.core.op.base import Mapper
 from djx.core.recipe.recipe import Recipe
 from djx.core.run.early_check import WINDOW, EarlyCheck
+from djx.core.run.mapped import UNSAVED, frozen, thawed
 
 _FILE_RUN_WORDS = "the run stopped and wrote no export"
-
 
 
 class MemoryGuard:
@@ -49,13 +47,8 @@ class MemoryGuard:
         else deepcopy; as given when neither can copy it)."""
         if not self.copies or not isinstance(record, dict):
             return record
-        try:
-            return pickle.loads(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
-        except Exception:  # noqa: BLE001  an object pickle cannot take
-            try:
-                return copy.deepcopy(record)
-            except Exception:  # noqa: BLE001
-                return record
+        saved = frozen(record)
+        return record if saved is UNSAVED else thawed(saved)
 
     def batch(self, result) -> None:
         if self.early is not None:
