@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
+import shutil
 import time
 from pathlib import Path
 
@@ -212,3 +212,23 @@ def test_a_held_scorer_stops_the_reading_at_the_batches_in_flight_and_the_run_th
     assert reached == [True], "the scorer never held, or the run read fewer batches than its bound"
     assert not past_bound, f"batches {past_bound} were read past {ex.max_in_flight} in flight while the scorer held"
     assert sum(len(r.kept) + len(r.dropped) for r in results) == 80 and not any(r.rejected for r in results)
+
+
+@pytest.mark.parametrize("scoring", ["device", "workers"])
+def test_a_model_that_does_not_load_stops_the_run_in_one_line_wherever_it_loads(tmp_path, scoring):
+    """A truncated weights file: the same one line naming the op and the model, whether the
+    device's scorer loads it (scoring: device) or each worker does; no traceback, exit 1."""
+    broken = tmp_path / "broken-clip"
+    shutil.copytree(CLIP, broken)
+    weights = broken / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:3000])
+    dataset(tmp_path, 8)
+    recipe = write_recipe(tmp_path, [{"image_text_similarity_filter": {"hf_clip": str(broken)}}], [],
+                          scoring=scoring)
+    proc = djx("process", str(recipe), "--quiet")
+    _, err = proc.communicate()
+    assert proc.returncode == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"djx: error: op image_text_similarity_filter: its model '{broken}' (kind 'hf_clip') did not load: "
+        "SafetensorError: "), err

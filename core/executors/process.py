@@ -13,7 +13,7 @@ import dill
 
 from djx.core.errors import DjxError
 from djx.core.run.chain import OpChain
-from djx.core.models.pool import ModelPool, process_pool
+from djx.core.models.pool import ModelPool, load_failed, process_pool
 from djx.core.models.share.score_client import takes_part
 from djx.core.op.registry import load_run_ops
 
@@ -102,8 +102,7 @@ def _load(pool: ModelPool, op, spec) -> None:
     except DjxError:  # djx's own loaders say what is wrong in their words
         raise
     except Exception as e:  # noqa: BLE001  (any loader's failure: said, and the run stops)
-        raise DjxError(f"op {op.name}: its model {spec.name!r} (kind {spec.kind!r}) did not load: "
-                       f"{type(e).__name__}: {e}") from None
+        raise load_failed(spec, e, op.name) from None
 
 
 @contextlib.contextmanager

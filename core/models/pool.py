@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from djx.core.errors import RecipeError
+from djx.core.errors import DjxError, RecipeError
 from djx.core.records import WorkerReport
 from djx.core.plan.resources import peak_device_bytes, peak_rss_bytes, uss_pss_bytes
 
@@ -60,6 +60,14 @@ def loader_for(spec: ModelSpec) -> Callable:
         raise RecipeError(f"no model loader registered for kind {spec.kind!r} "
                           f"(known: {', '.join(sorted(_LOADERS)) or 'none'})")
     return loader
+
+
+def load_failed(spec: ModelSpec, e: Exception, op_name: str) -> DjxError:
+    """A loader's failure (a plug-in's loader raising OSError, a truncated weights file) as the one
+    line the run stops with, naming the op and the model, wherever the model was loading: a
+    worker, a device's scorer."""
+    return DjxError(f"op {op_name}: its model {spec.name!r} (kind {spec.kind!r}) did not load: "
+                    f"{type(e).__name__}: {e}")
 
 
 def estimate_bytes(spec: ModelSpec) -> int:

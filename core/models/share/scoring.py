@@ -185,7 +185,7 @@ class Scorer:
         start-up's instants (`timeline`) for the worker's report."""
         try:
             op = self._op(group[0].request)
-            loaded = self._model(op.spec)
+            loaded = self._loaded(op)
             if hasattr(op, "warm_device"):  # what its device work needs, before the first batch
                 op.warm_device(loaded)
         except Exception as e:  # noqa: BLE001  (the worker gets the error to raise)
@@ -225,7 +225,8 @@ class Scorer:
     def _fail(group: list, e: Exception) -> None:
         from djx.core.errors import DjxError
         for pending in group:
-            pending.answer = ("error", f"{type(e).__name__}: {e}", isinstance(e, DjxError))
+            user_error = isinstance(e, DjxError)  # said as it is; anything else with its type
+            pending.answer = ("error", str(e) if user_error else f"{type(e).__name__}: {e}", user_error)
             pending.done.set()
 
     def _op(self, request: ScoreRequest):
@@ -235,6 +236,17 @@ class Scorer:
             import dill
             self._ops[request.key] = dill.loads(request.op_bytes)
         return self._ops[request.key]
+
+    def _loaded(self, op):
+        """`op`'s model; its loader's failure is the one line a worker's load would give."""
+        from djx.core.errors import DjxError
+        from djx.core.models.pool import load_failed
+        try:
+            return self._model(op.spec)
+        except DjxError:
+            raise
+        except Exception as e:  # noqa: BLE001  (any loader's failure: said, and the run stops)
+            raise load_failed(op.spec, e, op.name) from None
 
     def _model(self, spec):
         with self._loading:  # both threads may ask (the gathering thread for `ready_parts`): loaded once
