@@ -98,9 +98,10 @@ class OpChain:
         finally:
             images.close()
         result.kept = samples
+        result.dropped.sort(key=lambda s: s[POSITION_KEY])  # input order, as the Ray engine writes them
         writer = path_writer(self.ctx, self.ops)
-        for s in result.kept + result.dropped:
-            if writer is not None and (self.export_kept or s in result.dropped):
+        for s, written in [(s, self.export_kept) for s in result.kept] + [(s, True) for s in result.dropped]:
+            if writer is not None and written:
                 writer.rewrite(s)  # image paths of the records a run writes resolve from its outputs
             seal_llava(s, self.ctx.stats_key)
             books.seal(s)
@@ -112,6 +113,7 @@ class OpChain:
         if writer is not None:
             for rej in result.rejected:
                 rej.record = writer.copy(rej.record)
+        result.rejected.sort(key=lambda rej: rej.pos)  # bad input and ops' rejections, in input order
         return result
 
     def _refuse_unwritable(self, result: BatchResult, originals: dict, encode=None) -> None:

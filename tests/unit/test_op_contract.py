@@ -184,3 +184,23 @@ def test_a_present_requirement_lets_the_op_be_made():
     class NeedsJson(NeedsAbsentPackageFilter):
         requires = {"json": "(always there)", "os.path": "(always there)"}
     assert NeedsJson().params() == {}
+
+
+def test_a_batchs_dropped_and_rejected_samples_come_out_in_input_order_whichever_op_or_check_took_them():
+    """The dropped and rejected files list a batch's samples as they were read, as the Ray engine
+    writes them: not grouped by the op that dropped them, nor bad input before op rejections."""
+    class CharFilter(Filter):
+        stats_keys = ("chars",)
+
+        def compute_sample(self, sample: dict, batch: Batch) -> None:
+            batch.stats(sample)["chars"] = len(batch.text(sample))
+
+        def keep(self, stats: dict) -> bool:
+            return stats["chars"] < 12
+
+    texts = ["a b c", "one", "a very long text of words", "nul \x00 here", "x y z w", 5, "two words"]
+    items = [Item(i, {"text": t}) for i, t in enumerate(texts)]
+    result = OpChain([CharFilter(), WordCountFilter()], RunContext()).run(items)
+    assert [s["__dj__pos__"] for s in result.dropped] == [1, 2, 6]  # op 1, op 0, op 1
+    assert [s["__dj__drop__"]["op_index"] for s in result.dropped] == [1, 0, 1]
+    assert [(rej.pos, rej.code) for rej in result.rejected] == [(3, "bad_text"), (5, "bad_input")]
