@@ -98,13 +98,7 @@ class OpChain:
         finally:
             images.close()
         result.kept = samples
-        result.dropped.sort(key=lambda s: s[POSITION_KEY])  # input order, as the Ray engine writes them
-        writer = path_writer(self.ctx, self.ops)
-        for s, written in [(s, self.export_kept) for s in result.kept] + [(s, True) for s in result.dropped]:
-            if writer is not None and written:
-                writer.rewrite(s)  # image paths of the records a run writes resolve from its outputs
-            seal_llava(s, self.ctx.stats_key)
-            books.seal(s)
+        writer = self._seal(result, books)
         llava_in = self.ctx.llava is not None and self.reads_input  # the records as read have LLaVA's `image`
         result.reach = reach(result, originals, len(self.ops), "image" if llava_in else self.ctx.image_key)
         if writer is not None and writes_llava(self.ctx):
@@ -115,6 +109,19 @@ class OpChain:
                 rej.record = writer.copy(rej.record)
         result.rejected.sort(key=lambda rej: rej.pos)  # bad input and ops' rejections, in input order
         return result
+
+    def _seal(self, result: BatchResult, books: StatBooks):
+        """The kept and dropped samples signed, as the outputs will hold them (their image paths
+        rewritten to resolve from there); the dropped in input order, as the Ray engine writes them.
+        Returns the path writer (None: paths are written as they are)."""
+        result.dropped.sort(key=lambda s: s[POSITION_KEY])
+        writer = path_writer(self.ctx, self.ops)
+        for s, written in [(s, self.export_kept) for s in result.kept] + [(s, True) for s in result.dropped]:
+            if writer is not None and written:
+                writer.rewrite(s)
+            seal_llava(s, self.ctx.stats_key)
+            books.seal(s)
+        return writer
 
     def _refuse_unwritable(self, result: BatchResult, originals: dict, encode=None) -> None:
         """Reject the samples that ops left unwritable (a lone surrogate, a cycle), so one bad
