@@ -175,10 +175,11 @@ def test_a_ctrl_c_inside_a_batch_write_acts_once_the_batch_is_recorded():
     assert signal.getsignal(signal.SIGINT) is before
 
 
-@pytest.mark.parametrize("damage", ["no seconds", "no read", "counts a list", "lengths of text"])
+@pytest.mark.parametrize("damage", ["no seconds", "no read", "counts a list", "lengths of text", "a part removed"])
 def test_a_damaged_resume_manifest_is_one_line_that_says_to_restart(tmp_path, write_recipe, djx_cli, damage):
-    """A manifest cut or edited by hand (a field missing, one of another type) is refused in one
-    line naming --restart, never a KeyError; --restart then runs the whole input."""
+    """A manifest cut or edited by hand (a field missing, one of another type), or a part file
+    removed (to free space after a full disk, say), is refused in one line naming --restart, never
+    a KeyError or FileNotFoundError; --restart then runs the whole input."""
     lines = [json.dumps({"id": i, "text": f"sample number {i:04d}"}) for i in range(40)]
     lines[30] = '{"id": 30, "text": '
     (tmp_path / "data.jsonl").write_text("\n".join(lines) + "\n")
@@ -194,9 +195,12 @@ def test_a_damaged_resume_manifest_is_one_line_that_says_to_restart(tmp_path, wr
         del manifest["read"]
     elif damage == "counts a list":
         manifest["counts"] = []
-    else:
+    elif damage == "lengths of text":
         manifest["lengths"] = {"kept": "many"}
-    path.write_text(json.dumps(manifest))
+    if damage == "a part removed":
+        (path.parent / "dropped.jsonl.part").unlink()
+    else:
+        path.write_text(json.dumps(manifest))
     recipe = write_recipe(tmp_path / "r.yaml", **keys)
     res = djx_cli("process", recipe, "--quiet")
     # an edited manifest no longer carries this user's signature: refused as such, in one line

@@ -69,13 +69,11 @@ class OutputWriter:
         self._hashes = {}  # kind -> sha256 of the part as written so far
         self._manifest: dict = {}  # the last one written
         self.export_lock = ExportLock(paths.state_dir, paths.export)
+        self.manifest_path = os.path.join(paths.state_dir, "manifest.json")
+        self._state_summary = os.path.join(paths.state_dir, "summary.json")  # a finish's, until it is moved
 
     def part(self, kind: str) -> str:
         return os.path.join(self.paths.state_dir, f"{kind}.jsonl.part")
-
-    @property
-    def manifest_path(self) -> str:
-        return os.path.join(self.paths.state_dir, "manifest.json")
 
     def load_manifest(self) -> dict | None:
         """The unfinished run's manifest (None: there is none), refused unless this user's key signed it."""
@@ -99,10 +97,6 @@ class OutputWriter:
                               f"may have written it), so djx will not resume or complete it: run again with "
                               f"--restart to start over")
         return manifest
-
-    @property
-    def _state_summary(self) -> str:
-        return os.path.join(self.paths.state_dir, "summary.json")
 
     def lock(self) -> None:
         """Hold the export for this process (io/export_lock.py): before the manifest is read, to
@@ -130,7 +124,7 @@ class OutputWriter:
                     self._files[kind] = os.fdopen(create_new(self.part(kind)), "r+b")
                     self._hashes[kind] = hashlib.sha256()
                     continue
-                self._files[kind] = f = os.fdopen(open_own(self.part(kind), os.O_RDWR), "r+b")
+                f = self._reopen(kind)
                 self._hashes[kind] = self._checked(kind, f, manifest)
                 f.truncate(manifest["lengths"][kind])
                 f.seek(0, os.SEEK_END)
@@ -152,6 +146,15 @@ class OutputWriter:
                               f"with --restart to start over")
         return h
 
+    def _reopen(self, kind: str):
+        """The part file of `kind`, opened to go on writing; one removed (to free space, say) is a damaged state."""
+        try:
+            self._files[kind] = f = os.fdopen(open_own(self.part(kind), os.O_RDWR), "r+b")
+        except FileNotFoundError:
+            raise ResumeError(f"resume state {self.paths.state_dir} is damaged: {self.part(kind)} is missing; "
+                              "run again with --restart to start over") from None
+        return f
+
     def write(self, kind: str, records: list[dict]) -> None:
         if records:  # lines a worker encoded (bytes, newline included), or dicts
             data = b"".join(r if isinstance(r, bytes) else encode_line(r) for r in records)
@@ -169,9 +172,8 @@ class OutputWriter:
                 os.replace(self.part(kind + ".dedup"), self.part(kind))
         if self._files:  # the run goes on writing: reopen the two parts at their ends
             for kind in ("kept", "dropped"):
-                self._files[kind] = f = os.fdopen(open_own(self.part(kind), os.O_RDWR), "r+b")
-                self._hashes[kind] = sha256_of(f)
-                f.seek(0, os.SEEK_END)
+                self._hashes[kind] = sha256_of(self._reopen(kind))
+                self._files[kind].seek(0, os.SEEK_END)
 
     def position_after_dedup(self, before: dict) -> dict:
         """`before` (a position()) with the dedup phase's new kept and dropped parts: signed before the move."""
@@ -181,13 +183,11 @@ class OutputWriter:
                 lengths[kind], digests[kind] = os.fstat(f.fileno()).st_size, sha256_of(f).hexdigest()
         return {"lengths": lengths, "digests": digests}
 
-    def lengths(self) -> dict[str, int]:
-        """Each part's length as written so far (buffered bytes included)."""
-        return {k: f.tell() for k, f in self._files.items()}
-
     def position(self) -> dict:
-        """Each part's length and the digest of its content so far: what a checkpoint records."""
-        return {"lengths": self.lengths(), "digests": {k: h.hexdigest() for k, h in self._hashes.items()}}
+        """Each part's length as written so far (buffered bytes included) and the digest of its
+        content: what a checkpoint records."""
+        return {"lengths": {k: f.tell() for k, f in self._files.items()},
+                "digests": {k: h.hexdigest() for k, h in self._hashes.items()}}
 
     def checkpoint(self, manifest: dict, at: dict | None = None) -> None:
         """Make the parts durable and record the manifest, signed, with their lengths and digests
