@@ -2,6 +2,7 @@
 and the sha256 digests that let a resumed run check its parts are the ones it signed."""
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -26,11 +27,16 @@ def write_durable(path: str, obj) -> str:
     sha256 of what was written."""
     data = json.dumps(obj, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
     fd, tmp = new_file_beside(path)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # a full disk, say: no empty temporary file left beside `path`
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
     return hashlib.sha256(data).hexdigest()
 
 
