@@ -114,7 +114,10 @@ def _check(args) -> int:
     _export_arg(args, "output", "check")
     paths = OutputPaths.for_export(args.output)
     if not export_files(paths.export):
-        raise DjxError(f"no such output: {paths.export} (nor shards of it)")
+        unfinished = os.path.isdir(paths.state_dir)  # a run stopped (killed, a full disk) before its finish
+        raise DjxError(f"no such output: {paths.export} (nor shards of it)" + (
+            f"; the run writing it has not finished (its work so far is in {paths.state_dir}): run the same "
+            f"djx process command again to resume it" if unfinished else ""))
     input_count, dropped_count, written = args.input_count, None, ()
     if input_count is not None and input_count < 0:
         raise DjxError(f"--input-count {input_count}: give the number of input samples (0 or more)")
@@ -131,11 +134,16 @@ def _check(args) -> int:
     from djx.core.run.provenance import stats_key
     report = check_outputs(paths.export, paths.dropped, paths.rejected, chain.filter_stats_keys(),
                            recipe.image_key, input_count, dropped_count, ops=chain.ops, written=written,
-                           verify_key=stats_key())
+                           verify_key=stats_key(), claimed=_claimed(summary))
     print(_terminal_safe(report.describe()))
     if input_count is None:
         print("note: no input count in a run summary and no --input-count given: counts were not checked")
     return 0 if report.ok else 1
+
+
+def _claimed(summary: dict | None) -> dict:
+    """The kept, dropped and rejected counts a run summary states (each checked against the files)."""
+    return {k: summary.get(k) for k in ("kept", "dropped", "rejected")} if summary is not None else {}
 
 
 def _check_summary(path: str) -> dict:

@@ -46,15 +46,21 @@ def iter_output(path: str) -> Iterator[tuple[int, dict]]:
     if stats is None:
         yield from enumerate(records)
         return
-    side = _iter_file(stats)
+    side, n, used = _iter_file(stats), -1, False
     for n, rec in enumerate(records):
         extra = next(side, None)
-        if POSITION_KEY not in rec and extra is not None:  # a training-ready record: djx's keys are beside
-            rec, matched = put_back(rec, extra)
+        if POSITION_KEY not in rec and extra is None:
+            raise CheckError(f"{stats}: no row for the export's record {n + 1}: the stats file is cut short, or "
+                             f"does not belong to this export")
+        if POSITION_KEY not in rec:  # a training-ready record: djx's keys are beside
+            used, (rec, matched) = True, put_back(rec, extra)
             if not matched:
                 raise CheckError(f"{stats}: row {n + 1} holds the stats of another record than the export's record "
                                  f"{n + 1}: the stats file does not belong to this export")
         yield n, rec
+    if used and next(side, None) is not None:
+        raise CheckError(f"{stats}: more rows than the export's {n + 1} record(s): the stats file does not "
+                         f"belong to this export, or records were removed from it")
 
 
 def _iter_file(path: str) -> Iterator[dict]:

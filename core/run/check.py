@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
 from djx.core.io.output_reader import iter_output, record_bound
+from djx.core.io.outputs import OutputPaths
 from djx.core.op.base import Filter
 from djx.core.op.deduplicator import Deduplicator
 from djx.core.run.chain import _BadVerdict, _verdict
@@ -132,11 +133,11 @@ def _counts_line(counts: dict) -> str:
 
 
 def written_outputs(summary: dict) -> tuple[str, ...]:
-    """The outputs besides the export that the run of `summary` wrote ("dropped", "rejected"): those
+    """The outputs besides the export that the run of `summary` wrote ("dropped", "rejected", "stats"): those
     its "outputs" name, or for a summary without them, the dropped file its recipe exported."""
     outs = summary.get("outputs")
     if isinstance(outs, dict):
-        return tuple(kind for kind in ("dropped", "rejected") if outs.get(kind))
+        return tuple(kind for kind in ("dropped", "rejected", "stats") if outs.get(kind))
     recipe = summary.get("recipe")
     return ("dropped",) if isinstance(recipe, dict) and recipe.get("export_dropped") is True else ()
 
@@ -144,7 +145,8 @@ def written_outputs(summary: dict) -> tuple[str, ...]:
 def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str | None,
                   filters: list[tuple[str, tuple[str, ...]]], image_key: str = "images",
                   input_count: int | None = None, dropped_count: int | None = None,
-                  ops: list | None = None, written: tuple[str, ...] = (), verify_key: bytes | None = None) -> CheckReport:
+                  ops: list | None = None, written: tuple[str, ...] = (), verify_key: bytes | None = None,
+                  claimed: dict | None = None) -> CheckReport:
     """Check the three output files against the op list [(op name, stats keys), ...].
 
     Without a dropped file (export_dropped: false), `dropped_count` (from the summary) stands in
@@ -152,11 +154,13 @@ def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str |
     its summary, written_outputs): one that is missing fails the check. With `ops` (the recipe's
     ops, in the order of `filters`), each sample's verdicts are re-applied to its recorded stats.
     With `verify_key` (djx check: this user's stats key), samples whose stats it does not vouch for
-    are counted in a note."""
+    are counted in a note. `claimed`: the counts a run summary states ({"kept": n, ...}), each of
+    which must be what the outputs hold."""
     bound = sum(record_bound(p) for p in (kept_path, dropped_path, rejected_path))
     check = _OutputCheck(filters, image_key, input_count, Judge(ops) if ops is not None else None, bound)
     check.signatures = Signatures(verify_key) if verify_key is not None else None
-    for kind, path in (("dropped", dropped_path), ("rejected", rejected_path)):
+    stats_path = OutputPaths.for_export(kept_path).stats if "stats" in written else None  # djx check: an export
+    for kind, path in (("dropped", dropped_path), ("rejected", rejected_path), ("stats", stats_path)):
         if kind in written and not (path and os.path.exists(path)):
             check.report.add(f"the {kind} file {path} is missing, although the run wrote it (its summary "
                              f"lists it): restore it, or run again", -1)
@@ -173,7 +177,7 @@ def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str |
     if rejected_path and os.path.exists(rejected_path):
         for _, rec in iter_output(rejected_path):
             check.rejected(rec)
-    return check.finish(has_dropped)
+    return check.finish(has_dropped, claimed or {})
 
 
 class _OutputCheck:
@@ -223,9 +227,13 @@ class _OutputCheck:
         if not rec.get("reason"):
             self.report.add("rejected record without a reason", rec.get(POSITION_KEY))
 
-    def finish(self, has_dropped: bool) -> CheckReport:
-        """The count check and the positions no output holds; the report."""
+    def finish(self, has_dropped: bool, claimed: dict) -> CheckReport:
+        """The count check (and the `claimed` counts) and the positions no output holds; the report."""
         counts, n = self.counts, self.input_count
+        for kind, said in claimed.items():
+            if type(said) is int and counts.get(kind) is not None and counts[kind] != said:
+                self.report.add(f"the run summary says {said} {kind}, the outputs hold {counts[kind]}: the "
+                                f"summary or the outputs were changed since the run", -1)
         if n is not None:
             counts["input"] = n
             if counts["dropped"] is not None:
