@@ -103,6 +103,17 @@ def phase(folder: Path) -> str:
     return "inside the finish" if state.get("finishing") else "mid-run"
 
 
+def _records(name: str, blob: bytes) -> int:
+    """The records an output file holds: a JSON Lines file's lines, a JSON array's items, a parquet file's rows."""
+    if name.endswith(".parquet"):
+        import io
+        import pyarrow.parquet as pq
+        return pq.ParquetFile(io.BytesIO(blob)).metadata.num_rows
+    if name.endswith(".json"):
+        return len(json.loads(blob)) if blob.strip() else 0
+    return blob.count(b"\n")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kills", type=int, default=40)
@@ -125,7 +136,7 @@ def main(argv=None) -> int:
         write_dataset(ref, args.records, args.seed)
         _, whole = run(write_recipe(ref, args.np, args.executor), None)
         reference = outputs(ref)
-        records = sum(blob.count(b"\n") for name, blob in reference.items() if not name.endswith(".parquet"))
+        records = sum(_records(name, blob) for name, blob in reference.items())
         print(f"reference run: {args.records} records, {whole:.1f} s; {records} output records")
         kills, instants, phases, differences, trial = 0, [], {}, 0, 0
         while kills < args.kills:
