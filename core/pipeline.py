@@ -34,6 +34,7 @@ from djx.core.io.export_input import stats_beside
 from djx.core.recipe.recipe import Recipe, load_recipe
 from djx.core.run.api_setup import pipeline_recipe, refuse_non_ops, with_paths, write_report
 from djx.core.plan.resources import cpu_count
+from djx.core.run.resume_images import refuse_changed_images
 from djx.core.run.resume import fingerprint, resume_point
 from djx.core.run.outcome import SampleOutcome, in_memory
 from djx.core.run.memory_guard import MemoryGuard
@@ -219,6 +220,7 @@ class Pipeline:
         if start.note:
             log(start.note)
         if start.resumed and not start.finishing:
+            refuse_changed_images(run.writer, start.manifest, self.ops, run.chain.ctx.image_key)
             log(f"[djx] resuming: {start.read.records} samples already done, reading on from there")
         return start
 

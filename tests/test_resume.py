@@ -209,3 +209,38 @@ def test_a_damaged_resume_manifest_is_one_line_that_says_to_restart(tmp_path, wr
     assert "--restart" in res.err and len(res.err.strip().splitlines()) == 1
     assert djx_cli("process", recipe, "--quiet", "--restart").rc == 0
     assert len(read_jsonl_file(tmp_path / "out/o.jsonl")) + len(read_jsonl_file(tmp_path / "out/o.rejected.jsonl")) == 40
+
+
+def test_a_resume_whose_images_were_replaced_since_the_kill_is_refused_not_mixed(tmp_path, write_recipe, djx_cli):
+    """Images re-exported (smaller) between a stopped run and its rerun: the samples written so far
+    were judged on the old files, the rest would be on the new; the rerun refuses in one line
+    naming an image, and resumes once they are put back as they were (bytes and mtimes)."""
+    from PIL import Image
+    (tmp_path / "img").mkdir()
+    lines = []
+    for i in range(40):
+        Image.new("RGB", (80, 60), (i * 6, 90, 30)).save(tmp_path / "img" / f"{i}.png")
+        lines.append(json.dumps({"id": i, "text": f"sample {i}", "images": [f"img/{i}.png"]}))
+    lines[30] = '{"id": 30, "text": '
+    (tmp_path / "data.jsonl").write_text("\n".join(lines) + "\n")
+    keys = dict(dataset_path="data.jsonl", export_path="out/o.jsonl", batch_size=8, np=1, start_method="fork",
+                process=[{"image_shape_filter": {"min_width": 64}}])
+    assert djx_cli("process", write_recipe(tmp_path / "fail.yaml", on_error="fail", **keys), "--quiet").rc == 1
+    assert manifest_records(tmp_path) == 24
+    originals = {i: ((tmp_path / "img" / f"{i}.png").read_bytes(), (tmp_path / "img" / f"{i}.png").stat())
+                 for i in range(40)}
+    for i in range(40):  # what a re-export at half size does: same names, other files
+        Image.new("RGB", (40, 30), (i * 6, 90, 30)).save(tmp_path / "img" / f"{i}.png")
+    recipe = write_recipe(tmp_path / "r.yaml", **keys)
+    res = djx_cli("process", recipe, "--quiet")
+    assert res.rc == 1 and len(res.err.strip().splitlines()) == 1, res.err
+    assert "holds an unfinished run whose images changed since it judged them" in res.err
+    assert "bytes now" in res.err and "--restart" in res.err
+    assert not (tmp_path / "out" / "o.jsonl").exists()
+    for i, (data, st) in originals.items():  # restored from a backup that keeps mtimes (cp -p, rsync -t)
+        (tmp_path / "img" / f"{i}.png").write_bytes(data)
+        os.utime(tmp_path / "img" / f"{i}.png", ns=(st.st_atime_ns, st.st_mtime_ns))
+    res = djx_cli("process", recipe, "--quiet")
+    assert res.rc == 0 and "resuming: 24 samples already done" in res.out + res.err, res.err
+    kept = read_jsonl_file(tmp_path / "out" / "o.jsonl")
+    assert sorted(r["id"] for r in kept) == [i for i in range(40) if i != 30]  # all judged on the same files
