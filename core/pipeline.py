@@ -180,7 +180,10 @@ class Pipeline:
             start = self._resume_point(run, recipe, restart, limit, log)
             if recipe.executor == "ray":  # what the Ray engine cannot read: said now, not after its start-up
                 from djx.core.executors.ray.cluster import refuse
-                refuse(run.files, start.read)
+                if note := refuse(run.files, start.read):
+                    log(note)
+            if start.resumed and not start.finishing:
+                log(f"[djx] resuming: {start.read.records} samples already done, reading on from there")
             if start.finishing:  # killed while moving its outputs into place: complete that, nothing else
                 early.close()
                 return run.writer.complete_interrupted(start.manifest, log)
@@ -221,7 +224,6 @@ class Pipeline:
             log(start.note)
         if start.resumed and not start.finishing:
             refuse_changed_images(run.writer, start.manifest, self.ops, run.chain.ctx.image_key)
-            log(f"[djx] resuming: {start.read.records} samples already done, reading on from there")
         return start
 
     def _execute(self, run: "_RunFiles", start, plan: Plan, recipe: Recipe, progress: bool, log,

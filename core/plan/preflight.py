@@ -107,12 +107,12 @@ def dataset_report(recipe, pairs_chunks: bool = True) -> tuple[list[str], list[s
     except DjxError as e:
         return [f"dataset: {recipe.dataset_path}"], [str(e)]
     lines = [f"dataset: {recipe.dataset_path} ({len(files)} file{'' if len(files) == 1 else 's'})"]
-    if recipe.executor == "ray":  # what the Ray engine cannot read, said before any start-up
-        from djx.core.executors.ray.cluster import refuse
-        try:
-            refuse(files, ReadState())
-        except DjxError as e:
-            return lines, [str(e)]
+    if recipe.executor == "ray":  # what would stop a Ray run at once (Ray, its address, the input)
+        from djx.core.executors import ray_preflight
+        ray_lines, ray_problems = ray_preflight(recipe, files)
+        lines += ray_lines
+        if ray_problems:
+            return lines, ray_problems
     problems, bad, with_images, with_token, tokens = [], [], 0, 0, set()
     items, ctx = [], RunContext(recipe.text_key, recipe.image_key, recipe.image_special_token,
                                 recipe.eoc_special_token, llava=llava_options(recipe))

@@ -177,8 +177,9 @@ def refuse_unreachable(address: str, timeout: float = 5.0) -> None:
                        f"Ray head running (`ray start --head`), and is the port open from here?") from None
 
 
-def refuse(files: list[str], state: ReadState) -> None:
-    """What the Ray engine cannot read, said before Ray starts."""
+def refuse(files: list[str], state: ReadState) -> str:
+    """What the Ray engine cannot read, said before Ray starts; what it cannot do later (resume a
+    parquet input), as a note for the start of the run."""
     path = files[0]
     if path.lower().endswith(".json"):
         raise DjxError(f"{path}: the ray executor reads JSON Lines (.jsonl) or parquet; convert the "
@@ -192,6 +193,8 @@ def refuse(files: list[str], state: ReadState) -> None:
         if "path" in pq.read_schema(path).names:
             raise DjxError(f"{path}: a column named 'path' collides with the file names Ray adds to "
                            f"rows of a many-file parquet dataset; use executor: local")
+    return ("note: the ray executor does not resume parquet inputs: a run stopped before its end is finished "
+            "with --executor local (it resumes it), or started over with --restart") if parquet else ""
 
 
 def settle_fsspec_http() -> None:
