@@ -108,7 +108,7 @@ def dataset_report(recipe, pairs_chunks: bool = True) -> tuple[list[str], list[s
         return [f"dataset: {recipe.dataset_path}"], [str(e)]
     lines = [f"dataset: {recipe.dataset_path} ({len(files)} file{'' if len(files) == 1 else 's'})"]
     if recipe.executor == "ray":  # what would stop a Ray run at once (Ray, its address, the input)
-        from djx.core.executors import ray_preflight
+        from djx.core.executors.ray.available import ray_preflight
         ray_lines, ray_problems = ray_preflight(recipe, files)
         lines += ray_lines
         if ray_problems:
