@@ -72,6 +72,23 @@ def _kill_when_asked(started: dict, done: threading.Event) -> None:
             _kill([p, *left.pop(p)], wait=False)
 
 
+def _end_started(before: set) -> None:
+    """Kill this process's children not in `before`, and all they started: each is first stopped
+    (SIGSTOP), so that none starts another (a raylet its agents) while the tree is collected."""
+    try:
+        new = [p for p in psutil.Process().children() if p not in before]
+    except psutil.Error:
+        return
+    tree = list(new)
+    for p in new:
+        try:
+            p.suspend()
+            tree += p.children(recursive=True)
+        except psutil.Error:
+            pass
+    _kill(tree)
+
+
 def _term_pending(pid: int) -> bool:
     """Whether a SIGTERM waits at process `pid` (Linux; elsewhere Ray's own wait runs its course)."""
     try:
@@ -124,8 +141,12 @@ def connect(ray, address: str | None, stop=None) -> Ours | None:
     try:
         with empty_working_dir() as folder:
             ray.init(**where, logging_level=logging.ERROR)
-    except (ConnectionError, RuntimeError, ValueError) as e:
-        raise DjxError(f"cannot start or join Ray (ray_address: {address!r}): {explain(e)}") from None
+    except BaseException as e:  # a failed start, or a stop (Ctrl-C) while Ray starts
+        if not address:  # what the local start began (its GCS, raylet, their agents) does not outlive it
+            _end_started(before)
+        if isinstance(e, (ConnectionError, RuntimeError, ValueError)):
+            raise DjxError(f"cannot start or join Ray (ray_address: {address!r}): {explain(e)}") from None
+        raise
     finally:
         if stop is not None:
             stop.install()

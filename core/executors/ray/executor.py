@@ -89,18 +89,22 @@ class RayExecutor:
         files, state = source.files, source.state
         import ray
         self.started_at = time.time()
-        with importing_ray_data():  # meanwhile, in a thread
-            ours = connect(ray, self.recipe.ray_address, stop)  # else: the Ray this process is connected to already
+        ours = None
+        try:
+            with importing_ray_data():  # meanwhile, in a thread (a Ctrl-C while it ends: Ray stopped too)
+                ours = connect(ray, self.recipe.ray_address, stop)  # None: this process was connected already
+        except BaseException:
+            if ours:
+                ours.shut_down(ray)
+            raise
         self.connected_at = time.time()
         threads = set(threading.enumerate())
         data_log = logging.getLogger("ray.data")
-        level = data_log.level
-        data_log.setLevel(logging.ERROR)
-        self._poison = None
-        self._raylet = local_raylet(ray)
-        parquet = files[0].lower().endswith(".parquet")
-        lost = False
+        level, lost, self._poison = data_log.level, False, None
         try:
+            data_log.setLevel(logging.ERROR)
+            self._raylet = local_raylet(ray)
+            parquet = files[0].lower().endswith(".parquet")
             self._node_memory = largest_node_memory(ray)
             scored = self.recipe.scoring == "device" and bool(prepare_only_stages(self.chain.ops, self.groups))
             self._use(fitted(self.chain.ops, self.groups, self.plan.model_bytes, self.recipe.batch_size,
