@@ -43,8 +43,9 @@ class RemoveHeaderMapper(TextMapper):
 
     The header is a sectioning command with an optional `*`, an optional `[short title]` and a
     `{title}`, as in Data-Juicer; the text from it on is kept. A text without one becomes empty
-    with `drop_no_head` (then dropped by a length filter, as Data-Juicer's recipe does), else it
-    is left as it is. Special tokens before the header stay, at the start of the text."""
+    with `drop_no_head` (then dropped by a length filter, as Data-Juicer's recipe does), its
+    special tokens too, else it is left as it is. Special tokens before a header stay, at the start
+    of the text."""
 
     def __init__(self, drop_no_head: bool = True, **common):
         super().__init__(**common)
@@ -60,6 +61,8 @@ class RemoveHeaderMapper(TextMapper):
         return delete_keeping_tokens(text, (), self.spans)
 
     def map_sample_text(self, text: str, tokens: tuple[str, ...]) -> str:
+        if self.drop_no_head and header_start(text) is None:
+            return ""  # the sample is meant to go, its tokens too: as in Data-Juicer, a length filter drops it
         return delete_keeping_tokens(text, tokens, self.spans)
 
 
