@@ -15,7 +15,8 @@ DJ_GLOBAL_KEYS = {
     "op_list_to_trace": "djx writes every dropped sample", "trace_num": "djx writes every dropped sample",
     "op_fusion": "djx runs the whole op chain per batch", "fusion_strategy": "djx runs the whole chain per batch",
     "adaptive_batch_size": "batch_size is fixed; model forwards halve on CUDA OOM",
-    "keep_hashes_in_res_ds": "djx has no hash ops",
+    "keep_hashes_in_res_ds": "djx keeps each deduplicator's hash in __dj__stats__, as a stat (a re-run reuses it; "
+                             "djx check and explain read it), where Data-Juicer drops it by default",
     "export_in_parallel": "djx writes the export once, at the end of the run",
     "export_type": "the export_path suffix (.jsonl, .json, .parquet) chooses the format", "suffixes": "djx reads .jsonl, .json and .parquet",
     "save_stats_in_one_file": "with keep_stats_in_res_ds: false, stats go to one <stem>_stats.jsonl", "export_original_dataset": "see export_dropped",
