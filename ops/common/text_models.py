@@ -155,8 +155,15 @@ def kenlm_advice(spec: ModelSpec) -> str | None:
     except OSError:
         return None
     return None if binary else (f"{spec.name} is an ARPA text model, which KenLM loads slowly in each worker: "
-                                f"`build_binary {spec.name} {os.path.splitext(spec.name)[0]}.bin` (KenLM's tool) "
+                                f"`build_binary {spec.name} {_binary_name(spec.name)}` (KenLM's tool) "
                                 f"and give that file for a faster start")
+
+
+def _binary_name(arpa: str) -> str:
+    """Where build_binary should write: beside the ARPA file, never over it (Data-Juicer's cache names
+    its ARPA file en.arpa.bin)."""
+    stem, ext = os.path.splitext(arpa)
+    return f"{stem}.binary" if ext == ".bin" else f"{stem}.bin"
 
 
 KENLM_BINARY_MAGIC = b"mmap lm http://kheafield.com/code"
