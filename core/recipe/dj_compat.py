@@ -106,6 +106,19 @@ def take_dataset(raw: dict) -> tuple | None:
     return None
 
 
+def export_type_clash(raw: dict) -> str | None:
+    """Data-Juicer's `export_type` wins over the export_path's suffix; djx writes the suffix's format
+    and notes the key as ignored, which is only true while the two agree."""
+    kind, path = raw.get("export_type"), raw.get("export_path")
+    if not (isinstance(kind, str) and kind.strip(". ") and isinstance(path, str)):
+        return None
+    want = "." + kind.strip(". ").lower()
+    if path.lower().endswith(want) or (want == ".jsonl" and not path.lower().endswith((".json", ".parquet"))):
+        return None
+    return (f"recipe key 'export_type': {kind!r} disagrees with export_path {path!r}: Data-Juicer would write "
+            f"{kind}, djx writes the format the export_path's suffix names; make them agree, or remove export_type")
+
+
 def refuse_mixture(path: str) -> None:
     """Data-Juicer's mixture `"0.5 a.jsonl 0.5 b.jsonl"` (weights and files): djx streams one
     dataset in a fixed order (positions, resume), so it refuses rather than samples differently."""

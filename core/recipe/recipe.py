@@ -13,7 +13,7 @@ from typing import Any, Literal
 import yaml
 
 from djx.core.recipe.context import RunContext
-from djx.core.recipe.dj_compat import (DJ_GLOBAL_KEYS, DJ_OP_KEYS, DJ_UNSET_KEYS, refuse_mixture,
+from djx.core.recipe.dj_compat import (DJ_GLOBAL_KEYS, DJ_OP_KEYS, DJ_UNSET_KEYS, export_type_clash, refuse_mixture,
                                        take_custom_operator_paths, take_dataset, unknown_key)
 from djx.core.errors import RecipeError
 from djx.core.op.params import coerce, _type_name
@@ -154,7 +154,7 @@ def recipe_from_dict(raw: dict, base_dir: str = ".") -> Recipe:
     _take_executor_type(raw)
     take_custom_operator_paths(raw)
     ignored.extend(filter(None, [take_dataset(raw)]))
-    errors = []  # every unknown key and wrong type, in one error
+    errors = list(filter(None, [export_type_clash(raw)]))  # every unknown key and wrong type, in one error
     for key, value in raw.items():
         if key in DJ_GLOBAL_KEYS and key not in _FIELDS:
             ignored.append((key, DJ_GLOBAL_KEYS[key]))

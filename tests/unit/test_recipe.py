@@ -231,3 +231,13 @@ def test_data_juicers_command_line_splits_into_djx_options_and_overrides():
     assert rest == ["--config", "r.yaml", "--np", "2", "--export-path=o.jsonl", "--dry-run",
                     "--custom-ops", "a.py", "--custom-ops", "b.py"]
     assert overrides == {"text_keys": "caption", "image_text_similarity_filter.min_score": 0.3, "open_tracer": True}
+
+
+def test_an_export_type_that_disagrees_with_the_export_paths_suffix_is_refused_not_ignored():
+    """Data-Juicer writes export_type's format whatever the suffix; djx writes the suffix's: a
+    disagreement would give another format than the recipe meant, with only a note."""
+    assert "recipe key 'export_type': 'parquet' disagrees with export_path 'out/o.jsonl'" in \
+        dict_error(export_path="out/o.jsonl", export_type="parquet")
+    for path, kind in [("out/o.parquet", "parquet"), ("out/o.jsonl", "jsonl"), ("out/o.json", ".json")]:
+        recipe = recipe_from_dict({**PATHS, "export_path": path, "export_type": kind})
+        assert dict(recipe.ignored)["export_type"].startswith("the export_path suffix")
