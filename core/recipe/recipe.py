@@ -201,8 +201,14 @@ def _take_executor_type(raw: dict) -> None:
 def _check_values(values: dict, base_dir: str) -> None:
     """Check the typed values against each other and the file system; make paths absolute (in place)."""
     refuse_mixture(values["dataset_path"])
+    given = values["dataset_path"]
     for key in ("dataset_path", "export_path"):
         values[key] = _abs(values[key], base_dir)
+    if not os.path.lexists(values["dataset_path"]) and os.path.exists(given) and not os.path.isabs(given):
+        raise RecipeError(f"dataset_path {given!r}: a recipe's relative paths resolve from its folder ({base_dir}), "
+                          f"where there is no such file; Data-Juicer resolves them from the current folder, where "
+                          f"there is one: write it as {os.path.abspath(given)!r} (and export_path likewise, or the "
+                          f"outputs go under {base_dir})")
     if values.get("image_root"):
         values["image_root"] = _abs(values["image_root"], base_dir)
         if not os.path.isdir(values["image_root"]):

@@ -241,3 +241,20 @@ def test_an_export_type_that_disagrees_with_the_export_paths_suffix_is_refused_n
     for path, kind in [("out/o.parquet", "parquet"), ("out/o.jsonl", "jsonl"), ("out/o.json", ".json")]:
         recipe = recipe_from_dict({**PATHS, "export_path": path, "export_type": kind})
         assert dict(recipe.ignored)["export_type"].startswith("the export_path suffix")
+
+
+def test_a_dataset_path_found_only_from_the_current_folder_says_recipes_resolve_from_their_own(tmp_path, monkeypatch):
+    """Data-Juicer's demo recipes name ./demos/data/... from its checkout's root; djx resolves a
+    recipe's paths from the recipe's folder, and says so where that is the difference."""
+    (tmp_path / "demos").mkdir()
+    (tmp_path / "demos" / "d.jsonl").write_text('{"text": "a"}\n')
+    (tmp_path / "configs").mkdir()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RecipeError) as e:
+        recipe_from_dict({"dataset_path": "./demos/d.jsonl", "export_path": "./outputs/o.jsonl"},
+                         base_dir=str(tmp_path / "configs"))
+    assert f"a recipe's relative paths resolve from its folder ({tmp_path / 'configs'})" in str(e.value)
+    assert f"write it as {str(tmp_path / 'demos' / 'd.jsonl')!r}" in str(e.value)
+    recipe = recipe_from_dict({"dataset_path": "../demos/d.jsonl", "export_path": "o.jsonl"},
+                              base_dir=str(tmp_path / "configs"))
+    assert recipe.dataset_path == str(tmp_path / "demos" / "d.jsonl")
