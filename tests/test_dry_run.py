@@ -149,6 +149,7 @@ def test_np_above_the_cores_runs_one_worker_per_core_with_a_warning(tmp_path, wr
     assert res.out.startswith(f"plan: {cores} worker(s), 1 torch thread(s) each")
     assert (f"  warning: np={cores + 30} is more workers than the {cores} cores: running {cores} "
             "(more processes than cores only slow a run down)") in res.out
+    assert f"np: {cores + 30} ({cores} worker(s) would run)" in res.out  # the settings line agrees with the plan
 
 
 def test_workers_that_cannot_fit_in_host_memory_are_refused_with_the_np_that_fits():

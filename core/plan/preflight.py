@@ -281,7 +281,7 @@ def dry_run(pipe, out=print, limit: int | None = None) -> int:
     lines += [f"export: {paths.export} (dropped: {paths.dropped if recipe.export_dropped else 'not written'}, "
               f"rejected: {paths.rejected}, summary: {paths.summary})",
               f"batch_size: {recipe.batch_size} samples per batch, max_batch_bytes: {recipe.max_batch_bytes}, "
-              f"np: {recipe.np if recipe.np is not None else 'planned'}"]
+              f"np: {recipe.np if recipe.np is not None else 'planned'} ({plan.workers} worker(s) would run)"]
     for line in lines + model_lines:
         out(line)
     for i, op in enumerate(pipe.ops):
