@@ -43,7 +43,7 @@ class ResumeError(DjxError):
 
 def closest(name: str, candidates, n: int = 1) -> str | list[str] | None:
     """The closest candidate (n=1) or the n closest, by similarity of spelling."""
-    found = difflib.get_close_matches(name, list(candidates), n=n, cutoff=0.5)
+    found = difflib.get_close_matches(name, list(candidates), n=n, cutoff=0.7)  # a misspelling, not a look-alike
     if n == 1:
         return found[0] if found else None
     return found

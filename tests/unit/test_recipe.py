@@ -258,3 +258,9 @@ def test_a_dataset_path_found_only_from_the_current_folder_says_recipes_resolve_
     recipe = recipe_from_dict({"dataset_path": "../demos/d.jsonl", "export_path": "o.jsonl"},
                               base_dir=str(tmp_path / "configs"))
     assert recipe.dataset_path == str(tmp_path / "demos" / "d.jsonl")
+
+
+def test_an_unknown_key_is_offered_a_misspelling_never_a_look_alike():
+    assert "did you mean 'batch_size'?" in dict_error(batch_sise=8)
+    for key in ("annotation", "notification"):  # Data-Juicer keys newer than 1.6.1: nothing djx has is meant
+        assert dict_error(**{key: {}}) == f"unknown recipe key {key!r}"
