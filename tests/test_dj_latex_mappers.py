@@ -182,3 +182,21 @@ def test_data_juicers_arxiv_recipe_runs_unchanged_and_keeps_what_data_juicer_kep
     kept = {str(r["id"]): r["text"] for r in map(json.loads, export.read_text(encoding="utf-8").splitlines())}
     assert kept == FIXTURE["arxiv_recipe"]["kept"]
     assert summary["dropped"] == len(texts) - len(kept) > 0
+
+
+@pytest.mark.slow
+def test_read_from_files_a_record_without_a_suffix_gets_its_files_as_data_juicers_reader_gives_it(
+        tmp_path, write_recipe, djx_cli):
+    """Data-Juicer's reader fills __dj__suffix__ from the data file when a recipe has a suffix_filter:
+    `suffixes: []` keeps every record, `.py` drops a .jsonl file's records (dropped, not rejected),
+    and a record's own suffix is kept."""
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [
+        {"id": 0, "text": "a"}, {"id": 1, "text": "b", "__dj__suffix__": ".py"}]))
+    kept = {}
+    for name, suffixes in (("none", []), ("py", [".py"]), ("jsonl", [".jsonl"])):
+        recipe = write_recipe(tmp_path / f"{name}.yaml", dataset_path="d.jsonl", export_path=f"{name}/o.jsonl", np=1,
+                              start_method="fork", process=[{"suffix_filter": {"suffixes": suffixes}}])
+        assert djx_cli("process", recipe, "--quiet").rc == 0
+        kept[name] = [(r["id"], r["__dj__suffix__"]) for r in map(json.loads, (tmp_path / name / "o.jsonl").open())]
+        assert not (tmp_path / name / "o.rejected.jsonl").read_text()
+    assert kept == {"none": [(0, ".jsonl"), (1, ".py")], "py": [(1, ".py")], "jsonl": [(0, ".jsonl")]}

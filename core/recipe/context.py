@@ -35,6 +35,9 @@ class RunContext:
     trust_input_stats: bool = False  # True: reuse stats djx cannot vouch for (a Data-Juicer export)
     stats_key: bytes = field(default=b"", repr=False)  # signs the stats djx writes (run/provenance.py)
     llava: LlavaOptions | None = None  # dataset_format: llava (None: djx's own format)
+    # a recipe with a suffix_filter: each input file's suffix (by Item.file), a record's __dj__suffix__
+    # where it has none, as Data-Juicer's reader fills it then
+    file_suffixes: tuple[str, ...] = ()
 
     def with_(self, **changes) -> "RunContext":
         return replace(self, **changes)

@@ -92,8 +92,10 @@ class Recipe:
         """The run context of a run over the input `files` (which file a sample came from, where
         the export goes)."""
         root = dataset_root(self.dataset_path)
+        suffixes = any(name == "suffix_filter" for name, _ in self.process)
         return self.run_context(input_files=tuple(os.path.relpath(f, root) for f in files) if len(files) > 1 else (),
-                                export_dir=os.path.dirname(os.path.abspath(self.export_path)))
+                                export_dir=os.path.dirname(os.path.abspath(self.export_path)),
+                                file_suffixes=tuple(os.path.splitext(f)[1].lower() for f in files) if suffixes else ())
 
     def build_ops(self, load_resources: bool = True) -> list:
         """Instantiate the process list (loads plug-ins first); validates every op parameter."""

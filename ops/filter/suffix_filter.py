@@ -10,10 +10,10 @@ class SuffixFilter(Filter):
     As Data-Juicer: `suffixes` is one suffix or a list, compared as written (".py" and "py" differ,
     so do ".C" and ".c"); `reversed_range: true` keeps the samples whose suffix is not in the list,
     and, with no suffixes, still every sample. The suffix is the record's own `__dj__suffix__`
-    field, kept as the stat `suffix`. Data-Juicer's reader fills that field (with the data file's
-    suffix, `.jsonl`, where a record has none); djx's reader does not, so a sample without it (or
-    with null or another value that is not a string) is rejected with the reason, code
-    `bad_input`, with or without suffixes: never dropped as if its suffix were wrong."""
+    field, kept as the stat `suffix`. In a recipe with this op the reader fills that field where a
+    record has none with its data file's suffix (`.jsonl`), as Data-Juicer's reader does; a sample
+    without it all the same (records given in Python), or with null or another value that is not a
+    string, is rejected with the reason, code `bad_input`: never dropped as if its suffix were wrong."""
 
     uses_text = False
     stats_keys = ("suffix",)
@@ -30,7 +30,7 @@ class SuffixFilter(Filter):
         if not isinstance(suffix, str):
             why = "has no" if suffix is None else f"has {type(suffix).__name__} {suffix!r:.40} as its"
             raise SampleError(f"{self.name}: the sample {why} {SUFFIX_KEY} field (a string such as \".py\"; "
-                              f"Data-Juicer's reader adds it, djx's does not): give each record one to filter "
+                              f"djx's reader fills it from a data file's name): give each record one to filter "
                               f"it by suffix", "bad_input")
         batch.stats(sample)["suffix"] = suffix
 
