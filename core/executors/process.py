@@ -11,9 +11,8 @@ from dataclasses import dataclass
 
 import dill
 
-from djx.core.errors import DjxError
 from djx.core.run.chain import OpChain
-from djx.core.models.pool import ModelPool, load_failed, process_pool
+from djx.core.models.pool import ModelPool, load_said, process_pool
 from djx.core.models.share.score_client import takes_part
 from djx.core.op.registry import load_run_ops
 
@@ -97,12 +96,7 @@ def bind_process(setup: WorkerSetup, sys_path: list | tuple = ()) -> tuple[OpCha
 def _load(pool: ModelPool, op, spec) -> None:
     """Load an op's model at a worker's start; a loader that fails is one line naming the op and the
     model (a plug-in's loader raising OSError, say), not the loader's traceback."""
-    try:
-        pool.get(spec)
-    except DjxError:  # djx's own loaders say what is wrong in their words
-        raise
-    except Exception as e:  # noqa: BLE001  (any loader's failure: said, and the run stops)
-        raise load_failed(spec, e, op.name) from None
+    load_said(pool.get, spec, op.name)
 
 
 @contextlib.contextmanager

@@ -49,10 +49,10 @@ def iter_output(path: str) -> Iterator[tuple[int, dict]]:
     side, n, used = _iter_file(stats), -1, False
     for n, rec in enumerate(records):
         extra = next(side, None)
-        if POSITION_KEY not in rec and extra is None:
-            raise CheckError(f"{stats}: no row for the export's record {n + 1}: the stats file is cut short, or "
-                             f"does not belong to this export")
         if POSITION_KEY not in rec:  # a training-ready record: djx's keys are beside
+            if extra is None:
+                raise CheckError(f"{stats}: no row for the export's record {n + 1}: the stats file is cut short, "
+                                 f"or does not belong to this export")
             used, (rec, matched) = True, put_back(rec, extra)
             if not matched:
                 raise CheckError(f"{stats}: row {n + 1} holds the stats of another record than the export's record "

@@ -62,12 +62,17 @@ def loader_for(spec: ModelSpec) -> Callable:
     return loader
 
 
-def load_failed(spec: ModelSpec, e: Exception, op_name: str) -> DjxError:
-    """A loader's failure (a plug-in's loader raising OSError, a truncated weights file) as the one
-    line the run stops with, naming the op and the model, wherever the model was loading: a
-    worker, a device's scorer."""
-    return DjxError(f"op {op_name}: its model {spec.name!r} (kind {spec.kind!r}) did not load: "
-                    f"{type(e).__name__}: {e}")
+def load_said(load: Callable[[ModelSpec], Any], spec: ModelSpec, op_name: str) -> Any:
+    """`load(spec)`; a loader's failure (a plug-in's loader raising OSError, a truncated weights
+    file) becomes the one line the run stops with, naming the op and the model, wherever the model
+    loads: a worker, a device's scorer. djx's own loaders' DjxErrors are said as they are."""
+    try:
+        return load(spec)
+    except DjxError:
+        raise
+    except Exception as e:  # noqa: BLE001  (any loader's failure: said, and the run stops)
+        raise DjxError(f"op {op_name}: its model {spec.name!r} (kind {spec.kind!r}) did not load: "
+                       f"{type(e).__name__}: {e}") from None
 
 
 def estimate_bytes(spec: ModelSpec) -> int:

@@ -13,6 +13,7 @@ STATS_KEY = "__dj__stats__"
 POSITION_KEY = "__dj__pos__"
 ORIGIN_POS_KEY = "__dj__orig_pos__"  # a sample read from a djx output: its position in the first run's input
 DROP_KEY = "__dj__drop__"
+SUFFIX_KEY = "__dj__suffix__"  # a record's file suffix, as Data-Juicer's reader fills it for suffix_filter
 TOKEN_MISMATCH = "image_token_mismatch"  # rejection code: image count != image-token count
 
 

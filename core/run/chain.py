@@ -116,9 +116,10 @@ class OpChain:
         Returns the path writer (None: paths are written as they are)."""
         result.dropped.sort(key=lambda s: s[POSITION_KEY])
         writer = path_writer(self.ctx, self.ops)
-        for s, written in [(s, self.export_kept) for s in result.kept] + [(s, True) for s in result.dropped]:
-            if writer is not None and written:
+        if writer is not None:  # each sample's paths before its seal (a sample's steps touch it alone)
+            for s in (result.kept if self.export_kept else []) + result.dropped:
                 writer.rewrite(s)
+        for s in result.kept + result.dropped:
             seal_llava(s, self.ctx.stats_key)
             books.seal(s)
         return writer

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from djx.core.io.llava import FormatError, Keys, djx_to_llava, llava_to_djx
 from djx.core.io.llava_seal import drop_foreign_llava
-from djx.core.recipe.context import DROP_KEY, POSITION_KEY, RunContext
+from djx.core.recipe.context import DROP_KEY, POSITION_KEY, SUFFIX_KEY, RunContext
 from djx.core.records import Item
 from djx.core.run.sample_checks import record_problem
 
@@ -25,8 +25,8 @@ def sample_of(item: Item, ctx: RunContext, reads_input: bool) -> tuple[object, s
     """The djx record of an input item, or why it cannot be a sample. `reads_input` False: the
     item is a sample already (a later Ray stage)."""
     reason = item.error or record_problem(item.record)
-    if not reason and ctx.file_suffixes and reads_input and "__dj__suffix__" not in item.record:
-        item.record["__dj__suffix__"] = ctx.file_suffixes[item.file]  # a suffix_filter's, as Data-Juicer reads
+    if not reason and ctx.file_suffixes and reads_input and SUFFIX_KEY not in item.record:
+        item.record[SUFFIX_KEY] = ctx.file_suffixes[item.file]  # a suffix_filter's, as Data-Juicer reads
     if reason or ctx.llava is None or not reads_input:
         return item.record, reason
     try:

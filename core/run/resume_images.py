@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 
+from djx.core.errors import ResumeError
 from djx.core.io.image_paths import is_remote
 from djx.core.run.provenance import PROVENANCE_KEY
 
@@ -97,7 +98,6 @@ def _said(ref: str, now: list | None, then: list) -> str:
 def refuse_changed_images(writer, manifest: dict, ops: list, image_key: str) -> None:
     """A ResumeError when the images of the samples written so far (`writer`'s parts at `manifest`'s
     checkpoint) changed since they were judged; nothing when no op reads images."""
-    from djx.core.errors import ResumeError
     keys = list(dict.fromkeys(op.image_key or image_key for op in ops if op.uses_images))
     lengths = manifest.get("lengths") or {}
     parts = {writer.part(kind): lengths.get(kind, 0) for kind in ("kept", "dropped")}

@@ -1,6 +1,5 @@
 from djx import Batch, Filter, SampleError, register_op
-
-SUFFIX_KEY = "__dj__suffix__"  # the sample's field Data-Juicer's reader fills for this op
+from djx.core.recipe.context import SUFFIX_KEY  # the field the reader fills for this op, as Data-Juicer's
 
 
 @register_op("suffix_filter")

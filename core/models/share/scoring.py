@@ -185,7 +185,8 @@ class Scorer:
         start-up's instants (`timeline`) for the worker's report."""
         try:
             op = self._op(group[0].request)
-            loaded = self._loaded(op)
+            from djx.core.models.pool import load_said
+            loaded = load_said(self._model, op.spec, op.name)  # a loader's failure: the line a worker's load gives
             if hasattr(op, "warm_device"):  # what its device work needs, before the first batch
                 op.warm_device(loaded)
         except Exception as e:  # noqa: BLE001  (the worker gets the error to raise)
@@ -236,17 +237,6 @@ class Scorer:
             import dill
             self._ops[request.key] = dill.loads(request.op_bytes)
         return self._ops[request.key]
-
-    def _loaded(self, op):
-        """`op`'s model; its loader's failure is the one line a worker's load would give."""
-        from djx.core.errors import DjxError
-        from djx.core.models.pool import load_failed
-        try:
-            return self._model(op.spec)
-        except DjxError:
-            raise
-        except Exception as e:  # noqa: BLE001  (any loader's failure: said, and the run stops)
-            raise load_failed(op.spec, e, op.name) from None
 
     def _model(self, spec):
         with self._loading:  # both threads may ask (the gathering thread for `ready_parts`): loaded once
