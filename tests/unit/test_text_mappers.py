@@ -130,6 +130,24 @@ def test_fix_unicode_fixes_mojibake_and_normalizes():
     assert nfd == ["Cafe\u0301"]
 
 
+def test_fix_unicode_gives_ftfys_text_for_every_ascii_text_it_does_not_pass_to_ftfy():
+    """The mapper returns plain ASCII text without calling ftfy: what ftfy gives must be that text
+    (for all 128 ASCII characters, alone and in random mixes, in every form), and the ASCII that ftfy
+    does change (control characters, \\r, HTML entities) must still be changed."""
+    ftfy = pytest.importorskip("ftfy")
+    import random
+    rng = random.Random(7)
+    singles = [chr(c) for c in range(128)]
+    mixes = ["".join(rng.choice(singles) for _ in range(rng.randint(1, 60))) for _ in range(1500)]
+    near = ["a &amp; b", "x&lt;y", "line\r\nnext", "bell\x07", "del\x7f", "tab\tand\nline", "&#x2019;s"]
+    for form in ("NFC", "NFKC", "NFD", "NFKD"):
+        op = mapper("fix_unicode_mapper", normalization=form)
+        for text in singles + mixes + near:
+            assert op.map_text(text) == ftfy.fix_text(text, normalization=form), (form, text)
+    changed = mapper("fix_unicode_mapper")
+    assert [changed.map_text(t) for t in ("a &amp; b", "x\r\ny", "bell\x07")] == ["a & b", "x\ny", "bell"]
+
+
 def test_clean_html_keeps_the_text_and_starts_list_items_on_new_lines():
     out, _ = run([mapper("clean_html_mapper")], ["<p>Hi &amp; bye</p><ul><li>one</li><li>two</li></ul>"])
     assert out == ["Hi & bye\n*one\n*two"]
