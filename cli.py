@@ -132,9 +132,10 @@ def _check(args) -> int:
     recipe = _check_recipe(args, summary, paths.summary)
     chain = OpChain(recipe.build_ops(load_resources=False), recipe.run_context())
     from djx.core.run.provenance import stats_key
+    from djx.core.plan.resources import cpu_count
     report = check_outputs(paths.export, paths.dropped, paths.rejected, chain.filter_stats_keys(),
                            recipe.image_key, input_count, dropped_count, ops=chain.ops, written=written,
-                           verify_key=stats_key(), claimed=_claimed(summary))
+                           verify_key=stats_key(), claimed=_claimed(summary), workers=cpu_count())
     print(_terminal_safe(report.describe()))
     if input_count is None:
         print("note: no input count in a run summary and no --input-count given: counts were not checked")

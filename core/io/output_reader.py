@@ -85,6 +85,32 @@ def _iter_jsonl(path: str) -> Iterator[dict]:
                                      f"mid-line?) and cannot be checked") from None
 
 
+def jsonl_alone(path: str) -> bool:
+    """Whether `path` is one JSON Lines file whose records need nothing beside them (no shards, no
+    stats file): one that a check may read in byte ranges (iter_jsonl_range)."""
+    return (os.path.isfile(path) and stats_file(path) is None
+            and not path.lower().endswith((".parquet", ".json")))
+
+
+def iter_jsonl_range(path: str, start: int, end: int) -> Iterator[dict]:
+    """The records of the lines that start in [start, end) of a JSON Lines file, `start` a line's
+    start. A line that does not parse is a CheckError (the whole file, read by iter_output, names
+    its line)."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        at = start
+        while at < end:
+            line = f.readline()
+            if not line:
+                return
+            at += len(line)
+            if line.strip():
+                try:
+                    yield json.loads(line.decode("utf-8"))
+                except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+                    raise CheckError(f"{path}: a line near byte {at} is not valid JSON ({e})") from None
+
+
 def _iter_json_array(path: str) -> Iterator[dict]:
     from djx.core.io.readers import ReadState, read_files
     try:

@@ -13,20 +13,18 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
-from djx.core.io.output_reader import iter_output, record_bound
+from djx.core.io.output_reader import iter_jsonl_range, iter_output, jsonl_alone, record_bound
 from djx.core.io.outputs import OutputPaths
 from djx.core.op.base import Filter
 from djx.core.op.deduplicator import Deduplicator
 from djx.core.run.chain import _BadVerdict, _verdict
-from djx.core.run.check_positions import Positions
+from djx.core.run.check_parallel import PIECE_BYTES, forked, pieces, shares
+from djx.core.run.check_positions import TWICE, Positions
+from djx.core.run.check_report import MAX_LISTED, CheckReport
 from djx.core.run.check_signatures import Signatures
 from djx.core.run.check_values import bad_value, out_of_range
-
-MAX_LISTED = 10
-
 
 # -- verdicts: the recipe's filters re-applied to the recorded stats (no model, no image) ----------
 
@@ -80,58 +78,6 @@ class Judge:
             return False, f"op {k} ({op.name}).keep raised {type(e).__name__} on the recorded stats"
 
 
-@dataclass
-class CheckReport:
-    """The problems found, each with how many samples have it and the first MAX_LISTED positions (memory
-    does not grow with the failing samples)."""
-    problems: dict = field(default_factory=dict)   # description -> [first sample positions]
-    counts: dict = field(default_factory=dict)
-    totals: dict = field(default_factory=dict)     # description -> samples (records) with it
-    notes: list = field(default_factory=list)      # what the check could not vouch for, not failures
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    def add(self, what: str, pos, n: int = 1) -> None:
-        listed = self.problems.setdefault(what, [])
-        self.totals[what] = self.totals.get(what, 0) + n
-        if _valid(pos) and sum(map(_valid, listed)) < MAX_LISTED or not listed:
-            listed.append(pos)
-
-    def describe(self) -> str:
-        return "\n".join([self._verdict()] + [f"note: {n}" for n in self.notes])
-
-    def _verdict(self) -> str:
-        if self.ok:
-            return f"check passed: {_counts_line(self.counts)}"
-        lines = ["check FAILED:"]
-        for what, positions in self.problems.items():
-            valid, total = [p for p in positions if _valid(p)], self.totals.get(what, len(positions))
-            if not valid:  # a problem of the whole output (the counts), or of records without a position
-                lines.append(f"  {what}" + (f": {total} record(s)" if total > 1 else ""))
-                continue
-            shown = ", ".join(str(p) for p in valid[:MAX_LISTED])
-            more = f" and {total - len(valid[:MAX_LISTED])} more" if total > len(valid[:MAX_LISTED]) else ""
-            lines.append(f"  {what}: {total} sample(s), positions {shown}{more}")
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict:
-        return {"ok": self.ok, "counts": self.counts, "notes": self.notes,
-                "problems": {k: {"samples": self.totals.get(k, len(v)), "positions": [p for p in v if _valid(p)]}
-                             for k, v in self.problems.items()}}
-
-
-def _valid(pos) -> bool:
-    return isinstance(pos, int) and not isinstance(pos, bool) and pos >= 0
-
-
-def _counts_line(counts: dict) -> str:
-    """`60 input = 40 kept + 10 dropped + 10 rejected`, or what of it is known."""
-    parts = " + ".join(f"{counts[k]} {k}" for k in ("kept", "dropped", "rejected") if counts.get(k) is not None)
-    return f"{counts['input']} input = {parts}" if counts.get("input") is not None else parts
-
-
 def written_outputs(summary: dict) -> tuple[str, ...]:
     """The outputs besides the export that the run of `summary` wrote ("dropped", "rejected", "stats"): those
     its "outputs" name, or for a summary without them, the dropped file its recipe exported."""
@@ -146,7 +92,7 @@ def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str |
                   filters: list[tuple[str, tuple[str, ...]]], image_key: str = "images",
                   input_count: int | None = None, dropped_count: int | None = None,
                   ops: list | None = None, written: tuple[str, ...] = (), verify_key: bytes | None = None,
-                  claimed: dict | None = None) -> CheckReport:
+                  claimed: dict | None = None, workers: int = 1, piece_bytes: int = PIECE_BYTES) -> CheckReport:
     """Check the three output files against the op list [(op name, stats keys), ...].
 
     Without a dropped file (export_dropped: false), `dropped_count` (from the summary) stands in
@@ -155,7 +101,8 @@ def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str |
     ops, in the order of `filters`), each sample's verdicts are re-applied to its recorded stats.
     With `verify_key` (djx check: this user's stats key), samples whose stats it does not vouch for
     are counted in a note. `claimed`: the counts a run summary states ({"kept": n, ...}), each of
-    which must be what the outputs hold."""
+    which must be what the outputs hold. `workers` > 1: JSON Lines outputs of at least 2 x
+    `piece_bytes` are read in up to that many processes (check_parallel.py), with the same findings."""
     bound = sum(record_bound(p) for p in (kept_path, dropped_path, rejected_path))
     check = _OutputCheck(filters, image_key, input_count, Judge(ops) if ops is not None else None, bound)
     check.signatures = Signatures(verify_key) if verify_key is not None else None
@@ -166,17 +113,15 @@ def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str |
                              f"lists it): restore it, or run again", -1)
     check.ranges = {op.name: dict(op.stat_ranges) for op in ops or () if isinstance(op, Filter)}
     check.shapes = {op.name: dict(op.stat_shapes) for op in ops or () if isinstance(op, Filter)}
-    for _, sample in iter_output(kept_path):
-        check.kept(sample)
     has_dropped = bool(dropped_path and os.path.exists(dropped_path))
-    if has_dropped:
-        for _, sample in iter_output(dropped_path):
-            check.dropped(sample)
-    else:
+    files = [("kept", kept_path)] + [(kind, path) for kind, path in (("dropped", dropped_path), ("rejected", rejected_path))
+                                     if path and os.path.exists(path)]
+    if not (workers > 1 and check.read_in_pieces(files, workers, piece_bytes)):
+        for kind, path in files:
+            for _, rec in iter_output(path):
+                check.take(kind, rec)
+    if not has_dropped:
         check.counts["dropped"] = dropped_count
-    if rejected_path and os.path.exists(rejected_path):
-        for _, rec in iter_output(rejected_path):
-            check.rejected(rec)
     return check.finish(has_dropped, claimed or {})
 
 
@@ -193,9 +138,46 @@ class _OutputCheck:
         self.index_of: dict[str, int] = {}
         for i, (name, _) in enumerate(filters):
             self.index_of.setdefault(name, i)
+        self.bound = record_bound
         self.positions = Positions(input_count, record_bound) if input_count is not None else None
         self.signatures: Signatures | None = None
         self.counts = {"kept": 0, "dropped": 0, "rejected": 0}
+
+    def take(self, kind: str, rec: dict) -> None:
+        {"kept": self.kept, "dropped": self.dropped, "rejected": self.rejected}[kind](rec)
+
+    def read_in_pieces(self, files: list[tuple[str, str]], workers: int, piece_bytes: int) -> bool:
+        """Read the (kind, path) files in pieces of `piece_bytes` or more in up to `workers` processes
+        and take in what each found; False (nothing taken) where they are not all lone JSON Lines
+        files, are too small to cut, or a process failed."""
+        if not all(jsonl_alone(path) for _, path in files) \
+                or sum(os.path.getsize(path) for _, path in files) < 2 * piece_bytes:
+            return False
+        cut = pieces(files, workers, piece_bytes)
+        sizes = [end - start for *_, start, end in cut]
+        found = forked(self._read_piece, cut, sizes, workers) if len(cut) > 1 else None
+        self.report.readers = len(shares(sizes, workers)) if found is not None else 1
+        for counts, report, positions, signatures in found or ():
+            for kind, n in counts.items():
+                self.counts[kind] += n
+            self.report.absorb(report)
+            if self.positions is not None:
+                count, first = self.positions.merge(positions, MAX_LISTED)
+                for i, p in enumerate(first):
+                    self.report.add(TWICE, p, count - len(first) + 1 if i == 0 else 1)
+            if self.signatures is not None:
+                self.signatures.absorb(signatures)
+        return found is not None
+
+    def _read_piece(self, piece: tuple[str, str, int, int]) -> tuple:
+        """In a forked process: one piece read by a check of this one's setup; what it found."""
+        kind, path, start, end = piece
+        twin = _OutputCheck(self.filters, self.image_key, self.input_count, self.judge, self.bound)
+        twin.ranges, twin.shapes = self.ranges, self.shapes
+        twin.signatures = Signatures(self.signatures.key) if self.signatures is not None else None
+        for rec in iter_jsonl_range(path, start, end):
+            twin.take(kind, rec)
+        return twin.counts, twin.report, twin.positions, twin.signatures
 
     def kept(self, sample: dict) -> None:
         self.counts["kept"] += 1

@@ -21,6 +21,11 @@ class Signatures:
             if len(self.first) < LISTED:
                 self.first.append(pos)
 
+    def absorb(self, other: Signatures) -> None:
+        """Take in what a piece of the same check saw."""
+        self.samples, self.unsigned = self.samples + other.samples, self.unsigned + other.unsigned
+        self.first += other.first[:LISTED - len(self.first)]
+
     def note(self) -> str | None:
         if not self.key:
             return "no stats key could be had here: the stats signatures were not verified"

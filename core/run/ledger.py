@@ -15,6 +15,7 @@ from djx.core.run.estimate import RunClock
 from djx.core.errors import CheckError, DjxError
 from djx.core.io.durable import write_failed
 from djx.core.io.outputs import OutputWriter
+from djx.core.plan.resources import cpu_count
 from djx.core.run.progress import Progress
 from djx.core.io.readers import ReadState
 from djx.core.recipe.recipe import Recipe
@@ -188,7 +189,8 @@ class RunLedger:
         if state.records == 0:
             self.log(f"[djx] {recipe.dataset_path} holds no samples; writing empty outputs")
         report = check_outputs(writer.part("kept"), writer.part("dropped"), writer.part("rejected"),
-                               self.chain.filter_stats_keys(), recipe.image_key, state.records, ops=self.chain.ops)
+                               self.chain.filter_stats_keys(), recipe.image_key, state.records, ops=self.chain.ops,
+                               workers=min(getattr(plan, "workers", 1), cpu_count()))  # the cores the run had
         session = self._update_totals()
         summary = build_summary(recipe, writer.paths, plan, self.executor, self.chain.ops, self.counts, state, report,
                                 session, self.session_samples, self.start.resumed)
