@@ -106,3 +106,23 @@ def test_a_damaged_line_is_reported_with_its_line_number_as_by_one_reader(tmp_pa
     with pytest.raises(CheckError) as many:
         checked(paths, 4)
     assert str(many.value) == str(one.value) and "line 1501" in str(one.value)
+
+
+def _check_in_a_daemon(paths, answer) -> None:
+    report = checked(paths, 3)
+    answer.send((report.ok, report.readers, report.counts))
+
+
+def test_a_check_inside_a_daemonic_process_which_may_not_fork_reads_in_one(tmp_path):
+    """Pipeline.run called from a user's daemonic worker process, which may have no children."""
+    import multiprocess as mp
+    kept = tmp_path / "o.jsonl"
+    kept.write_text("".join(json.dumps({"text": "x" * 9, POS: p, STATS: {"text_len": 9}}) + "\n" for p in range(N)))
+    ctx = mp.get_context("fork")
+    mine, theirs = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_check_in_a_daemon, args=((str(kept), None, None), theirs), daemon=True)
+    proc.start()
+    theirs.close()  # the daemon's end: a daemon that fails leaves no writer, and recv() says so
+    ok, readers, counts = mine.recv()
+    proc.join()
+    assert ok and readers == 1 and counts["kept"] == N

@@ -58,8 +58,13 @@ def forked(work, items: list, sizes: list[int], workers: int) -> list | None:
         for load in shares(sizes, workers):
             mine, theirs = ctx.Pipe(duplex=False)
             proc = ctx.Process(target=_child, args=(work, [(i, items[i]) for i in load], theirs), daemon=True)
-            proc.start()
-            theirs.close()
+            try:
+                proc.start()
+            except (AssertionError, OSError):  # a daemonic process (no children allowed), no memory to fork
+                mine.close()
+                return None
+            finally:
+                theirs.close()
             started.append((proc, mine))
         results: dict = {}
         for _, conn in started:
