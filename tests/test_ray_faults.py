@@ -90,8 +90,8 @@ def _descendants_named(pid: int, name: str) -> list[psutil.Process]:
 
 
 def test_a_raylet_killed_mid_run_ends_it_with_one_error_line_and_the_rerun_resumes_exactly(tmp_path):
-    """The run starts a Ray of its own (its raylet is a child of the djx process). Ray hands a block's
-    rows on when its task ends (a block is one file here): file 0 can finish, file 2 is held."""
+    """The run starts a Ray of its own (its raylet is a child of the djx process): file 0 can finish,
+    file 2 is held in a stage actor, which ends with its raylet before it can answer."""
     n, per = 300, 100
     (tmp_path / "ds").mkdir()
     for k in range(n // per):
@@ -107,7 +107,9 @@ def test_a_raylet_killed_mid_run_ends_it_with_one_error_line_and_the_rerun_resum
         wait_for(lambda: manifest_records(tmp_path) >= per, proc, "a checkpoint past the first file")
         raylets = _descendants_named(proc.pid, "raylet")
         assert len(raylets) == 1
+        workers = [p for p in raylets[0].children(recursive=True) if p.name().startswith("ray::")]
         raylets[0].kill()
+        psutil.wait_procs(workers, timeout=GUARD_S)  # they end with their raylet (the run may end first)
         release(tmp_path)
         out, err = proc.communicate(timeout=GUARD_S)
     finally:

@@ -9,6 +9,8 @@ import pyarrow as pa
 from djx.core.executors.ray.read import file_index, parse_lines, parse_rows
 from djx.core.io.readers import ReadState
 
+BLOCK_ROWS, BLOCK_BYTES = 1024, 16 << 20  # the most a block from Ray Data holds (block_rows)
+
 
 def parsed_blocks(ray, files: list[str], state: ReadState, cpus: float, ctx, keep_orig: bool, batch_size: int,
                   max_record_bytes: int) -> Iterator[pa.Table]:
@@ -43,12 +45,32 @@ def parsed_blocks(ray, files: list[str], state: ReadState, cpus: float, ctx, kee
                 parse["max_record_bytes"] = max_record_bytes
             ds = ds.map_batches(parse_lines if "max_record_bytes" in parse else parse_rows, fn_kwargs=parse,
                                 batch_size=None, batch_format="pyarrow", num_cpus=cpus)
-            # blocks of a batch (a read gathers up to 128 MiB): one call of a stage actor each, and the
-            # driver fetches a block when it is ready, none ahead
-            ds = ds.repartition(target_num_rows_per_block=batch_size)
+            # blocks of whole batches (a read gathers up to 128 MiB), which the driver fetches one at a
+            # time when ready, none ahead, and cuts into batches (rebatched): a fetch costs Ray Data
+            # ~0.1 s on 2 busy cores, so a block of one batch of 64 capped a text run at ~650 samples/s
+            ds = ds.repartition(target_num_rows_per_block=block_rows(files[0], batch_size))
         finally:
             DataContext._set_current(old)
     return rebatched(ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0), batch_size)
+
+
+def block_rows(path: str, batch_size: int) -> int:
+    """Rows of a block Ray Data hands the driver: a whole number of batches, BLOCK_ROWS at most and
+    about BLOCK_BYTES of input at most (the record size from the first file's first MiB of lines, or
+    a parquet file's row groups); one batch where that cannot be read (the read then says why)."""
+    from djx.core.io.regular_file import open_input
+    try:
+        if path.lower().endswith(".parquet"):
+            import pyarrow.parquet as pq
+            meta = pq.ParquetFile(path).metadata
+            per_row = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)) / max(meta.num_rows, 1)
+        else:
+            with open_input(path) as f:
+                head = f.read(1 << 20)
+            per_row = len(head) / max(head.count(b"\n"), 1)
+    except Exception:  # noqa: BLE001  unreadable or damaged: the read reports it
+        return batch_size
+    return batch_size * max(1, min(BLOCK_ROWS // batch_size, int(BLOCK_BYTES // max(per_row * batch_size, 1))))
 
 
 def rebatched(tables, size: int) -> Iterator[pa.Table]:
