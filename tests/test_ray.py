@@ -385,3 +385,16 @@ def test_a_killed_poison_tracker_actor_stops_the_run_with_a_message_and_the_reru
     assert summary["check"]["ok"] and summary["input"] == 40  # resumed from what reached the driver, if any
     kept = read_jsonl_file(tmp_path / "out" / "kept.jsonl")
     assert sorted(s["id"] for s in kept) == list(range(40))
+
+
+def test_runs_in_one_process_leave_no_ray_data_prefetcher_behind(ray_address, tmp_path, text_dataset, write_recipe):
+    """Ray Data starts a block prefetcher thread per iteration and never stops it; one that wakes
+    after Ray shut down ends the whole process (a notebook, a test session). A run stops its own."""
+    import threading
+    before = {t for t in threading.enumerate() if t.name == "Prefetcher"}
+    for k in range(2):
+        recipe = write_recipe(tmp_path / f"r{k}.yaml", dataset_path=str(text_dataset.path), executor="ray",
+                              ray_address=ray_address, export_path=f"o{k}/kept.jsonl",
+                              process=[{"text_length_filter": {"min_len": 3}}])
+        assert Pipeline.from_recipe(str(recipe)).run(progress=False, log=lambda *a: None)["kept"]
+        assert {t for t in threading.enumerate() if t.name == "Prefetcher"} <= before
