@@ -271,18 +271,15 @@ def node_memory(e: BaseException) -> bool:
 _NODE_MEMORY = re.compile(r"running low on memory|memory usage threshold|killed by the memory monitor", re.IGNORECASE)
 
 
-# Ray Data's threads that last as long as the process: the prefetcher parks for good (one a run; stopped here
-# where it is the WaitBlockPrefetcher, _stopped_prefetcher), and the usage
-# poller (Ray Data 2.5x, started by a process's first run) asks Prometheus every 10 s forever, over
-# HTTP, not through Ray. Waiting for them cost every run that joins a cluster 10 s at its end
+# Ray Data's threads that last as long as the process: the prefetcher parks for good (but see
+# _stopped_prefetcher), and the usage poller (Ray Data 2.5x, started by a process's first run) asks
+# Prometheus every 10 s forever, over HTTP. Waiting for them cost a joining run 10 s at its end
 LIFELONG_THREADS = frozenset({"Prefetcher", "data-usage-metrics-poller"})
 
 
 def let_fetches_end(before: set, seconds: float = 10.0) -> None:
-    """Ray Data fetches the next batches on threads of its own; one still in Ray when Ray shuts down
-    ends the process (exit 1: "the core worker has already been shutdown"), as after a stop
-    mid-run. Give them (all threads started since `before`, but LIFELONG_THREADS) time to see the
-    end of the iteration."""
+    """Ray Data's fetch threads still in Ray at its shutdown end the process (exit 1): give those
+    started since `before` (but LIFELONG_THREADS) time to see the end of the iteration."""
     deadline = time.monotonic() + seconds
     for t in threading.enumerate():
         if t not in before and (_stopped_prefetcher(t) or t.name not in LIFELONG_THREADS):
@@ -290,10 +287,8 @@ def let_fetches_end(before: set, seconds: float = 10.0) -> None:
 
 
 def _stopped_prefetcher(thread: threading.Thread) -> bool:
-    """Ray Data starts a block prefetcher thread per iteration and never stops it: it parks, holding
-    its last blocks' references, one more thread each run, and one that wakes after Ray shut down
-    (its owner collected) touches Ray's core worker, which ends the process (exit 1). Stopped here,
-    while Ray is up, it lets its references go and ends."""
+    """Ray Data's per-iteration block prefetcher, never stopped by it (one more parked thread a run,
+    and one woken after Ray's shutdown ends the process: exit 1), stopped while Ray is up."""
     owner = getattr(getattr(thread, "_target", None), "__self__", None)
     lock = getattr(owner, "_condition", None)
     if thread.name != "Prefetcher" or lock is None or not callable(getattr(owner, "stop", None)):
