@@ -70,19 +70,7 @@ def _iter_file(path: str) -> Iterator[dict]:
     elif lower.endswith(".json"):
         yield from _iter_json_array(path)
     else:
-        yield from _iter_jsonl(path)
-
-
-def _iter_jsonl(path: str) -> Iterator[dict]:
-    """A line that does not parse (a file cut off or edited) is a CheckError naming the file and line."""
-    with open(path, "rb") as f:
-        for n, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    yield json.loads(line.decode("utf-8"))
-                except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-                    raise CheckError(f"{path}, line {n}: not valid JSON ({e}); the file is damaged (cut off "
-                                     f"mid-line?) and cannot be checked") from None
+        yield from iter_jsonl_range(path)
 
 
 def jsonl_alone(path: str) -> bool:
@@ -92,23 +80,24 @@ def jsonl_alone(path: str) -> bool:
             and not path.lower().endswith((".parquet", ".json")))
 
 
-def iter_jsonl_range(path: str, start: int, end: int) -> Iterator[dict]:
-    """The records of the lines that start in [start, end) of a JSON Lines file, `start` a line's
-    start. A line that does not parse is a CheckError (the whole file, read by iter_output, names
-    its line)."""
+def iter_jsonl_range(path: str, start: int = 0, end: int | None = None) -> Iterator[dict]:
+    """The records of the lines that start in [start, end) of a JSON Lines file (all of it by
+    default), `start` a line's start. A line that does not parse (a file cut off or edited) is a
+    CheckError naming the file and its line (from the file's start) or its byte (from a piece's)."""
     with open(path, "rb") as f:
         f.seek(start)
         at = start
-        while at < end:
-            line = f.readline()
-            if not line:
+        for n, line in enumerate(f, 1):
+            if end is not None and at >= end:
                 return
             at += len(line)
             if line.strip():
                 try:
                     yield json.loads(line.decode("utf-8"))
                 except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-                    raise CheckError(f"{path}: a line near byte {at} is not valid JSON ({e})") from None
+                    where = f"line {n}" if start == 0 else f"a line near byte {at}"
+                    raise CheckError(f"{path}, {where}: not valid JSON ({e}); the file is damaged (cut off "
+                                     f"mid-line?) and cannot be checked") from None
 
 
 def _iter_json_array(path: str) -> Iterator[dict]:

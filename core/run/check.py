@@ -142,9 +142,10 @@ class _OutputCheck:
         self.positions = Positions(input_count, record_bound) if input_count is not None else None
         self.signatures: Signatures | None = None
         self.counts = {"kept": 0, "dropped": 0, "rejected": 0}
+        self._takers = {"kept": self.kept, "dropped": self.dropped, "rejected": self.rejected}
 
     def take(self, kind: str, rec: dict) -> None:
-        {"kept": self.kept, "dropped": self.dropped, "rejected": self.rejected}[kind](rec)
+        self._takers[kind](rec)
 
     def read_in_pieces(self, files: list[tuple[str, str]], workers: int, piece_bytes: int) -> bool:
         """Read the (kind, path) files in pieces of `piece_bytes` or more in up to `workers` processes
