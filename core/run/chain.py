@@ -22,7 +22,7 @@ from djx.core.run.budget_rerun import rerun_over_budget
 from djx.core.run.early_check import reach
 from djx.core.run.mapped import (adopt_replacements, as_read, changed, restore_keys, restored, saved_before,
                                  seen_by_op, snapshot)
-from djx.core.run.provenance import StatBooks
+from djx.core.run.provenance import StatBooks, op_fingerprint
 from djx.core.run.formats import export_as_llava, sample_of, untrusted_dropped, writes_llava
 from djx.core.run.sample_checks import input_problem, non_finite_stat
 from djx.core.run.stat_reuse import drop_stale, reusable
@@ -47,6 +47,7 @@ class OpChain:
         # False for a stage that hands its kept samples to the next (Ray): their paths stay as read
         self.export_kept = export_kept
         self.lazy_models = lazy_models  # True: workers load models when a sample first needs one (stat reuse)
+        self._fingerprints: list[str] | None = None
 
     def model_specs(self) -> list:
         return [spec for op in self.ops for spec in op.model_specs()]
@@ -61,7 +62,9 @@ class OpChain:
         result = BatchResult.empty(len(self.ops))
         originals: dict[int, Item] = {}  # position -> the item as read (ops work on a copy)
         samples = []
-        books = StatBooks(self.ctx, self.ops)
+        if self._fingerprints is None:  # the ops' fingerprints, once per chain, not per batch
+            self._fingerprints = [op_fingerprint(op) for op in self.ops]
+        books = StatBooks(self.ctx, self.ops, self._fingerprints)
         parse_pending(items)
         for item in items:
             if unwrap_rejected(item):  # a rejected file's line: the record it holds; an export's: its stats row

@@ -85,9 +85,9 @@ def image_stamps(sample: dict, image_key: str, dataset_dir: str) -> list | None:
 class StatBooks:
     """One batch's account of the stats each sample carries: which are vouched for by whom."""
 
-    def __init__(self, ctx: RunContext, ops: list):
+    def __init__(self, ctx: RunContext, ops: list, fingerprints: list[str] | None = None):
         self.ctx = ctx
-        self.fingerprints = [op_fingerprint(op) for op in ops]
+        self.fingerprints = fingerprints or [op_fingerprint(op) for op in ops]
         self.vouched: dict[int, dict[str, str]] = {}  # position -> {stat: fingerprint}
         self.images: dict[int, list | None] = {}  # position -> the stamps the signature vouches for
         self.mapped: set[int] = set()  # positions a mapper changed: their input stats describe another sample
