@@ -150,7 +150,8 @@ class Filter(Op):
     stats_keys: ClassVar[tuple[str, ...]] = ()
     """The stats this filter writes; every sample it sees must carry each of them."""
     stat_shapes: ClassVar[Mapping[str, str]] = MappingProxyType({})
-    """Per stat, 'scalar', 'per_image', 'per_chunk' or 'label' (a non-empty string): how a stat the
+    """Per stat, 'scalar', 'per_image', 'per_distinct_image' (a path listed twice: once), 'per_chunk'
+    or 'label' (a non-empty string): how a stat the
     input already carries is checked before it is reused (a stat not named here: any finite number or
     list of them)."""
     verdict_params: ClassVar[tuple[str, ...] | None] = None

@@ -255,7 +255,7 @@ class _OutputCheck:
                     continue
                 # an empty list is wrong for a sample with images only where the list is one per image
                 # or chunk (a list of another length, e.g. one per entity of the text, may be empty)
-                per_image = name not in self.shapes or self.shapes[name].get(k) in ("per_image", "per_chunk")
+                per_image = name not in self.shapes or self.shapes[name].get(k) in ("per_image", "per_distinct_image", "per_chunk")
                 bad = (bad_value(stats[k], has_images and per_image)
                        or out_of_range(stats[k], self.ranges.get(name, {}).get(k)))
                 if bad:

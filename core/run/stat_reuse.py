@@ -3,7 +3,7 @@ thresholds computes nothing and loads no model.
 
 A filter's stats are reused when every one of them is present and valid: finite numbers inside
 the filter's `stat_ranges`, and for the shapes a filter declares in `stat_shapes`, one value per
-image (`per_image`), one per chunk that holds images (`per_chunk`), one number (`scalar`), one
+image (`per_image`), one per distinct image path (`per_distinct_image`), one per chunk that holds images (`per_chunk`), one number (`scalar`), one
 non-empty string (`label`, e.g. language_id_score_filter's `lang`) or a deduplicator's hash string
 (`digest`); and
 when djx vouches for them (run/provenance.py: djx wrote them with the same op, or the recipe says
@@ -66,7 +66,7 @@ def _valid(value, shape: str | None, op, sample: dict, ctx: RunContext) -> bool:
         return isinstance(value, str) and bool(value)
     if shape == "digest":  # a deduplicator's hash or signature
         return isinstance(value, str)
-    if shape in ("per_image", "per_chunk"):
+    if shape in ("per_image", "per_distinct_image", "per_chunk"):
         n = _expected_length(shape, op, sample, ctx)
         return n is not None and isinstance(value, list) and len(value) == n and all(map(_number, value))
     return _number(value) or (isinstance(value, list) and all(map(_number, value)))
@@ -84,6 +84,11 @@ def _expected_length(shape: str, op, sample: dict, ctx: RunContext) -> int | Non
         return None
     if shape == "per_image":
         return len(refs)
+    if shape == "per_distinct_image":  # a path listed twice counts once, as in Data-Juicer's model filters
+        try:
+            return len(dict.fromkeys(refs))
+        except TypeError:  # an unhashable ref: the op rejects the sample
+            return None
     text = sample.get(op.text_key or ctx.text_key)
     if not isinstance(text, str) or text.count(ctx.image_special_token) != len(refs):
         return None

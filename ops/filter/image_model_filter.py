@@ -1,5 +1,6 @@
 """Shared machinery of the filters that score each image alone with a model (aesthetics, NSFW,
-watermark): one value per image of a sample, kept or dropped with Data-Juicer's any_or_all.
+watermark): one value per distinct image path of a sample, in the order of first listing (Data-
+Juicer's: a path listed twice is scored once), kept or dropped with Data-Juicer's any_or_all.
 
 Each distinct image of a batch is decoded once (the batch's images, shared with the other image
 ops of the recipe) and goes through the model once, in forwards of `forward_batch_size` with CUDA
@@ -38,7 +39,7 @@ class ImageModelFilter(OneModelOp, RangeFilter):
 
     @property
     def stat_shapes(self) -> dict[str, str]:
-        return {self.stat: "per_image"}
+        return {self.stat: "per_distinct_image"}
 
     def score(self, loaded, pixels) -> list[float]:
         """One score per image of `pixels` (the processor's tensor on the model's device)."""
@@ -46,7 +47,7 @@ class ImageModelFilter(OneModelOp, RangeFilter):
 
     # -- the filter -------------------------------------------------------------------------
     def compute_stats(self, batch: Batch) -> None:
-        images, plan = decode_each_once(batch)
+        images, plan = decode_each_once(batch, distinct=True)  # one value per distinct path, as Data-Juicer
         scores = self._score_all(batch, images) if images else []
         for i, idx in enumerate(plan):
             if idx is None:

@@ -26,7 +26,7 @@ def test_data_juicers_parameters_defaults_and_stat_key(name):
     defaults, stat = DJ[name]
     op = get_op_class(name)()
     assert {k: getattr(op, k) for k in defaults} == defaults
-    assert op.stats_keys == (stat,) and op.stat_shapes == {stat: "per_image"}
+    assert op.stats_keys == (stat,) and op.stat_shapes == {stat: "per_distinct_image"}
     assert not op.uses_text and op.uses_images
 
 

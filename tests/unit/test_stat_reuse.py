@@ -6,6 +6,7 @@ import pytest
 
 from djx import Mapper, RunContext
 from djx.core.run.stat_reuse import reusable
+from djx.ops.filter.image_nsfw_filter import ImageNSFWFilter
 from djx.ops.filter.image_shape_filter import ImageShapeFilter
 from djx.ops.filter.image_text_similarity_filter import ImageTextSimilarityFilter
 from djx.ops.filter.text_length_filter import TextLengthFilter
@@ -57,6 +58,16 @@ def test_per_image_stats_need_one_value_per_image():
     assert not reusable(op, sample({"image_width": [5], "image_height": [7]}, images=two), CTX)
     assert not reusable(op, sample({"image_width": [5, 6], "image_height": [7, 8]}, images="a.png"), CTX)
     assert reusable(op, sample({"image_width": [], "image_height": []}, images=[]), CTX)
+
+
+def test_image_model_stats_need_one_value_per_distinct_image():
+    """Data-Juicer scores a path listed twice once: the stats djx wrote before it did (one value per
+    listing) are recomputed, not reused."""
+    op = ImageNSFWFilter()
+    twice = ["a.png", "b.png", "a.png"]
+    assert reusable(op, sample({"image_nsfw_score": [0.1, 0.2]}, images=twice), CTX)
+    assert not reusable(op, sample({"image_nsfw_score": [0.1, 0.2, 0.1]}, images=twice), CTX)
+    assert not reusable(op, sample({"image_nsfw_score": [0.1]}, images=[["a.png"]]), CTX)  # unhashable
 
 
 def test_per_chunk_stats_need_one_value_per_chunk_that_holds_images():
