@@ -133,9 +133,11 @@ def _check(args) -> int:
     chain = OpChain(recipe.build_ops(load_resources=False), recipe.run_context())
     from djx.core.run.provenance import stats_key
     from djx.core.plan.resources import cpu_count
+    from djx.core.run.formats import signed_form
     report = check_outputs(paths.export, paths.dropped, paths.rejected, chain.filter_stats_keys(),
                            recipe.image_key, input_count, dropped_count, ops=chain.ops, written=written,
-                           verify_key=stats_key(), claimed=_claimed(summary), workers=cpu_count())
+                           verify_key=stats_key(), claimed=_claimed(summary), workers=cpu_count(),
+                           signed_form=signed_form(chain.ctx))
     print(_terminal_safe(report.describe()))
     if input_count is None:
         print("note: no input count in a run summary and no --input-count given: counts were not checked")

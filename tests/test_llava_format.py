@@ -233,6 +233,29 @@ def test_a_llava_export_read_again_reuses_its_stats(tmp_path, write_recipe):
     assert [r["__dj__orig_pos__"] for r in rows["b"]] == [r["__dj__pos__"] for r in rows["a"]]
 
 
+@pytest.mark.parametrize("export", ["kept.json", "kept.jsonl"])
+def test_djx_check_vouches_for_a_llava_exports_own_stats_and_notes_an_edited_one(tmp_path, write_recipe, djx_cli,
+                                                                                 export):
+    """A LLaVA export's records were signed as the djx samples they map to: djx check verifies them
+    so (no note), and a stat edited since (its verdict unchanged) is noted by its sample's position."""
+    data, _ = _llava_dataset(tmp_path)
+    recipe = write_recipe(tmp_path / "a.yaml", dataset_path=str(data), export_path=f"a/{export}",
+                          dataset_format="llava", image_root=str(DEMO_IMAGES), np=1,
+                          process=[{"text_length_filter": {"min_len": 10}}, {"image_shape_filter": {"min_width": 10}}])
+    _run(recipe)
+    out = tmp_path / "a" / export
+    clean = djx_cli("check", str(out))
+    assert clean.rc == 0 and "check passed" in clean.out and "vouch" not in clean.out, clean.out
+    stats_file = tmp_path / "a" / f"{out.stem}_stats.jsonl"  # what djx reads a LLaVA record's stats from
+    rows = read_jsonl_file(stats_file)
+    rows[0]["__dj__stats__"]["text_len"] += 1
+    stats_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    pos = rows[0]["__dj__pos__"]
+    edited = djx_cli("check", str(out))
+    assert edited.rc == 0 and f"1 of 6 kept and dropped samples carry stats this user's key does not vouch for " \
+                               f"(positions {pos})" in edited.out, edited.out
+
+
 def test_format_options_export_djx_writes_djx_records(tmp_path, write_recipe, djx_cli):
     data, _ = _llava_dataset(tmp_path)
     recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(data), export_path="out/kept.jsonl",

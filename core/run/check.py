@@ -92,7 +92,8 @@ def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str |
                   filters: list[tuple[str, tuple[str, ...]]], image_key: str = "images",
                   input_count: int | None = None, dropped_count: int | None = None,
                   ops: list | None = None, written: tuple[str, ...] = (), verify_key: bytes | None = None,
-                  claimed: dict | None = None, workers: int = 1, piece_bytes: int = PIECE_BYTES) -> CheckReport:
+                  claimed: dict | None = None, workers: int = 1, piece_bytes: int = PIECE_BYTES,
+                  signed_form=None) -> CheckReport:
     """Check the three output files against the op list [(op name, stats keys), ...].
 
     Without a dropped file (export_dropped: false), `dropped_count` (from the summary) stands in
@@ -100,12 +101,13 @@ def check_outputs(kept_path: str, dropped_path: str | None, rejected_path: str |
     its summary, written_outputs): one that is missing fails the check. With `ops` (the recipe's
     ops, in the order of `filters`), each sample's verdicts are re-applied to its recorded stats.
     With `verify_key` (djx check: this user's stats key), samples whose stats it does not vouch for
-    are counted in a note. `claimed`: the counts a run summary states ({"kept": n, ...}), each of
+    are counted in a note (`signed_form`: the sample a record was signed as, for a LLaVA export's
+    records; run/formats.py). `claimed`: the counts a run summary states ({"kept": n, ...}), each of
     which must be what the outputs hold. `workers` > 1: JSON Lines outputs of at least 2 x
     `piece_bytes` are read in up to that many processes (check_parallel.py), with the same findings."""
     bound = sum(record_bound(p) for p in (kept_path, dropped_path, rejected_path))
     check = _OutputCheck(filters, image_key, input_count, Judge(ops) if ops is not None else None, bound)
-    check.signatures = Signatures(verify_key) if verify_key is not None else None
+    check.signatures = Signatures(verify_key, signed_form) if verify_key is not None else None
     stats_path = OutputPaths.for_export(kept_path).stats if "stats" in written else None  # djx check: an export
     for kind, path in (("dropped", dropped_path), ("rejected", rejected_path), ("stats", stats_path)):
         if kind in written and not (path and os.path.exists(path)):
@@ -175,7 +177,7 @@ class _OutputCheck:
         kind, path, start, end = piece
         twin = _OutputCheck(self.filters, self.image_key, self.input_count, self.judge, self.bound)
         twin.ranges, twin.shapes = self.ranges, self.shapes
-        twin.signatures = Signatures(self.signatures.key) if self.signatures is not None else None
+        twin.signatures = self.signatures.twin() if self.signatures is not None else None
         for rec in iter_jsonl_range(path, start, end):
             twin.take(kind, rec)
         return twin.counts, twin.report, twin.positions, twin.signatures

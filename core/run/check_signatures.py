@@ -11,12 +11,19 @@ LISTED = 10
 
 
 class Signatures:
-    def __init__(self, key: bytes):
-        self.key, self.samples, self.unsigned, self.first = key, 0, 0, []
+    """`signed_form`: the djx sample an output record was signed as (a LLaVA export's records are
+    mapped back, run/formats.py signed_form); None: as written."""
+
+    def __init__(self, key: bytes, signed_form=None):
+        self.key, self.signed_form, self.samples, self.unsigned, self.first = key, signed_form, 0, 0, []
+
+    def twin(self) -> Signatures:
+        """An empty account of the same check, for a piece of it."""
+        return Signatures(self.key, self.signed_form)
 
     def see(self, sample: dict, pos) -> None:
         self.samples += 1
-        if not signed_by(self.key, sample):
+        if not signed_by(self.key, self.signed_form(sample) if self.signed_form else sample):
             self.unsigned += 1
             if len(self.first) < LISTED:
                 self.first.append(pos)

@@ -71,3 +71,19 @@ def export_as_llava(chain, result, originals: dict) -> None:
                                                 f"the sample as the ops left it cannot be written as a LLaVA record "
                                                 f"({why}; the last op to see it: {last})", "op_error", "FormatError"))
         setattr(result, kind, out)
+
+
+def signed_form(ctx: RunContext):
+    """For a run that writes LLaVA records: a function giving the djx sample a record was signed as
+    (the mapping a later run reads it with), so that `djx check` verifies its stats signature on
+    that; None for djx-format outputs (signed as written)."""
+    if not writes_llava(ctx):
+        return None
+    opts, keys = ctx.llava, keys_of(ctx)
+
+    def form(record: dict) -> dict:
+        try:
+            return llava_to_djx(record, opts, keys)
+        except FormatError:
+            return record  # not a LLaVA record: not what djx signed
+    return form
