@@ -54,3 +54,25 @@ def test_a_jsonl_export_of_a_binary_column_is_refused_before_any_work(tmp_path, 
     result = djx_cli("process", _recipe(tmp_path, write_recipe, data, str(tmp_path / "out" / "kept.jsonl")), "--quiet")
     assert result.rc != 0 and "column 'image'" in result.err and ".parquet" in result.err
     assert not (tmp_path / "out" / "kept.jsonl").exists()
+
+
+def test_records_with_different_keys_keep_their_signatures_through_a_parquet_export(
+        tmp_path, write_recipe, djx_cli):
+    """A parquet export holds every record's columns: a record read back carries a null for each
+    key (and struct field) it lacked. Its stats signature holds all the same: the next run reuses
+    every stat and `djx check` has nothing to note."""
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"text": "a first sample with words", "meta": {"a": 1}},
+        {"text": "a second sample with words", "url": "http://example.com/2", "meta": {"b": "x"}},
+        {"text": "a third sample", "v": float("nan")}]))
+    out = tmp_path / "out" / "kept.parquet"
+    assert djx_cli("process", _recipe(tmp_path, write_recipe, data, str(out)), "--quiet").rc == 0
+    rows = pq.read_table(out).to_pylist()
+    assert rows[0]["url"] is None and rows[0]["meta"] == {"a": 1, "b": None}  # what parquet gives back
+    check = djx_cli("check", str(out))
+    assert check.rc == 0 and "check passed" in check.out and "vouch" not in check.out, check.out
+    again = tmp_path / "again" / "kept.parquet"
+    assert djx_cli("process", _recipe(tmp_path, write_recipe, out, str(again)), "--quiet").rc == 0
+    summary = json.loads((tmp_path / "again" / "kept.summary.json").read_text())
+    assert [op["reused_stats"] for op in summary["ops"]] == [3] and "foreign_stats_dropped" not in summary["events"], summary

@@ -46,13 +46,27 @@ def op_fingerprint(op) -> str:
 
 
 def _mac(key: bytes, sample: dict, prov: dict) -> str | None:
+    """The HMAC of the sample (less djx's run keys), its vouched stats and image stamps. A field
+    that is null signs as one that is absent: a parquet export holds every record's columns, so a
+    record read back from it carries a null for each key it lacked (the signature still holds).
+    NaN signs as Python's JSON writes it."""
     try:
-        body = json.dumps([{k: v for k, v in sample.items() if k not in _UNSIGNED}, prov["stats"],
-                           prov.get("images")], sort_keys=True, ensure_ascii=False, allow_nan=False,
-                          default=_exact)  # bytes, timestamps, decimals: as the part files hold them
-    except (TypeError, ValueError):
+        part = _SIGNING.encode({k: v for k, v in sample.items() if k not in _UNSIGNED})
+        if "null" in part:  # rare: a null somewhere (or the word in a text)
+            part = _SIGNING.encode(_no_nulls({k: v for k, v in sample.items() if k not in _UNSIGNED}))
+        body = f"[{part}, {_SIGNING.encode(prov['stats'])}, {_SIGNING.encode(prov.get('images'))}]"
+    except (TypeError, ValueError, RecursionError):
         return None  # not JSON as is: never vouched for
-    return hmac.new(key, body.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+    return hmac.digest(key, body.encode("utf-8", "surrogatepass"), "sha256").hex()
+
+
+def _no_nulls(value):
+    """`value` less the null members of its objects, at any depth (list items stay)."""
+    if isinstance(value, dict):
+        return {k: _no_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_no_nulls(v) for v in value]
+    return value
 
 
 def _exact(value):
@@ -63,6 +77,9 @@ def _exact(value):
     if isinstance(encoded, str):
         raise TypeError(f"{type(value).__name__} is not JSON")
     return encoded
+
+
+_SIGNING = json.JSONEncoder(sort_keys=True, ensure_ascii=False, allow_nan=True, default=_exact)
 
 
 def image_stamps(sample: dict, image_key: str, dataset_dir: str) -> list | None:
