@@ -139,6 +139,9 @@ def _check(args) -> int:
                            verify_key=stats_key(), claimed=_claimed(summary), workers=cpu_count(),
                            signed_form=signed_form(chain.ctx))
     print(_terminal_safe(report.describe()))
+    if os.path.isdir(paths.state_dir):  # a later run (--restart, new data) stopped before its finish
+        print(f"note: a run writing to this export has not finished (its work so far is in {paths.state_dir}): "
+              f"these outputs are an earlier run's; run the same djx process command again to finish it")
     if input_count is None:
         print("note: no input count in a run summary and no --input-count given: counts were not checked")
     return 0 if report.ok else 1

@@ -62,3 +62,23 @@ def test_djx_check_of_an_export_whose_run_has_not_finished_says_to_resume_it(tmp
     res = djx_cli("check", tmp_path / "out" / "o.jsonl")
     assert res.rc == 1 and "the run writing it has not finished" in res.err
     assert "run the same djx process command again to resume it" in res.err
+
+
+def test_djx_check_of_a_finished_export_beside_an_unfinished_later_run_says_so(tmp_path, write_jsonl, write_recipe,
+                                                                               djx_cli):
+    """A finished run's export stays whole while a later run of the same command (--restart, or
+    grown data) is stopped before its finish: the check passes on those outputs and says that they
+    are an earlier run's and that the later run has work to finish."""
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": i, "text": f"text {i}"} for i in range(40)])
+    recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(data), export_path="out/o.jsonl", np=1,
+                          batch_size=8, on_error="fail", process=[{"text_length_filter": {"min_len": 1}}])
+    assert djx_cli("process", recipe, "--quiet").rc == 0
+    export = tmp_path / "out" / "o.jsonl"
+    finished = djx_cli("check", export)
+    assert finished.rc == 0 and "has not finished" not in finished.out, finished.out
+    (tmp_path / "d.jsonl").write_text((tmp_path / "d.jsonl").read_text() + '{"id": 40, "text": 5}\n')
+    assert djx_cli("process", recipe, "--quiet", "--restart").rc == 1  # stopped at the bad line, its state kept
+    assert export.exists()
+    res = djx_cli("check", export)
+    assert res.rc == 0 and "check passed: 40 input" in res.out, res.out + res.err
+    assert "note: a run writing to this export has not finished" in res.out and "an earlier run's" in res.out
