@@ -85,6 +85,31 @@ def test_images_without_the_token_are_a_problem_only_where_an_op_pairs_text_chun
     assert res.rc == 1 and f"problem: dataset: {said}" in res.out, res.out
 
 
+def test_an_image_key_that_holds_no_images_while_the_texts_carry_the_token_is_a_problem_and_a_run_warns(
+        tmp_path, write_recipe, write_jsonl, djx_cli):
+    """A typo in image_key: the image filters judge no image and keep every sample. The dry run
+    says so, naming the fields that hold lists; the run, whose outputs are sound, warns per op."""
+    from PIL import Image
+    Image.new("RGB", (80, 80), "red").save(tmp_path / "a.png")
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": f"<__dj__image> a red square {i}", "images": ["a.png"]}
+                                              for i in range(5)])
+    keys = dict(dataset_path=str(data), export_path="out/k.jsonl", np=1,
+                process=[{"image_shape_filter": {"min_width": 5000}}, {"text_length_filter": {"min_len": 1}}])
+    typo = write_recipe(tmp_path / "typo.yaml", image_key="image", **keys)
+    res = djx_cli("process", typo, "--dry-run")
+    assert res.rc == 1 and "problem: dataset: none of the first 5 records has images under image_key 'image', " \
+                           "yet 5 of their texts carry '<__dj__image>'" in res.out, res.out
+    assert "(fields holding lists: images)" in res.out
+    run = djx_cli("process", typo)
+    assert run.rc == 0 and "5 in = 5 kept" in run.out, run.out
+    assert "warning: image_shape_filter saw no sample with images under image_key 'image' (of the 5 that " \
+           "reached it)" in run.out and "warning: text_length_filter" not in run.out
+    right = write_recipe(tmp_path / "right.yaml", **{**keys, "export_path": "right/k.jsonl"})
+    assert djx_cli("process", right, "--dry-run").rc == 0
+    run = djx_cli("process", right)
+    assert run.rc == 0 and "5 in = 0 kept + 5 dropped" in run.out and "saw no sample with images" not in run.out
+
+
 def test_a_missing_dataset_is_a_problem_not_a_traceback(tmp_path, write_recipe, djx_cli):
     recipe = write_recipe(tmp_path / "r.yaml", dataset_path="nope.jsonl", export_path="out/k.jsonl",
                           process=[{"text_length_filter": {}}])

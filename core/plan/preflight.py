@@ -10,6 +10,7 @@ import re
 import sys
 
 from djx.core.errors import DjxError
+from djx.core.plan.dataset_checks import missing_images, no_token, unused_image_key
 
 GiB = 1 << 30
 # a CPU worker's own memory beyond model weights: the interpreter and libraries, a batch's images
@@ -93,10 +94,10 @@ def plan_host_memory(plan) -> str | None:
     return host_memory_problem(workers, planned, available_host_bytes(), bool(plan.model_bytes), per_worker)
 
 
-def dataset_report(recipe, pairs_chunks: bool = True) -> tuple[list[str], list[str]]:
-    """(lines, problems) about the dataset: its files and its first records, which must parse,
-    be objects and, when they have images and an op pairs text chunks with them (`pairs_chunks`),
-    carry the image token."""
+def dataset_report(recipe, pairs_chunks: bool = True, reads_images: bool = True) -> tuple[list[str], list[str]]:
+    """(lines, problems) about the dataset: its files and its first records, which must parse, be
+    objects, carry the image token with images where an op pairs text chunks with them (`pairs_chunks`),
+    and have images under image_key where their texts carry it and an op reads images."""
     from djx.core.io.dataset import dataset_files
     from djx.core.io.readers import ReadState, read_files
     from djx.core.recipe.context import RunContext
@@ -113,7 +114,7 @@ def dataset_report(recipe, pairs_chunks: bool = True) -> tuple[list[str], list[s
         lines += ray_lines
         if ray_problems:
             return lines, ray_problems
-    problems, bad, with_images, with_token, tokens = [], [], 0, 0, set()
+    problems, bad, with_images, with_token, token_only, tokens = [], [], 0, 0, 0, set()
     items, ctx = [], RunContext(recipe.text_key, recipe.image_key, recipe.image_special_token,
                                 recipe.eoc_special_token, llava=llava_options(recipe))
     try:
@@ -139,55 +140,20 @@ def dataset_report(recipe, pairs_chunks: bool = True) -> tuple[list[str], list[s
             with_images += 1
             with_token += recipe.image_special_token in text
             tokens.update(t for t in re.findall(r"<[^<>\s]{1,40}>", text) if t != recipe.eoc_special_token)
+        else:
+            token_only += recipe.image_special_token in text
     lines.append(f"  first {len(items)} record(s) read: {len(items) - len(bad)} usable, {with_images} with "
                  f"images under {recipe.image_key!r}, {with_token} of those with {recipe.image_special_token!r}")
     if items and len(bad) == len(items):  # none usable: every sample would be rejected
         problems += bad
     else:  # a few bad records: the run rejects them, with their reasons
         lines += [f"  note: {b} (a run rejects such a record with its reason)" for b in bad]
-    problems += _missing_images(items, recipe, lines)
+    problems += missing_images(items, recipe, lines)
     if with_images and not with_token:
-        _no_token(recipe, tokens, pairs_chunks, lines, problems)
+        no_token(recipe, tokens, pairs_chunks, lines, problems)
+    if reads_images and not with_images and token_only:
+        problems.append(unused_image_key(recipe, items, token_only))
     return lines, problems
-
-
-def _no_token(recipe, tokens: set, pairs_chunks: bool, lines: list[str], problems: list[str]) -> None:
-    """Records with images, none with the image token: a problem where an op pairs text chunks with
-    images by it, else a note (the images are judged without it)."""
-    seen = ", ".join(sorted(tokens)[:5])
-    said = (f"dataset: none of the first records with images carries image_special_token "
-            f"{recipe.image_special_token!r} in its text" + (f" (tokens seen: {seen})" if seen else ""))
-    if pairs_chunks:
-        problems.append(said + "; set image_special_token to the token your data was written with")
-    else:
-        lines.append(f"  note: {said} (no op of this recipe pairs text with images by it)")
-
-
-def _missing_images(items, recipe, lines: list[str]) -> list[str]:
-    """A problem when none of the images the first records name exists where djx will look (the
-    records point elsewhere: image_root); a note when some are missing."""
-    from djx.core.io.dataset import dataset_root
-    root = recipe.image_root or dataset_root(recipe.dataset_path)
-    llava = recipe.dataset_format == "llava"  # LLaVA's records name one image, under `image`
-    named = [item.record.get("image" if llava else recipe.image_key) for item in items if isinstance(item.record, dict)]
-    refs = [r for refs in named for r in ([refs] if llava else refs if isinstance(refs, list) else [])
-            if isinstance(r, str) and (r or not llava)]
-    from djx.core.io.image_paths import is_remote
-    from djx.core.op.images import shown
-    remote = [r for r in refs if is_remote(r)]
-    if refs and len(remote) == len(refs):
-        return [f"dataset: the {len(refs)} images the first records name are URLs or data: URIs, e.g. "
-                f"{shown(remote[0])}; djx reads local files: download them and use their paths"]
-    missing = [r for r in refs if not is_remote(r) and not os.path.isfile(os.path.join(root, r))]
-    if not missing:
-        return []
-    example = f"{shown(missing[0])} (looked for {shown(os.path.join(root, missing[0]))[1:-1]})"
-    if len(missing) == len(refs):
-        return [f"dataset: none of the {len(refs)} images the first records name exists, e.g. {example}; set "
-                f"image_root to the folder the image paths are relative to"]
-    lines.append(f"  note: {len(missing)} of {len(refs)} images of the first records are missing, e.g. {example} "
-                 f"(a run rejects those samples as bad_image)")
-    return []
 
 
 def model_report(specs) -> tuple[list[str], list[str]]:
@@ -270,7 +236,7 @@ def dry_run(pipe, out=print, limit: int | None = None) -> int:
     plan = pipe.plan(estimate=True)
     out(pipe.describe(plan))
     pairs = any("per_chunk" in (getattr(op, "stat_shapes", None) or {}).values() for op in pipe.ops)
-    lines, problems = dataset_report(recipe, pairs)
+    lines, problems = dataset_report(recipe, pairs, any(op.uses_images for op in pipe.ops))
     model_lines, model_problems = model_report(pipe.chain().model_specs())
     memory = plan_host_memory(plan) if recipe.executor != "ray" else None  # Ray: actors declare their memory
     problems += model_problems + ([f"host memory: {memory}"] if memory else [])

@@ -24,7 +24,8 @@ def build_summary(recipe, paths, plan, executor, ops, counts, state, report, ses
         "rejected_by_code": dict(sorted(counts.rejected_by_code.items(), key=lambda kv: -kv[1])),
         "ops": [{"name": op.name, "in": c.seen, "kept": c.kept, "dropped": c.dropped, "rejected": c.rejected,
                  "seconds": round(c.seconds, 3), "reused_stats": c.reused, "uses_model": bool(op.model_specs()),
-                 "phases": {k: round(v, 3) for k, v in c.phases.items()}}
+                 "phases": {k: round(v, 3) for k, v in c.phases.items()},
+                 **({"with_images": c.with_images} if op.uses_images else {})}
                 for op, c in zip(ops, counts.ops)],
         "skipped_ops": recipe.skipped_ops(),  # unknown ops a skip_unknown_ops recipe ran without
         "recipe": {**recipe.to_dict(), "process": ran_process(recipe, ops), "base_dir": recipe.base_dir},  # what ran
@@ -148,6 +149,11 @@ def _reused_and_skipped(s: dict) -> list[str]:
             lines.append(f"  warning: {o['name']} computed nothing: it reused the stats all {o['in']} samples carried"
                          + (" (models were loaded all the same)" if loaded else ", and ran no model")
                          + " (recompute_stats: true recomputes them)")
+    for o in s.get("ops") or []:
+        if o.get("with_images") == 0 and o["in"] and not o.get("reused_stats"):
+            lines.append(f"  warning: {o['name']} saw no sample with images under image_key "
+                         f"{(s.get('recipe') or {}).get('image_key', 'images')!r} (of the {o['in']} that reached it), "
+                         f"so it judged no image: is image_key the field that lists each sample's images?")
     warning = nothing_kept_warning(s)
     lines += [f"  warning: {warning}"] if warning else []
     unmatched = (s.get("events") or {}).get("stats_rows_unmatched")
