@@ -60,6 +60,15 @@ DJ_OP_KEYS = {
     "turbo": "not used", "skip_op_error": "see on_error", "work_dir": "not used",
     "index_key": "not used", "auto_op_parallelism": "not used", "runtime_np": "not used",
     "ray_execution_mode": "not used",
+    # Data-Juicer 1.6's settings every op takes (its base OP): resources, Ray, and keys of data djx has no op for
+    "num_cpus": "the planner sizes workers", "num_gpus": "the planner sizes workers",
+    "memory": "the planner sizes workers from the models' footprint", "runtime_env": "not used",
+    "batch_mode": "not used", "adaptive_batching": "not used", "input_columns": "not used",
+    "output_columns": "not used", "image_bytes_key": "djx reads images from their paths",
+    "audio_key": "no djx op reads audio", "video_key": "no djx op reads video",
+    "system_key": "no djx op reads it", "instruction_key": "no djx op reads it", "prompt_key": "no djx op reads it",
+    "query_key": "no djx op reads it", "response_key": "no djx op reads it", "history_key": "no djx op reads it",
+    "tmp_file_name": "not used: djx's deduplicators keep their rows in the run's state folder",
 }
 
 

@@ -112,6 +112,9 @@ class Recipe:
         (call after build_ops, which loads the plug-ins)."""
         from djx.core.op.registry import get_op_class, silent_plugins, unknown_op
         out = [f"{key} ignored: {why}" for key, why in self.ignored] + silent_plugins(self.custom_ops, self.base_dir)
+        out += [] if self.process else ["the recipe names no ops (no `process` list, or an empty one): the run "
+                                        "copies its input, with the input checks (bad records rejected with their "
+                                        "reasons)"]
         out += [f"process[{s['index']}].{s['name']} skipped (skip_unknown_ops): {unknown_op(s['name'])}"
                 for s in self.skipped_ops()]
         for i, (name, params) in enumerate(self.process):

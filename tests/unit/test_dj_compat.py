@@ -39,7 +39,8 @@ def test_data_juicer_op_keys_are_ignored_with_why_unless_the_op_takes_them():
 
 
 def _dataset(*configs, **extra):
-    return {"dataset": {"configs": list(configs), **extra}, "export_path": "o.jsonl", "process": []}
+    return {"dataset": {"configs": list(configs), **extra}, "export_path": "o.jsonl",
+            "process": [{"text_length_filter": {}}]}
 
 
 def test_data_juicers_dataset_key_with_one_local_source_is_the_dataset_path(tmp_path):
@@ -75,3 +76,29 @@ def test_data_juicers_validators_are_refused_with_what_removing_them_means():
         recipe_from_dict({"dataset_path": "d.jsonl", "export_path": "o.jsonl",
                           "validators": [{"type": "required_fields", "required_fields": ["text"]}]})
     assert "recipe key 'validators': Data-Juicer's dataset validators are not in djx: remove the key" in str(e.value)
+
+
+def test_data_juicer_1_6_per_op_settings_in_its_own_recipes_are_ignored_with_why():
+    """Data-Juicer 1.6.1's config_all.yaml gives model ops `memory: '1500MB'`, its Ray MinHash
+    `tmp_file_name`; every op of it takes Ray resources and data keys djx has no op for."""
+    settings = {"memory": "1500MB", "num_cpus": 1, "num_gpus": 0.5, "runtime_env": {"pip": ["x"]},
+                "batch_mode": True, "adaptive_batching": True, "input_columns": ["text"], "output_columns": ["text"],
+                "image_bytes_key": "image_bytes", "audio_key": "audios", "video_key": "videos", "query_key": "query",
+                "response_key": "response", "history_key": "history", "system_key": "system",
+                "instruction_key": "instruction", "prompt_key": "prompt"}
+    recipe = recipe_from_dict({"dataset_path": "d.jsonl", "export_path": "o.jsonl", "process": [
+        {"image_nsfw_filter": {"max_score": 0.4, **settings}},
+        {"ray_bts_minhash_deduplicator": {"tmp_file_name": "./outputs/ray-dedup-tmp/"}}]})
+    nsfw, _ = recipe.build_ops(load_resources=False)
+    assert nsfw.max_score == 0.4
+    notes = recipe.notes()
+    assert [n.split(" ignored: ")[0] for n in notes] == [f"process[0].image_nsfw_filter.{k}" for k in settings] + [
+        "process[1].ray_bts_minhash_deduplicator.tmp_file_name"]
+    assert all(n.split(" ignored: ")[1] for n in notes)
+
+
+def test_a_recipe_without_ops_says_that_its_run_copies_the_input():
+    recipe = recipe_from_dict({"dataset_path": "d.jsonl", "export_path": "o.jsonl"})
+    assert not recipe.process and not recipe.build_ops()
+    assert recipe.notes() == ["the recipe names no ops (no `process` list, or an empty one): the run copies its "
+                              "input, with the input checks (bad records rejected with their reasons)"]

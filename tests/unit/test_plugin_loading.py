@@ -194,6 +194,6 @@ def test_a_recipe_read_without_its_ops_imports_no_plugin_for_its_notes(tmp_path)
     marker = tmp_path / "imported"
     (tmp_path / "t8_evil.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
     (tmp_path / "r.yaml").write_text("dataset_path: d.jsonl\nexport_path: out/x.jsonl\n"
-                                     "custom_ops: [t8_evil.py]\nprocess: []\n")
+                                     "custom_ops: [t8_evil.py]\nprocess:\n  - text_length_filter: {}\n")
     recipe = load_recipe(str(tmp_path / "r.yaml"))
     assert recipe.notes() == [] and not marker.exists()
