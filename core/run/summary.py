@@ -1,6 +1,8 @@
 """The run summary: written as <stem>.summary.json and printed as a table at the end."""
 from __future__ import annotations
 
+from collections import Counter
+
 from djx.core.run.breakdown import format_breakdown, format_timing
 from djx.core.run.estimate import format_estimate
 from djx.core.plan.resources import peak_rss_bytes, uss_bytes
@@ -107,10 +109,14 @@ def format_summary(s: dict) -> str:
         lines.append("  rejected: none")
     ops = s.get("ops") or []
     if ops:
-        w = max(len(o["name"]) for o in ops)
+        names, total, nth = [], Counter(o["name"] for o in ops), Counter()
+        for o in ops:  # an op named twice (two alphanumeric_filters): #1, #2 in the recipe's order
+            nth[o["name"]] += 1
+            names.append(f"{o['name']} #{nth[o['name']]}" if total[o["name"]] > 1 else o["name"])
+        w = max(map(len, names))
         lines.append(f"  {'op'.ljust(w)}  {'in':>8} {'kept':>8} {'dropped':>8} {'rejected':>8} {'op-sec*':>8}")
-        for o in ops:
-            lines.append(f"  {o['name'].ljust(w)}  {o['in']:>8} {o['kept']:>8} {o['dropped']:>8} "
+        for name, o in zip(names, ops):
+            lines.append(f"  {name.ljust(w)}  {o['in']:>8} {o['kept']:>8} {o['dropped']:>8} "
                          f"{o['rejected']:>8} {o['seconds']:>8.2f}")
         lines.append(f"  * op-sec: {OPS_SECONDS}, over {s.get('workers')} worker(s)")
     lines += format_breakdown(s)
