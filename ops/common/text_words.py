@@ -119,7 +119,8 @@ def share_in(words: list[str], vocabulary: frozenset[str]) -> float:
 def read_word_lists(folder: str, words_type: str, param: str) -> dict[str, frozenset[str]]:
     """{lang: words} from the folder's JSON files named like `words_type`, plus 'all'."""
     if not os.path.isdir(folder):
-        raise RecipeError(f"{param}: {folder!r} is not a folder (it should hold {words_type}*.json files)")
+        looked = "" if os.path.isabs(folder) else f"; looked for in the recipe's folder and as {os.path.abspath(folder)!r}"
+        raise RecipeError(f"{param}: {folder!r} is not a folder (it should hold {words_type}*.json files{looked})")
     merged: dict[str, list[str]] = {}
     for name in sorted(os.listdir(folder)):
         if name.endswith(".json") and words_type in name:
