@@ -256,6 +256,25 @@ def test_djx_check_vouches_for_a_llava_exports_own_stats_and_notes_an_edited_one
                                f"(positions {pos})" in edited.out, edited.out
 
 
+def test_records_the_mapping_keeps_a_residue_of_keep_their_stats_signature(tmp_path, write_recipe, djx_cli):
+    """Integer ids, keys on the turns, a key beside them: the mapping keeps what the text cannot say
+    in `__dj__llava__`, which a record read back makes anew. The stats signature holds all the
+    same: djx check notes nothing and the next run reuses every stat."""
+    records = [{"id": i, "image": f"demo-{i:03d}-0.jpg", "source": {"crawl": i}, "conversations": [
+        {"from": "human", "value": "<image>\nDescribe the image.", "weight": 0},
+        {"from": "gpt", "value": f"a shape number {i}", "weight": 1}]} for i in range(4)]
+    data = _write_array(tmp_path / "llava.json", records)
+    keys = dict(dataset_format="llava", image_root=str(DEMO_IMAGES), np=1,
+                process=[{"text_length_filter": {"min_len": 10}}, {"image_shape_filter": {"min_width": 10}}])
+    _run(write_recipe(tmp_path / "a.yaml", dataset_path=str(data), export_path="a/kept.json", **keys))
+    first = json.loads((tmp_path / "a" / "kept.json").read_text())
+    assert [r["id"] for r in first] == [0, 1, 2, 3] and first[0]["conversations"] == records[0]["conversations"]
+    check = djx_cli("check", str(tmp_path / "a" / "kept.json"))
+    assert check.rc == 0 and "vouch" not in check.out, check.out
+    summary = _run(write_recipe(tmp_path / "b.yaml", dataset_path="a/kept.json", export_path="b/kept.json", **keys))
+    assert [op["reused_stats"] for op in summary["ops"]] == [4, 4] and not summary["events"], summary["events"]
+
+
 def test_format_options_export_djx_writes_djx_records(tmp_path, write_recipe, djx_cli):
     data, _ = _llava_dataset(tmp_path)
     recipe = write_recipe(tmp_path / "r.yaml", dataset_path=str(data), export_path="out/kept.jsonl",

@@ -17,12 +17,15 @@ import hmac
 import json
 import os
 
+from djx.core.io.llava import LLAVA_KEY
 from djx.core.io.user_key import user_key
 from djx.core.recipe.context import DROP_KEY, ORIGIN_POS_KEY, POSITION_KEY, STATS_KEY, RunContext
 from djx.core.run.stable_params import stable
 
 PROVENANCE_KEY = "__djx__stats_provenance__"
-_UNSIGNED = (PROVENANCE_KEY, POSITION_KEY, ORIGIN_POS_KEY, DROP_KEY)  # djx's keys that change between runs
+# djx's keys that change between runs, and the __dj__llava__ field (signed on its own, io/llava_seal.py;
+# a LLaVA record read back makes it anew, without that signature)
+_UNSIGNED = (PROVENANCE_KEY, POSITION_KEY, ORIGIN_POS_KEY, DROP_KEY, LLAVA_KEY)
 
 
 def stats_key(home: str | None = None) -> bytes:
