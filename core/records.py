@@ -3,6 +3,8 @@ each with a name and fields: an input Item, a Rejection, per-op OpCounts, the Ba
 batch (carrying its own resume position) and a worker's WorkerReport."""
 from __future__ import annotations
 
+import json
+import sys
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -27,6 +29,16 @@ class Item:
     stats_row: Any = None  # its row of the stats file beside the export it was read from (export_input.py)
 
 
+def _not_json(cause) -> str:
+    if cause is None:
+        return "not valid JSON"
+    if not isinstance(cause, json.JSONDecodeError) and "integer string conversion" in str(cause):
+        # valid JSON, but Python reads integers of at most sys.get_int_max_str_digits() digits
+        return (f"not readable: it holds an integer of more than {sys.get_int_max_str_digits()} digits, more than "
+                f"Python reads (PYTHONINTMAXSTRDIGITS raises the limit)")
+    return f"not valid JSON ({cause})"
+
+
 def parse_pending(items: list[Item]) -> None:
     """Parse the raw JSON lines of pending items in place, through one jsonlines reader; a line
     that parses to a record djx cannot carry (see record_limits) gets an error, as bad JSON does."""
@@ -40,7 +52,7 @@ def parse_pending(items: list[Item]) -> None:
             it.record = reader.read(allow_none=True)
             it.error = record_problem(it.record, it.raw)
         except jsonlines.InvalidLineError as e:
-            it.error = f"not valid JSON ({e.__cause__})" if e.__cause__ else "not valid JSON"
+            it.error = _not_json(e.__cause__)
         except RecursionError:
             it.error = too_deep()
         if it.error:

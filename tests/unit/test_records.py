@@ -68,3 +68,12 @@ def test_pending_lines_parse_into_records_or_the_reason_they_cannot_be_records()
     assert items[3].record is None and "lone surrogate" in items[3].error
     assert items[4].record is None and "nested deeper than 100 levels" in items[4].error
     assert items[5].record == {"id": 5}
+
+
+def test_an_integer_longer_than_python_reads_is_said_to_be_that_not_bad_json():
+    import sys
+    digits = sys.get_int_max_str_digits() + 1
+    items = [Item(0, raw='{"text": "x", "n": ' + "9" * digits + "}", pending=True)]
+    parse_pending(items)
+    assert items[0].record is None
+    assert items[0].error.startswith(f"not readable: it holds an integer of more than {digits - 1} digits")
