@@ -14,6 +14,8 @@ from djx.core.op.images import BatchImages
 from djx.core.errors import RecipeError, SampleError, UsageError
 from djx.core.op.params import check_ranges, validate_params, with_defaults
 
+LIST_SHAPES = ("per_image", "per_distinct_image", "per_chunk")  # stat_shapes of one value per image or chunk
+
 
 class Batch:
     """What one op call sees: the live samples, the run context, the batch's images, the model pool.

@@ -2,6 +2,8 @@
 actors run this same object; it owns the per-sample failure rules (reject, never lose)."""
 from __future__ import annotations
 
+import functools
+
 import time
 import traceback
 from typing import Callable
@@ -47,7 +49,11 @@ class OpChain:
         # False for a stage that hands its kept samples to the next (Ray): their paths stay as read
         self.export_kept = export_kept
         self.lazy_models = lazy_models  # True: workers load models when a sample first needs one (stat reuse)
-        self._fingerprints: list[str] | None = None
+
+    @functools.cached_property
+    def fingerprints(self) -> list[str]:
+        """Each op's op_fingerprint (what makes its stats its own): made once, not per batch."""
+        return [op_fingerprint(op) for op in self.ops]
 
     def model_specs(self) -> list:
         return [spec for op in self.ops for spec in op.model_specs()]
@@ -62,9 +68,7 @@ class OpChain:
         result = BatchResult.empty(len(self.ops))
         originals: dict[int, Item] = {}  # position -> the item as read (ops work on a copy)
         samples = []
-        if self._fingerprints is None:  # the ops' fingerprints, once per chain, not per batch
-            self._fingerprints = [op_fingerprint(op) for op in self.ops]
-        books = StatBooks(self.ctx, self.ops, self._fingerprints)
+        books = StatBooks(self.ctx, self.fingerprints)
         parse_pending(items)
         for item in items:
             if unwrap_rejected(item):  # a rejected file's line: the record it holds; an export's: its stats row

@@ -17,7 +17,7 @@ import re
 from djx.core.recipe.context import DROP_KEY, POSITION_KEY, STATS_KEY
 from djx.core.io.output_reader import iter_jsonl_range, iter_output, jsonl_alone, record_bound
 from djx.core.io.outputs import OutputPaths
-from djx.core.op.base import Filter
+from djx.core.op.base import LIST_SHAPES, Filter
 from djx.core.op.deduplicator import Deduplicator
 from djx.core.run.chain import _BadVerdict, _verdict
 from djx.core.run.check_parallel import PIECE_BYTES, forked, pieces, shares
@@ -257,7 +257,7 @@ class _OutputCheck:
                     continue
                 # an empty list is wrong for a sample with images only where the list is one per image
                 # or chunk (a list of another length, e.g. one per entity of the text, may be empty)
-                per_image = name not in self.shapes or self.shapes[name].get(k) in ("per_image", "per_distinct_image", "per_chunk")
+                per_image = name not in self.shapes or self.shapes[name].get(k) in LIST_SHAPES
                 bad = (bad_value(stats[k], has_images and per_image)
                        or out_of_range(stats[k], self.ranges.get(name, {}).get(k)))
                 if bad:

@@ -54,9 +54,10 @@ def _mac(key: bytes, sample: dict, prov: dict) -> str | None:
     record read back from it carries a null for each key it lacked (the signature still holds).
     NaN signs as Python's JSON writes it."""
     try:
-        part = _SIGNING.encode({k: v for k, v in sample.items() if k not in _UNSIGNED})
+        signed = {k: v for k, v in sample.items() if k not in _UNSIGNED}
+        part = _SIGNING.encode(signed)
         if "null" in part:  # rare: a null somewhere (or the word in a text)
-            part = _SIGNING.encode(_no_nulls({k: v for k, v in sample.items() if k not in _UNSIGNED}))
+            part = _SIGNING.encode(_no_nulls(signed))
         body = f"[{part}, {_SIGNING.encode(prov['stats'])}, {_SIGNING.encode(prov.get('images'))}]"
     except (TypeError, ValueError, RecursionError):
         return None  # not JSON as is: never vouched for
@@ -105,9 +106,9 @@ def image_stamps(sample: dict, image_key: str, dataset_dir: str) -> list | None:
 class StatBooks:
     """One batch's account of the stats each sample carries: which are vouched for by whom."""
 
-    def __init__(self, ctx: RunContext, ops: list, fingerprints: list[str] | None = None):
+    def __init__(self, ctx: RunContext, fingerprints: list[str]):
         self.ctx = ctx
-        self.fingerprints = fingerprints or [op_fingerprint(op) for op in ops]
+        self.fingerprints = fingerprints  # each op's op_fingerprint (OpChain.fingerprints)
         self.vouched: dict[int, dict[str, str]] = {}  # position -> {stat: fingerprint}
         self.images: dict[int, list | None] = {}  # position -> the stamps the signature vouches for
         self.mapped: set[int] = set()  # positions a mapper changed: their input stats describe another sample

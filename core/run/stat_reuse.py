@@ -3,8 +3,8 @@ thresholds computes nothing and loads no model.
 
 A filter's stats are reused when every one of them is present and valid: finite numbers inside
 the filter's `stat_ranges`, and for the shapes a filter declares in `stat_shapes`, one value per
-image (`per_image`), one per distinct image path (`per_distinct_image`), one per chunk that holds images (`per_chunk`), one number (`scalar`), one
-non-empty string (`label`, e.g. language_id_score_filter's `lang`) or a deduplicator's hash string
+image (`per_image`), one per distinct image path (`per_distinct_image`), one per chunk that holds
+images (`per_chunk`), one number (`scalar`), one non-empty string (`label`, e.g. language_id_score_filter's `lang`) or a deduplicator's hash string
 (`digest`); and
 when djx vouches for them (run/provenance.py: djx wrote them with the same op, or the recipe says
 `trust_input_stats`). Anything else is recomputed; so is everything with `recompute_stats: true`.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from djx.core.recipe.context import POSITION_KEY, STATS_KEY, RunContext
-from djx.core.op.base import Filter
+from djx.core.op.base import LIST_SHAPES, Filter
 from djx.core.io.export_input import with_stats_rows
 from djx.core.io.reinput import input_sample, unwrap_rejected
 from djx.core.run.formats import sample_of
@@ -66,7 +66,7 @@ def _valid(value, shape: str | None, op, sample: dict, ctx: RunContext) -> bool:
         return isinstance(value, str) and bool(value)
     if shape == "digest":  # a deduplicator's hash or signature
         return isinstance(value, str)
-    if shape in ("per_image", "per_distinct_image", "per_chunk"):
+    if shape in LIST_SHAPES:
         n = _expected_length(shape, op, sample, ctx)
         return n is not None and isinstance(value, list) and len(value) == n and all(map(_number, value))
     return _number(value) or (isinstance(value, list) and all(map(_number, value)))
@@ -111,7 +111,7 @@ def models_unneeded(chain, files: list[str], stats_file: str | None = None) -> b
     if first is None or first[0] != 0:
         return False
     sample = first[1]
-    books = StatBooks(chain.ctx, chain.ops)
+    books = StatBooks(chain.ctx, chain.fingerprints)
     books.take(sample)
     return all(reusable(op, sample, chain.ctx) and books.vouches(k, op, sample)
                for k, op in enumerate(chain.ops) if op.model_specs())
@@ -140,10 +140,10 @@ def input_samples(chain, files: list[str], stats_file: str | None = None):
 def vouched_stats(chain, k: int, samples):
     """(position, stats) of the samples whose stats of op k are valid and vouched for (as a run
     would reuse them)."""
-    op, books = chain.ops[k], StatBooks(chain.ctx, chain.ops)
+    op, books = chain.ops[k], StatBooks(chain.ctx, chain.fingerprints)
     for n, (pos, sample) in enumerate(samples, 1):
         if n % 512 == 0:  # the books are a batch's: a fresh one now and then keeps memory flat
-            books = StatBooks(chain.ctx, chain.ops)
+            books = StatBooks(chain.ctx, chain.fingerprints)
         books.take(sample)
         if reusable(op, sample, chain.ctx) and books.vouches(k, op, sample):
             yield pos, sample[STATS_KEY]
